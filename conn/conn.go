@@ -1,0 +1,550 @@
+package conn
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Defaults of [Config]; a zero field selects them.
+const (
+	DefaultDialTimeout    = time.Second            // connect + handshake
+	DefaultKeepAlive      = 15 * time.Second       // TCP keepalive period
+	DefaultWriteTimeout   = 5 * time.Second        // one batch write; longer means the socket is stuck
+	DefaultReconnectMin   = 10 * time.Millisecond  // first reconnect backoff
+	DefaultReconnectMax   = 2 * time.Second        // backoff cap
+	DefaultMaxPending     = 1 << 16                // requests in flight per connection
+	DefaultReadBufferSize = 64 << 10               // bytes
+	maxRetainedWriteBuf   = 1 << 20                // write buffers above this are dropped after use
+	fastReconnectWindow   = 100 * time.Millisecond // a session shorter than this does not reset backoff
+)
+
+// Callback receives the outcome of one request. Complete is called exactly
+// once per request accepted by [Conn.Do], on one of the Conn's goroutines; it
+// must not block. The reply aliases a read buffer and is valid only during
+// the call (use [resp.Reply.Clone] to keep it). err is nil when a reply
+// arrived (which may itself be a server error reply).
+type Callback interface {
+	Complete(tag uint64, r resp.Reply, err error)
+}
+
+// Request is one command for [Conn.Do].
+type Request struct {
+	// Cmd is the encoded command (see [resp.AppendCommand]). Do copies it.
+	Cmd []byte
+	// Deadline, if non-zero, fails the request with [ErrTimeout] when no
+	// reply arrived by then.
+	Deadline time.Time
+	// Callback is completed with the outcome; Tag is passed back to it.
+	Callback Callback
+	Tag      uint64
+	// Script, if set, says Cmd is an EVALSHA of this script: a NOSCRIPT
+	// reply makes the Conn re-send it as EVAL before completing.
+	Script *Script
+}
+
+// Config configures a [Conn]. The zero value is usable.
+type Config struct {
+	// DialTimeout bounds connect, TLS and handshake (default [DefaultDialTimeout]).
+	DialTimeout time.Duration
+	// KeepAlive is the TCP keepalive period (default [DefaultKeepAlive]; negative disables).
+	KeepAlive time.Duration
+	// WriteTimeout bounds one batch write (default [DefaultWriteTimeout]).
+	WriteTimeout time.Duration
+	// TLS, if non-nil, wraps the connection in TLS with this config.
+	TLS *tls.Config
+	// Username and Password are sent with AUTH on connect when Password is set.
+	Username, Password string
+	// DB is selected with SELECT on connect when non-zero.
+	DB int
+	// Scripts are loaded with SCRIPT LOAD on every connect.
+	Scripts []*Script
+	// ReconnectMin and ReconnectMax bound the reconnect backoff (defaults
+	// [DefaultReconnectMin], [DefaultReconnectMax]).
+	ReconnectMin, ReconnectMax time.Duration
+	// MaxPending bounds requests in flight; Do fails with [ErrOverloaded]
+	// above it (default [DefaultMaxPending]).
+	MaxPending int
+	// ReadBufferSize is the reply read buffer size in bytes (default [DefaultReadBufferSize]).
+	ReadBufferSize int
+	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.KeepAlive, DefaultKeepAlive)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.ReconnectMin, DefaultReconnectMin)
+	def(&c.ReconnectMax, DefaultReconnectMax)
+	if c.ReconnectMax < c.ReconnectMin {
+		c.ReconnectMax = c.ReconnectMin
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = DefaultReadBufferSize
+	}
+	return c
+}
+
+// ServerInfo identifies the server process behind a connection, read with
+// INFO at connect time. A changed RunID means the master restarted.
+type ServerInfo struct {
+	RunID       string
+	Version     string
+	Uptime      time.Duration // uptime when the connection was made
+	ConnectedAt time.Time
+}
+
+// Stats are counters of one Conn since it was created.
+type Stats struct {
+	Connects  uint64 // successful connects (first one included)
+	Timeouts  uint64 // requests failed with ErrTimeout
+	Broken    uint64 // requests failed because the socket broke
+	Writes    uint64 // write syscalls (batches)
+	Requests  uint64 // requests accepted by Do
+	Pending   int    // requests in flight now
+	Connected bool
+}
+
+// Conn is one auto-pipelined connection to one master. It is safe for
+// concurrent use. Create it with [New] or [Dial]; Close it when done.
+type Conn struct {
+	addr   string
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{} // closed by Close
+	wake   chan struct{} // writer: the write buffer became non-empty
+	rearm  chan struct{} // expirer: an earlier deadline was queued
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu sync.Mutex
+	// Guarded by mu:
+	up           bool
+	closed       bool
+	downErr      error         // returned by Do while !up
+	upCh         chan struct{} // closed while up; replaced on disconnect
+	nc           net.Conn
+	q            queue
+	wbuf         []byte
+	nextDeadline time.Time // earliest deadline queued (may be stale-early)
+	firstLive    uint64    // queue items before this sequence are done
+	info         ServerInfo
+	scratch      []byte // EVAL rewrite buffer (reader)
+
+	connects, timeouts, broken, writes, requests atomic.Uint64
+}
+
+// New returns a Conn to addr that connects in the background. Requests fail
+// with [ErrDown] until it is connected; see [Conn.WaitConnected].
+func New(addr string, cfg Config) *Conn {
+	c := &Conn{
+		addr:    addr,
+		cfg:     cfg.withDefaults(),
+		done:    make(chan struct{}),
+		wake:    make(chan struct{}, 1),
+		rearm:   make(chan struct{}, 1),
+		upCh:    make(chan struct{}),
+		downErr: fmt.Errorf("%w: %s: connecting", ErrDown, addr),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(2)
+	go c.run(ctx)
+	go c.expireLoop()
+	return c
+}
+
+// Dial returns a connected Conn to addr, or an error if it cannot connect
+// before ctx ends (or within the dial timeout, for the first attempt's error).
+func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
+	c := New(addr, cfg)
+	if err := c.WaitConnected(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Addr returns the master's address.
+func (c *Conn) Addr() string { return c.addr }
+
+// WaitConnected blocks until the Conn is connected, ctx ends (ctx.Err()) or
+// the Conn is closed ([ErrClosed]).
+func (c *Conn) WaitConnected(ctx context.Context) error {
+	c.mu.Lock()
+	ch, closed := c.upCh, c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		err := c.downErr
+		c.mu.Unlock()
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	case <-c.done:
+		return ErrClosed
+	}
+}
+
+// Connected reports whether the socket is up now.
+func (c *Conn) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.up
+}
+
+// Info returns the identity of the server as of the latest connect.
+func (c *Conn) Info() ServerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
+}
+
+// Stats returns the Conn's counters.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	pend, up := c.q.len(), c.up
+	c.mu.Unlock()
+	return Stats{
+		Connects: c.connects.Load(), Timeouts: c.timeouts.Load(), Broken: c.broken.Load(),
+		Writes: c.writes.Load(), Requests: c.requests.Load(), Pending: pend, Connected: up,
+	}
+}
+
+// Do queues req for the next write batch. On a nil return the callback
+// will be called exactly once; on an error ([ErrDown], [ErrClosed],
+// [ErrOverloaded], [ErrBadCommand]) it will not be called. Do never blocks
+// on the network.
+func (c *Conn) Do(req Request) error {
+	if len(req.Cmd) == 0 || req.Callback == nil {
+		return ErrBadCommand
+	}
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrClosed
+	case !c.up:
+		err := c.downErr
+		c.mu.Unlock()
+		return err
+	case c.q.len() >= c.cfg.MaxPending:
+		c.mu.Unlock()
+		return ErrOverloaded
+	}
+	c.pushLocked(req)
+	c.mu.Unlock()
+	c.requests.Add(1)
+	return nil
+}
+
+func (c *Conn) pushLocked(req Request) {
+	p := c.q.push()
+	p.cb, p.tag, p.deadline, p.script, p.done = req.Callback, req.Tag, req.Deadline, req.Script, false
+	if req.Script != nil {
+		p.cmd = append(p.cmd[:0], req.Cmd...)
+	}
+	wasEmpty := len(c.wbuf) == 0
+	c.wbuf = append(c.wbuf, req.Cmd...)
+	if wasEmpty {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	if !req.Deadline.IsZero() && (c.nextDeadline.IsZero() || req.Deadline.Before(c.nextDeadline)) {
+		c.nextDeadline = req.Deadline
+		select {
+		case c.rearm <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Exec sends one command and waits for its reply: a convenience for
+// non-hot paths (tests, tools). A server error reply is returned as the
+// reply and as an error matching *resp.Error. The deadline comes from ctx.
+func (c *Conn) Exec(ctx context.Context, args ...string) (resp.Reply, error) {
+	ch := make(chanCallback, 1)
+	dl, _ := ctx.Deadline()
+	if err := c.Do(Request{Cmd: resp.AppendCommandStrings(nil, args...), Deadline: dl, Callback: ch}); err != nil {
+		return resp.Reply{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.err == nil {
+			r.err = r.rep.Err()
+		}
+		return r.rep, r.err
+	case <-ctx.Done():
+		return resp.Reply{}, ctx.Err()
+	}
+}
+
+type result struct {
+	rep resp.Reply
+	err error
+}
+
+type chanCallback chan result
+
+func (ch chanCallback) Complete(_ uint64, r resp.Reply, err error) { ch <- result{r.Clone(), err} }
+
+// Close closes the connection, fails pending requests with [ErrClosed] and
+// waits for the Conn's goroutines to exit. It is idempotent and always
+// returns nil.
+func (c *Conn) Close() error {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		nc := c.nc
+		c.mu.Unlock()
+		close(c.done)
+		c.cancel()
+		if nc != nil {
+			nc.Close()
+		}
+	})
+	c.wg.Wait()
+	return nil
+}
+
+// run owns the connection: connect, serve a session until it breaks,
+// back off, reconnect; until Close.
+func (c *Conn) run(ctx context.Context) {
+	defer c.wg.Done()
+	backoff := c.cfg.ReconnectMin
+	for {
+		nc, rd, info, err := c.connect(ctx)
+		if err == nil {
+			start := time.Now()
+			c.connects.Add(1)
+			c.session(nc, rd, info)
+			if time.Since(start) > fastReconnectWindow {
+				backoff = c.cfg.ReconnectMin
+			}
+		} else {
+			c.mu.Lock()
+			c.downErr = fmt.Errorf("%w: %s: %v", ErrDown, c.addr, err)
+			c.mu.Unlock()
+		}
+		// Full jitter in [backoff/2, backoff).
+		d := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, c.cfg.ReconnectMax)
+		t := time.NewTimer(d)
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// session runs reader and writer on nc until either fails or Close.
+func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		return
+	}
+	c.nc, c.up, c.info = nc, true, info
+	close(c.upCh)
+	c.mu.Unlock()
+
+	stop := make(chan struct{})
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- c.readLoop(rd) }()
+	go func() { defer wg.Done(); errc <- c.writeLoop(nc, stop) }()
+	var cause error
+	select {
+	case cause = <-errc:
+	case <-c.done:
+	}
+
+	c.mu.Lock()
+	c.up = false
+	c.nc = nil
+	c.upCh = make(chan struct{})
+	closed := c.closed
+	if cause == nil {
+		cause = errors.New("writer stopped")
+	}
+	c.downErr = fmt.Errorf("%w: %s: %v", ErrDown, c.addr, cause)
+	c.mu.Unlock()
+	close(stop)
+	nc.Close()
+	wg.Wait()
+
+	failErr := error(&BrokenError{Addr: c.addr, Err: cause})
+	if closed {
+		failErr = ErrClosed
+	}
+	c.failAll(failErr)
+}
+
+// failAll completes every queued request with err and empties the queue.
+func (c *Conn) failAll(err error) {
+	c.mu.Lock()
+	var fail []pending
+	for c.q.len() > 0 {
+		p := *c.q.front()
+		if !p.done {
+			fail = append(fail, pending{cb: p.cb, tag: p.tag})
+		}
+		c.q.pop()
+	}
+	c.wbuf = c.wbuf[:0]
+	c.firstLive = c.q.seq
+	c.nextDeadline = time.Time{}
+	c.mu.Unlock()
+	if len(fail) > 0 && !errors.Is(err, ErrClosed) {
+		c.broken.Add(uint64(len(fail)))
+	}
+	for _, p := range fail {
+		p.cb.Complete(p.tag, resp.Reply{}, err)
+	}
+}
+
+func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
+	var buf []byte
+	for {
+		c.mu.Lock()
+		for len(c.wbuf) == 0 {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+			case <-stop:
+				return nil
+			}
+			c.mu.Lock()
+		}
+		buf, c.wbuf = c.wbuf, buf[:0]
+		c.mu.Unlock()
+		if err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
+			return err
+		}
+		if _, err := nc.Write(buf); err != nil {
+			return err
+		}
+		c.writes.Add(1)
+		if cap(buf) > maxRetainedWriteBuf {
+			buf = nil
+		}
+	}
+}
+
+func (c *Conn) readLoop(rd *resp.Reader) error {
+	for {
+		rep, err := rd.ReadReply()
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.q.len() == 0 {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: unexpected reply %s with no request pending", resp.ErrProtocol, rep)
+		}
+		p := c.q.front()
+		cb, tag, done := p.cb, p.tag, p.done
+		if !done && p.script != nil && rep.HasErrorPrefix("NOSCRIPT") {
+			var ok bool
+			c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
+			if ok {
+				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
+				c.q.pop()
+				c.pushLocked(req)
+				c.mu.Unlock()
+				continue
+			}
+		}
+		c.q.pop()
+		c.mu.Unlock()
+		if !done {
+			cb.Complete(tag, rep, nil)
+		}
+	}
+}
+
+// expireLoop fails requests whose deadline passed, even when the master
+// sends nothing at all.
+func (c *Conn) expireLoop() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var fired []pending
+	for {
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-c.rearm:
+		case <-t.C:
+		}
+		var next time.Time
+		fired, next = c.expire(time.Now(), fired[:0])
+		for i := range fired {
+			fired[i].cb.Complete(fired[i].tag, resp.Reply{}, ErrTimeout)
+			fired[i].cb = nil
+		}
+		c.timeouts.Add(uint64(len(fired)))
+		if !next.IsZero() {
+			t.Reset(time.Until(next))
+		}
+	}
+}
+
+// expire marks the requests whose deadline is not after now as done and
+// returns them, with the earliest deadline still queued.
+func (c *Conn) expire(now time.Time, fired []pending) ([]pending, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	prefixDone := true
+	start := max(c.firstLive, c.q.seq)
+	for s := start; s < c.q.end(); s++ {
+		p := c.q.at(s)
+		switch {
+		case p.done:
+		case p.deadline.IsZero():
+			prefixDone = false
+		case !p.deadline.After(now):
+			p.done = true
+			fired = append(fired, pending{cb: p.cb, tag: p.tag})
+		default:
+			prefixDone = false
+			if next.IsZero() || p.deadline.Before(next) {
+				next = p.deadline
+			}
+		}
+		if prefixDone {
+			c.firstLive = s + 1
+		}
+	}
+	c.nextDeadline = next
+	return fired, next
+}

@@ -1,0 +1,144 @@
+package conn
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// connect dials the master and runs the handshake (AUTH, SELECT, SCRIPT
+// LOAD, INFO server) as one pipelined batch.
+func (c *Conn) connect(ctx context.Context) (net.Conn, *resp.Reader, ServerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+	defer cancel()
+	nc, err := c.dial(ctx)
+	if err != nil {
+		return nil, nil, ServerInfo{}, err
+	}
+	rd, info, err := c.handshake(ctx, nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, ServerInfo{}, err
+	}
+	return nc, rd, info, nil
+}
+
+func (c *Conn) dial(ctx context.Context) (net.Conn, error) {
+	var nc net.Conn
+	var err error
+	if c.cfg.Dialer != nil {
+		nc, err = c.cfg.Dialer(ctx, "tcp", c.addr)
+	} else {
+		d := net.Dialer{KeepAlive: c.cfg.KeepAlive}
+		nc, err = d.DialContext(ctx, "tcp", c.addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.cfg.TLS == nil {
+		return nc, nil
+	}
+	cfg := c.cfg.TLS
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		if host, _, err := net.SplitHostPort(c.addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(nc, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls handshake: %w", err)
+	}
+	return tc, nil
+}
+
+func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, ServerInfo, error) {
+	deadline, _ := ctx.Deadline()
+	if err := nc.SetDeadline(deadline); err != nil {
+		return nil, ServerInfo{}, err
+	}
+	// Close the socket if ctx ends (Close) during the handshake.
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	var cmd []byte
+	var names []string
+	if c.cfg.Password != "" {
+		if c.cfg.Username != "" {
+			cmd = resp.AppendCommandStrings(cmd, "AUTH", c.cfg.Username, c.cfg.Password)
+		} else {
+			cmd = resp.AppendCommandStrings(cmd, "AUTH", c.cfg.Password)
+		}
+		names = append(names, "AUTH")
+	}
+	if c.cfg.DB != 0 {
+		cmd = resp.AppendCommandStrings(cmd, "SELECT", strconv.Itoa(c.cfg.DB))
+		names = append(names, "SELECT")
+	}
+	for _, s := range c.cfg.Scripts {
+		cmd = resp.AppendCommandStrings(cmd, "SCRIPT", "LOAD", s.Source())
+		names = append(names, "SCRIPT LOAD")
+	}
+	cmd = resp.AppendCommandStrings(cmd, "INFO", "server")
+	names = append(names, "INFO")
+	if _, err := nc.Write(cmd); err != nil {
+		return nil, ServerInfo{}, err
+	}
+	rd := resp.NewReaderSize(nc, c.cfg.ReadBufferSize)
+	info := ServerInfo{ConnectedAt: time.Now()}
+	var firstErr error
+	for i, name := range names {
+		rep, err := rd.ReadReply()
+		if err != nil {
+			return nil, ServerInfo{}, fmt.Errorf("handshake %s: %w", name, err)
+		}
+		if rep.IsError() {
+			if name == "INFO" {
+				continue // identity is best effort (embedded masters lack INFO server)
+			}
+			if firstErr == nil {
+				firstErr = fmt.Errorf("handshake %s: %w", name, rep.Err())
+			}
+			continue
+		}
+		if i == len(names)-1 {
+			info = parseInfo(rep.Str, info)
+		}
+	}
+	if firstErr != nil {
+		return nil, ServerInfo{}, firstErr
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return nil, ServerInfo{}, err
+	}
+	return rd, info, nil
+}
+
+// parseInfo reads run_id, redis_version and uptime_in_seconds from INFO text.
+func parseInfo(text []byte, info ServerInfo) ServerInfo {
+	for _, line := range bytes.Split(text, []byte("\n")) {
+		line = bytes.TrimRight(line, "\r")
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		switch string(k) {
+		case "run_id":
+			info.RunID = string(v)
+		case "redis_version":
+			info.Version = string(v)
+		case "uptime_in_seconds":
+			if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+				info.Uptime = time.Duration(n) * time.Second
+			}
+		}
+	}
+	return info
+}

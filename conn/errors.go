@@ -1,0 +1,46 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrClosed is returned (or passed to callbacks) once the Conn is closed.
+var ErrClosed = errors.New("conn: closed")
+
+// ErrDown is returned by Do while the master is not connected; the Conn is
+// reconnecting in the background.
+var ErrDown = errors.New("conn: master not connected")
+
+// ErrTimeout is passed to a callback whose request deadline passed before
+// its reply arrived.
+var ErrTimeout = errors.New("conn: request timed out")
+
+// ErrBroken is matched by the error passed to callbacks of requests that were
+// in flight when the socket failed. See [BrokenError].
+var ErrBroken = errors.New("conn: connection broken")
+
+// ErrOverloaded is returned by Do when too many requests are pending on the
+// connection (see [Config.MaxPending]), typically because the master stalls.
+var ErrOverloaded = errors.New("conn: too many pending requests")
+
+// ErrBadCommand is returned by Do for an empty command.
+var ErrBadCommand = errors.New("conn: empty command")
+
+// BrokenError reports the failure of a connection's socket. It matches
+// [ErrBroken] and unwraps to the underlying cause.
+type BrokenError struct {
+	Addr string
+	Err  error
+}
+
+// Error implements the error interface.
+func (e *BrokenError) Error() string {
+	return fmt.Sprintf("conn: connection to %s broken: %v", e.Addr, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *BrokenError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrBroken].
+func (e *BrokenError) Is(target error) bool { return target == ErrBroken }

@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+// Defaults of [Config]; a zero field selects them.
+const (
+	// DefaultDriftFactor is the share of the TTL assumed lost to clock drift.
+	DefaultDriftFactor = 0.01
+	// DefaultDriftMin is added to the drift allowance (2ms).
+	DefaultDriftMin = 2 * time.Millisecond
+	// DefaultRetryDelay is the base delay between Lock attempts; each wait
+	// is uniform in [base, 2*base).
+	DefaultRetryDelay = 20 * time.Millisecond
+	// DefaultCleanupTimeout bounds the release sent after a failed or
+	// cancelled acquisition.
+	DefaultCleanupTimeout = 100 * time.Millisecond
+	// DefaultMaxExtensions bounds Extend calls per lock.
+	DefaultMaxExtensions = 1 << 20
+	// MinMasterTimeout and MaxMasterTimeout clamp the default per-master
+	// timeout ttl/100.
+	MinMasterTimeout = 5 * time.Millisecond
+	MaxMasterTimeout = 50 * time.Millisecond
+)
+
+// Config configures an [Engine].
+type Config struct {
+	// Addrs are the masters' host:port addresses (required, at least one).
+	// Use an odd number: N=2k+1 tolerates k failed masters.
+	Addrs []string
+	// Conn configures each master connection (AUTH, TLS, timeouts...).
+	// The engine adds its scripts to Conn.Scripts.
+	Conn conn.Config
+	// ConnsPerMaster is the number of pipelined connections per master
+	// (default 1; see docs/benchmarks.md for whether more helps).
+	ConnsPerMaster int
+	// MasterTimeout is how long one operation waits for one master. Zero
+	// means max(5ms, min(50ms, ttl/100)) for acquire and extend, and
+	// max(5ms, min(50ms, remaining validity/100)) for release.
+	MasterTimeout time.Duration
+	// DriftFactor (default 0.01) and DriftMin (default 2ms) define the
+	// clock drift allowance ttl*DriftFactor + DriftMin.
+	DriftFactor float64
+	DriftMin    time.Duration
+	// RetryDelay is the base wait between Lock attempts (default 20ms).
+	RetryDelay time.Duration
+	// MaxTries bounds Lock attempts (0: until the context ends).
+	MaxTries int
+	// CleanupTimeout bounds the release after a failed or cancelled
+	// acquisition (default 100ms).
+	CleanupTimeout time.Duration
+	// MaxExtensions bounds successful Extend calls per lock (default 1<<20).
+	MaxExtensions int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Addrs) == 0 {
+		return c, fmt.Errorf("%w: no masters", ErrBadArgument)
+	}
+	seen := map[string]bool{}
+	for _, a := range c.Addrs {
+		if a == "" {
+			return c, fmt.Errorf("%w: empty master address", ErrBadArgument)
+		}
+		if seen[a] {
+			return c, fmt.Errorf("%w: master %s listed twice", ErrBadArgument, a)
+		}
+		seen[a] = true
+	}
+	if c.ConnsPerMaster <= 0 {
+		c.ConnsPerMaster = 1
+	}
+	if c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
+		c.RetryDelay < 0 || c.MaxTries < 0 || c.CleanupTimeout < 0 || c.MaxExtensions < 0 {
+		return c, fmt.Errorf("%w: negative or out-of-range config value", ErrBadArgument)
+	}
+	if c.DriftFactor == 0 {
+		c.DriftFactor = DefaultDriftFactor
+	}
+	if c.DriftMin == 0 {
+		c.DriftMin = DefaultDriftMin
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if c.MaxExtensions == 0 {
+		c.MaxExtensions = DefaultMaxExtensions
+	}
+	return c, nil
+}
+
+// masterTimeout returns the per-master timeout for an operation on a ttl.
+func (c *Config) masterTimeout(ttl time.Duration) time.Duration {
+	if c.MasterTimeout > 0 {
+		return c.MasterTimeout
+	}
+	return max(MinMasterTimeout, min(MaxMasterTimeout, ttl/100))
+}
+
+// drift returns the clock drift allowance for ttl.
+func (c *Config) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.DriftFactor) + c.DriftMin
+}
+
+// Option is a per-call setting for Lock and TryLock.
+type Option func(*callOpts)
+
+type callOpts struct {
+	token         string
+	retryDelay    time.Duration
+	maxTries      int
+	masterTimeout time.Duration
+}
+
+// WithToken makes the acquisition use token instead of a random one (the
+// proxy passes the client's value). Tokens must be unique per acquisition.
+func WithToken(token string) Option { return func(o *callOpts) { o.token = token } }
+
+// WithRetryDelay sets Lock's base wait between attempts.
+func WithRetryDelay(d time.Duration) Option { return func(o *callOpts) { o.retryDelay = d } }
+
+// WithMaxTries bounds Lock's attempts (0: until ctx ends).
+func WithMaxTries(n int) Option { return func(o *callOpts) { o.maxTries = n } }
+
+// WithMasterTimeout overrides the per-master timeout for this call.
+func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.masterTimeout = d } }

@@ -1,0 +1,326 @@
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Master is what the engine needs from one master connection;
+// [*conn.Conn] implements it.
+type Master interface {
+	Do(req conn.Request) error
+}
+
+var _ Master = (*conn.Conn)(nil)
+
+// TokenLen is the length of generated tokens: 20 random bytes, hex-encoded.
+const TokenLen = 40
+
+// Engine takes Redlock locks over N masters. It is safe for concurrent use
+// by any number of goroutines. Create it with [New]; Close it when done.
+type Engine struct {
+	cfg   Config
+	addrs []string
+	conns [][]*conn.Conn // [master][connection]
+	n, q  int
+	rr    atomic.Uint32
+	epoch time.Time // monotonic origin of Lock deadlines
+	ops   sync.Pool
+	close sync.Once
+
+	closed                            atomic.Bool
+	acquired, failed, released, lost  atomic.Uint64
+	extended, extendFailed, cancelled atomic.Uint64
+	masterErrs                        []atomic.Uint64
+}
+
+// New connects to the masters in the background and returns the Engine at
+// once: operations fail fast on masters that are not connected yet. Use
+// [Engine.WaitReady] to wait for a quorum of connections.
+func New(cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, addrs: cfg.Addrs, n: len(cfg.Addrs), epoch: time.Now()}
+	e.q = e.n/2 + 1
+	e.masterErrs = make([]atomic.Uint64, e.n)
+	e.ops.New = func() any {
+		return &op{e: e, done: make(chan struct{}, 1), results: make([]masterResult, e.n), cmd: make([]byte, 0, 128)}
+	}
+	cc := cfg.Conn
+	cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript)
+	e.conns = make([][]*conn.Conn, e.n)
+	for i, a := range cfg.Addrs {
+		for k := 0; k < cfg.ConnsPerMaster; k++ {
+			e.conns[i] = append(e.conns[i], conn.New(a, cc))
+		}
+	}
+	return e, nil
+}
+
+// Quorum returns N/2+1.
+func (e *Engine) Quorum() int { return e.q }
+
+// Masters returns the master addresses.
+func (e *Engine) Masters() []string { return append([]string(nil), e.addrs...) }
+
+// Conns returns the connections to master i (for health and identity).
+func (e *Engine) Conns(i int) []*conn.Conn { return append([]*conn.Conn(nil), e.conns[i]...) }
+
+// WaitReady blocks until at least a quorum of masters is connected, or ctx
+// ends (returning ctx's error with the masters' state).
+func (e *Engine) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if e.closed.Load() {
+			return ErrClosed
+		}
+		up := 0
+		var down []error
+		for i := range e.conns {
+			if e.conns[i][0].Connected() {
+				up++
+			} else {
+				down = append(down, fmt.Errorf("master %d (%s) not connected", i, e.addrs[i]))
+			}
+		}
+		if up >= e.q {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: %d/%d masters connected, need %d: %w %v", up, e.n, e.q, ctx.Err(), down)
+		case <-t.C:
+		}
+	}
+}
+
+// Close closes every master connection and waits for their goroutines.
+// Locks still held are not released (they expire by TTL). Idempotent.
+func (e *Engine) Close() error {
+	e.close.Do(func() {
+		e.closed.Store(true)
+		var wg sync.WaitGroup
+		for _, cs := range e.conns {
+			for _, c := range cs {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.Close() }()
+			}
+		}
+		wg.Wait()
+	})
+	return nil
+}
+
+func (e *Engine) pick(i int) Master {
+	cs := e.conns[i]
+	if len(cs) == 1 {
+		return cs[0]
+	}
+	return cs[int(e.rr.Add(1))%len(cs)]
+}
+
+// TryLock makes one attempt to acquire key for ttl. It returns the Lock,
+// an error matching [ErrNotAcquired] (a [*QuorumError] with per-master
+// causes), ctx's error as it is, or [ErrBadArgument]/[ErrClosed]. On every
+// failure the token has been released on all masters before it returns.
+func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	var co callOpts
+	if len(opts) > 0 {
+		co = applyOpts(opts)
+	}
+	return e.tryLock(ctx, key, ttl, co)
+}
+
+// Lock acquires key for ttl, retrying after a random delay in
+// [RetryDelay, 2*RetryDelay) until it succeeds, ctx ends (ctx.Err() is
+// returned) or MaxTries attempts failed (the last ErrNotAcquired is
+// returned).
+func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
+	if len(opts) > 0 {
+		co = applyOptsTo(co, opts)
+	}
+	var timer *time.Timer
+	for try := 1; ; try++ {
+		l, err := e.tryLock(ctx, key, ttl, co)
+		if err == nil || !isNotAcquired(err) || (co.maxTries > 0 && try >= co.maxTries) {
+			if timer != nil {
+				timer.Stop()
+			}
+			return l, err
+		}
+		d := co.retryDelay + mrand.N(co.retryDelay+1)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+func isNotAcquired(err error) bool {
+	qe, ok := err.(*QuorumError)
+	return ok && qe.sentinel == ErrNotAcquired
+}
+
+func applyOpts(opts []Option) callOpts { return applyOptsTo(callOpts{}, opts) }
+
+func applyOptsTo(co callOpts, opts []Option) callOpts {
+	for _, f := range opts {
+		if f != nil {
+			f(&co)
+		}
+	}
+	return co
+}
+
+// ttlMillis validates ttl and returns it in whole milliseconds.
+func ttlMillis(ttl time.Duration) (int64, error) {
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return 0, errBadTTL
+	}
+	return ms, nil
+}
+
+var (
+	errBadTTL       = fmt.Errorf("%w: ttl must be at least 1ms", ErrBadArgument)
+	errEmptyKey     = fmt.Errorf("%w: empty key", ErrBadArgument)
+	errUnlocked     = fmt.Errorf("%w: already unlocked", ErrLockLost)
+	errBadTokenSize = fmt.Errorf("%w: token longer than 512 bytes", ErrBadArgument)
+)
+
+func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co callOpts) (*Lock, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	if len(co.token) > 512 {
+		return nil, errBadTokenSize
+	}
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l := &Lock{e: e, key: key, ttl: ttl}
+	if co.token != "" {
+		l.token = co.token
+	} else {
+		var raw [TokenLen / 2]byte
+		crand.Read(raw[:])
+		hex.Encode(l.tokenBuf[:], raw[:])
+		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
+	}
+	o := e.getOp(opAcquire, false)
+	o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
+	mt := co.masterTimeout
+	if mt <= 0 {
+		mt = e.cfg.masterTimeout(ttl)
+	}
+	t1 := time.Now()
+	o.fanout(t1.Add(mt), nil)
+	if err := o.wait(ctx); err != nil {
+		o.unref()
+		e.cancelled.Add(1)
+		e.cleanup(key, l.token)
+		return nil, err
+	}
+	drift := e.cfg.drift(ttl)
+	validity := ttl - time.Since(t1) - drift
+	if o.granted() >= e.q && validity > 0 {
+		o.unref()
+		l.until.Store(int64(t1.Sub(e.epoch) + ttl - drift))
+		e.acquired.Add(1)
+		return l, nil
+	}
+	var extra error
+	if o.granted() >= e.q {
+		extra = ErrValidityExpired
+	}
+	qerr := o.quorumError(ErrNotAcquired, extra)
+	o.unref()
+	e.failed.Add(1)
+	e.cleanup(key, l.token)
+	return nil, qerr
+}
+
+// cleanup releases token on every master and waits (bounded by
+// CleanupTimeout per master) until each answered, so a failed acquisition
+// leaves nothing behind. It ignores the caller's cancellation.
+func (e *Engine) cleanup(key, token string) {
+	o := e.getOp(opRelease, true)
+	o.cmd = appendRelease(o.cmd[:0], key, token)
+	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), ReleaseScript)
+	<-o.done
+	o.unref()
+}
+
+func appendSet(dst []byte, key, token string, ms int64) []byte {
+	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
+	dst = resp.AppendBulkString(dst, key)
+	dst = resp.AppendBulkString(dst, token)
+	dst = append(dst, "$2\r\nNX\r\n$2\r\nPX\r\n"...)
+	return resp.AppendBulkInt(dst, ms)
+}
+
+func appendRelease(dst []byte, key, token string) []byte {
+	dst = ReleaseScript.AppendEvalSha(dst, 1, 1)
+	dst = resp.AppendBulkString(dst, key)
+	return resp.AppendBulkString(dst, token)
+}
+
+func appendExtend(dst []byte, key, token string, ms int64) []byte {
+	dst = ExtendScript.AppendEvalSha(dst, 1, 2)
+	dst = resp.AppendBulkString(dst, key)
+	dst = resp.AppendBulkString(dst, token)
+	return resp.AppendBulkInt(dst, ms)
+}
+
+// Stats are counters of an Engine since New.
+type Stats struct {
+	Acquired     uint64   // successful acquisitions
+	Failed       uint64   // acquisitions without quorum or validity
+	Cancelled    uint64   // acquisitions abandoned because ctx ended
+	Released     uint64   // unlocks confirmed by a quorum
+	Lost         uint64   // unlocks that found the lock gone
+	Extended     uint64   // successful extensions
+	ExtendFailed uint64   // failed extensions
+	MasterErrors []uint64 // per master: timeouts, I/O and server errors
+}
+
+// Stats returns the Engine's counters.
+func (e *Engine) Stats() Stats {
+	s := Stats{
+		Acquired: e.acquired.Load(), Failed: e.failed.Load(), Cancelled: e.cancelled.Load(),
+		Released: e.released.Load(), Lost: e.lost.Load(), Extended: e.extended.Load(),
+		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
+	}
+	for i := range e.masterErrs {
+		s.MasterErrors[i] = e.masterErrs[i].Load()
+	}
+	return s
+}

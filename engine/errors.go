@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotAcquired is matched by the error of an acquisition that did not get a
+// quorum within the lock's validity. See [NotAcquiredError].
+var ErrNotAcquired = errors.New("engine: lock not acquired")
+
+// ErrLockLost is matched by the error of Unlock or Extend when a quorum of
+// masters no longer holds the lock's token (it expired or was taken over).
+var ErrLockLost = errors.New("engine: lock lost")
+
+// ErrClosed is returned by operations on a closed [Engine].
+var ErrClosed = errors.New("engine: closed")
+
+// ErrHeld is the per-master cause recorded when a master refused an
+// acquisition because the key exists (held by someone, maybe by a
+// stale lock).
+var ErrHeld = errors.New("engine: key held on master")
+
+// ErrNotHeld is the per-master cause recorded when a master did not hold the
+// token on release or extend.
+var ErrNotHeld = errors.New("engine: token not held on master")
+
+// ErrValidityExpired is the cause of a failure that got a quorum too late:
+// the elapsed time plus drift used up the TTL.
+var ErrValidityExpired = errors.New("engine: quorum reached after the validity ran out")
+
+// ErrTooManyExtensions is returned by Extend past [Config.MaxExtensions].
+var ErrTooManyExtensions = errors.New("engine: extension limit reached")
+
+// ErrBadArgument is matched by errors for invalid arguments (empty key,
+// non-positive TTL, empty token).
+var ErrBadArgument = errors.New("engine: invalid argument")
+
+// MasterError is one master's failure inside an operation.
+type MasterError struct {
+	Master int    // index in Config.Addrs
+	Addr   string // master address
+	Err    error  // cause: ErrHeld, ErrNotHeld, conn.ErrTimeout, *resp.Error, ...
+}
+
+// Error implements the error interface.
+func (e *MasterError) Error() string {
+	return fmt.Sprintf("master %d (%s): %v", e.Master, e.Addr, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *MasterError) Unwrap() error { return e.Err }
+
+// QuorumError reports an operation that did not reach a quorum. It matches
+// its sentinel (ErrNotAcquired for acquire, ErrLockLost for release and
+// extend) and unwraps to the per-master errors.
+type QuorumError struct {
+	Op       string // "acquire", "release", "extend"
+	Granted  int    // masters that said yes
+	Total    int    // masters contacted
+	Quorum   int    // yes answers needed
+	Masters  []error
+	sentinel error
+}
+
+// Error implements the error interface.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s: %d/%d masters (quorum %d)", e.sentinel, e.Op, e.Granted, e.Total, e.Quorum)
+	for i, m := range e.Masters {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(m.Error())
+	}
+	return b.String()
+}
+
+// Is matches the operation's sentinel.
+func (e *QuorumError) Is(target error) bool { return target == e.sentinel }
+
+// Unwrap returns the per-master errors.
+func (e *QuorumError) Unwrap() []error { return e.Masters }

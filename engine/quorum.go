@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+type opKind uint8
+
+const (
+	opAcquire opKind = iota
+	opRelease
+	opExtend
+)
+
+var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend"}
+
+// masterResult is one master's answer inside an op.
+type masterResult struct {
+	state int8 // 0 no answer yet, 1 yes, -1 no
+	err   error
+}
+
+// op is one fan-out to all masters. It is pooled: it returns to the pool
+// when the waiter and every master callback are done with it (refs == 0),
+// so a straggling reply can never touch a recycled op.
+type op struct {
+	e       *Engine
+	kind    opKind
+	waitAll bool // decide only when every master answered (cleanup)
+	refs    atomic.Int32
+	done    chan struct{} // receives one value when decided
+
+	mu sync.Mutex
+	// Guarded by mu:
+	yes, no int
+	decided bool
+	results []masterResult
+
+	cmd []byte // encoded command (only touched by the op's owner)
+}
+
+var _ conn.Callback = (*op)(nil)
+
+func (e *Engine) getOp(kind opKind, waitAll bool) *op {
+	o := e.ops.Get().(*op)
+	o.kind, o.waitAll = kind, waitAll
+	o.refs.Store(int32(e.n) + 1)
+	return o
+}
+
+// unref drops one reference; the last one recycles the op.
+func (o *op) unref() {
+	if o.refs.Add(-1) != 0 {
+		return
+	}
+	o.yes, o.no, o.decided = 0, 0, false
+	clear(o.results)
+	select { // drain a decision nobody waited for
+	case <-o.done:
+	default:
+	}
+	o.e.ops.Put(o)
+}
+
+// Complete implements [conn.Callback]: one master answered (or failed).
+func (o *op) Complete(tag uint64, r resp.Reply, err error) {
+	ok, cause := o.classify(r, err)
+	o.record(int(tag), ok, cause)
+	o.unref()
+}
+
+func (o *op) classify(r resp.Reply, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	switch o.kind {
+	case opAcquire:
+		if r.IsOK() {
+			return true, nil
+		}
+		if r.IsNull() {
+			return false, ErrHeld
+		}
+	case opRelease, opExtend:
+		if r.Type == resp.TypeInteger {
+			if r.Int == 1 {
+				return true, nil
+			}
+			return false, ErrNotHeld
+		}
+	}
+	if r.IsError() {
+		return false, r.Err()
+	}
+	return false, fmt.Errorf("engine: unexpected reply %s", r)
+}
+
+func (o *op) record(i int, ok bool, cause error) {
+	o.mu.Lock()
+	if ok {
+		o.yes++
+		o.results[i].state = 1
+	} else {
+		o.no++
+		o.results[i] = masterResult{state: -1, err: cause}
+	}
+	n, q := o.e.n, o.e.q
+	if !o.decided {
+		all := o.yes+o.no == n
+		if all || (!o.waitAll && (o.yes >= q || o.no > n-q)) {
+			o.decided = true
+			o.done <- struct{}{}
+		}
+	}
+	o.mu.Unlock()
+	if !ok && cause != ErrHeld && cause != ErrNotHeld {
+		o.e.masterErrs[i].Add(1)
+	}
+}
+
+// fanout sends o.cmd to every master, one enqueue each.
+func (o *op) fanout(deadline time.Time, script *conn.Script) {
+	e := o.e
+	for i := 0; i < e.n; i++ {
+		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script}
+		if err := e.pick(i).Do(req); err != nil {
+			o.record(i, false, err)
+			o.unref()
+		}
+	}
+}
+
+// wait blocks until o is decided or ctx ends. Every request carries a
+// deadline, so a decision always comes.
+func (o *op) wait(ctx context.Context) error {
+	select {
+	case <-o.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// granted returns the yes count.
+func (o *op) granted() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.yes
+}
+
+// quorumError builds the error of a failed op from the answers so far.
+func (o *op) quorumError(sentinel error, extra error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	e := &QuorumError{Op: opNames[o.kind], Granted: o.yes, Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
+	if extra != nil {
+		e.Masters = append(e.Masters, extra)
+	}
+	for i, r := range o.results {
+		if r.state == -1 {
+			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: r.err})
+		}
+	}
+	return e
+}

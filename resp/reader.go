@@ -1,0 +1,347 @@
+package resp
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"strconv"
+)
+
+// Default limits of a [Reader].
+const (
+	// DefaultMaxBulkLen is the largest accepted bulk string, in bytes (512 MiB, as Redis).
+	DefaultMaxBulkLen = 512 << 20
+	// DefaultMaxArrayLen is the largest accepted aggregate, in elements.
+	DefaultMaxArrayLen = 1 << 20
+	// DefaultMaxDepth is the deepest accepted nesting of aggregates.
+	DefaultMaxDepth = 32
+	// DefaultBufferSize is the size of the buffer NewReader allocates, in bytes.
+	DefaultBufferSize = 16 << 10
+)
+
+// Reader decodes replies from a byte stream. It is not safe for concurrent use.
+// Set the limits before the first read; zero means the default.
+type Reader struct {
+	// MaxBulkLen bounds bulk strings and long lines, in bytes (default [DefaultMaxBulkLen]).
+	MaxBulkLen int
+	// MaxArrayLen bounds aggregates, in elements (default [DefaultMaxArrayLen]).
+	MaxArrayLen int
+	// MaxDepth bounds aggregate nesting (default [DefaultMaxDepth]).
+	MaxDepth int
+
+	br    *bufio.Reader
+	bytes []byte  // arena for payloads, reset on each ReadReply
+	elems []Reply // arena for aggregate elements, reset on each ReadReply
+}
+
+// NewReader returns a Reader reading from rd. If rd is already a
+// *bufio.Reader it is used directly, else one of [DefaultBufferSize] wraps it.
+func NewReader(rd io.Reader) *Reader {
+	r := &Reader{}
+	r.Reset(rd)
+	return r
+}
+
+// NewReaderSize returns a Reader with a buffer of at least size bytes.
+func NewReaderSize(rd io.Reader, size int) *Reader {
+	return &Reader{br: bufio.NewReaderSize(rd, size)}
+}
+
+// Reset discards any buffered data and makes r read from rd, keeping limits
+// and arenas (and the buffer when rd is not a *bufio.Reader).
+func (r *Reader) Reset(rd io.Reader) {
+	if br, ok := rd.(*bufio.Reader); ok {
+		r.br = br
+		return
+	}
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(rd, DefaultBufferSize)
+		return
+	}
+	r.br.Reset(rd)
+}
+
+// Buffered returns the number of bytes that can be read without touching
+// the underlying reader.
+func (r *Reader) Buffered() int { return r.br.Buffered() }
+
+// ReadReply reads one complete reply. The result aliases r's buffers and is
+// valid until the next call. Server error replies are returned as a Reply of
+// type [TypeError] with a nil error; the error result is reserved for I/O
+// errors (io.EOF before a reply starts, io.ErrUnexpectedEOF inside one) and
+// protocol errors (matching [ErrProtocol]). After an error the stream
+// position is undefined: the connection should be closed.
+func (r *Reader) ReadReply() (Reply, error) {
+	r.bytes = r.bytes[:0]
+	r.elems = r.elems[:0]
+	rep, err := r.read(0)
+	if err != nil {
+		return Reply{}, err
+	}
+	return rep, nil
+}
+
+func (r *Reader) maxBulk() int {
+	if r.MaxBulkLen > 0 {
+		return r.MaxBulkLen
+	}
+	return DefaultMaxBulkLen
+}
+
+func (r *Reader) maxArray() int {
+	if r.MaxArrayLen > 0 {
+		return r.MaxArrayLen
+	}
+	return DefaultMaxArrayLen
+}
+
+func (r *Reader) maxDepth() int {
+	if r.MaxDepth > 0 {
+		return r.MaxDepth
+	}
+	return DefaultMaxDepth
+}
+
+func (r *Reader) read(depth int) (Reply, error) {
+	for {
+		line, err := r.readLine(depth == 0)
+		if err != nil {
+			return Reply{}, err
+		}
+		if len(line) == 0 {
+			return Reply{}, protoErr("empty line", nil)
+		}
+		t, body := Type(line[0]), line[1:]
+		if depth > 0 && (t == TypeSimpleString || t == TypeError || t == TypeBigNumber || t == TypeDouble) {
+			// Inside an aggregate the next read may reuse the bufio buffer:
+			// copy line payloads into the arena so earlier elements survive.
+			body = append(r.grabBytes(len(body))[:0], body...)
+		}
+		switch t {
+		case TypeSimpleString, TypeError, TypeBigNumber:
+			return Reply{Type: t, Str: body}, nil
+		case TypeInteger:
+			n, ok := parseInt(body)
+			if !ok {
+				return Reply{}, protoErr("invalid integer", body)
+			}
+			return Reply{Type: t, Int: n}, nil
+		case TypeNull:
+			if len(body) != 0 {
+				return Reply{}, protoErr("invalid null", body)
+			}
+			return Reply{Type: TypeNull, Int: 1}, nil
+		case TypeBoolean:
+			return readBool(body)
+		case TypeDouble:
+			return readDouble(body)
+		case TypeBulkString, TypeBlobError, TypeVerbatim:
+			return r.readBulk(t, body)
+		case TypeArray, TypeSet, TypePush, TypeMap:
+			return r.readAggregate(t, body, depth)
+		case '|': // attribute: parse and drop it, then read the reply it annotates
+			if _, err := r.readAggregate(TypeMap, body, depth); err != nil {
+				return Reply{}, err
+			}
+			continue
+		default:
+			return Reply{}, protoErr("unknown reply type", line)
+		}
+	}
+}
+
+// readLine returns the next line without its CRLF. The slice aliases the
+// bufio buffer (or the byte arena for lines longer than the buffer).
+func (r *Reader) readLine(first bool) ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return r.readLongLine(line)
+	}
+	if err != nil {
+		if err == io.EOF && (!first || len(line) > 0) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	if len(line) < 2 || line[len(line)-2] != '\r' {
+		return nil, protoErr("line not terminated by CRLF", line)
+	}
+	return line[:len(line)-2], nil
+}
+
+func (r *Reader) readLongLine(part []byte) ([]byte, error) {
+	start := len(r.bytes)
+	r.bytes = append(r.bytes, part...)
+	for {
+		if len(r.bytes)-start > r.maxBulk() {
+			return nil, limitErr("line exceeds MaxBulkLen")
+		}
+		more, err := r.br.ReadSlice('\n')
+		r.bytes = append(r.bytes, more...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		line := r.bytes[start:]
+		if line[len(line)-2] != '\r' {
+			return nil, protoErr("line not terminated by CRLF", line)
+		}
+		return line[:len(line)-2], nil
+	}
+}
+
+func readBool(body []byte) (Reply, error) {
+	if len(body) == 1 {
+		switch body[0] {
+		case 't':
+			return Reply{Type: TypeBoolean, Int: 1}, nil
+		case 'f':
+			return Reply{Type: TypeBoolean}, nil
+		}
+	}
+	return Reply{}, protoErr("invalid boolean", body)
+}
+
+func readDouble(body []byte) (Reply, error) {
+	f, err := strconv.ParseFloat(string(body), 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return Reply{}, protoErr("invalid double", body)
+	}
+	return Reply{Type: TypeDouble, Float: f, Str: body}, nil
+}
+
+func (r *Reader) readBulk(t Type, body []byte) (Reply, error) {
+	n, ok := parseInt(body)
+	if !ok || n < -1 {
+		if len(body) == 1 && body[0] == '?' {
+			return Reply{}, protoErr("streamed strings are not supported", body)
+		}
+		return Reply{}, protoErr("invalid bulk length", body)
+	}
+	if n == -1 {
+		if t != TypeBulkString {
+			return Reply{}, protoErr("invalid bulk length", body)
+		}
+		return Reply{Type: TypeNull}, nil
+	}
+	if n > int64(r.maxBulk()) {
+		return Reply{}, limitErr("bulk length " + strconv.FormatInt(n, 10) + " exceeds MaxBulkLen")
+	}
+	size := int(n) + 2
+	buf := r.grabBytes(size)
+	if _, err := io.ReadFull(r.br, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return Reply{}, err
+	}
+	if buf[size-2] != '\r' || buf[size-1] != '\n' {
+		return Reply{}, protoErr("bulk string not terminated by CRLF", buf[size-2:])
+	}
+	return Reply{Type: t, Str: buf[:size-2:size-2]}, nil
+}
+
+// grabBytes returns n bytes of the arena; earlier grabs stay valid.
+func (r *Reader) grabBytes(n int) []byte {
+	if cap(r.bytes)-len(r.bytes) < n {
+		c := 2 * cap(r.bytes)
+		if c < n+512 {
+			c = n + 512
+		}
+		r.bytes = make([]byte, 0, c)
+	}
+	l := len(r.bytes)
+	r.bytes = r.bytes[:l+n]
+	return r.bytes[l : l+n : l+n]
+}
+
+func (r *Reader) grabElems(n int) []Reply {
+	if cap(r.elems)-len(r.elems) < n {
+		c := 2 * cap(r.elems)
+		if c < n+16 {
+			c = n + 16
+		}
+		r.elems = make([]Reply, 0, c)
+	}
+	l := len(r.elems)
+	r.elems = r.elems[:l+n]
+	s := r.elems[l : l+n : l+n]
+	clear(s)
+	return s
+}
+
+func (r *Reader) readAggregate(t Type, body []byte, depth int) (Reply, error) {
+	n, ok := parseInt(body)
+	if !ok || n < -1 {
+		if len(body) == 1 && body[0] == '?' {
+			return Reply{}, protoErr("streamed aggregates are not supported", body)
+		}
+		return Reply{}, protoErr("invalid aggregate length", body)
+	}
+	if n == -1 {
+		if t != TypeArray {
+			return Reply{}, protoErr("invalid aggregate length", body)
+		}
+		return Reply{Type: TypeNull}, nil
+	}
+	if n > int64(r.maxArray()) {
+		return Reply{}, limitErr("aggregate length " + strconv.FormatInt(n, 10) + " exceeds MaxArrayLen")
+	}
+	if depth+1 > r.maxDepth() {
+		return Reply{}, limitErr("nesting exceeds MaxDepth")
+	}
+	count := int(n)
+	if t == TypeMap {
+		count *= 2
+	}
+	elems := r.grabElems(count)
+	for i := range elems {
+		e, err := r.read(depth + 1)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Reply{}, err
+		}
+		elems[i] = e
+	}
+	return Reply{Type: t, Int: n, Elems: elems}, nil
+}
+
+// parseInt parses a decimal int64 without allocating.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	neg := false
+	if b[0] == '-' || b[0] == '+' {
+		neg = b[0] == '-'
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<63-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	if !neg {
+		if n > 1<<63-1 {
+			return 0, false
+		}
+		return int64(n), true
+	}
+	return -int64(n), true
+}
