@@ -1,0 +1,33 @@
+# redlock — make targets. `make test` is what CI runs (.ci/run).
+GO ?= go
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: test deps vet bench fmt
+
+# test installs redis-server when missing (Debian, as root), then vets and
+# runs every test with the race detector against real redis-server masters.
+test: deps vet
+	REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+
+deps:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing redis-server and redis-tools (apt-get)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -q redis-server redis-tools >/dev/null 2>&1 || \
+			{ apt-get update -q >/dev/null && apt-get install -y -q redis-server redis-tools >/dev/null; }; \
+		else \
+			echo "redis-server not found: install it (Debian: apt-get install redis-server redis-tools)" >&2; exit 1; \
+		fi; \
+	fi
+	@redis-server --version
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed" >&2; exit 1; }
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./resp ./engine
+
+fmt:
+	gofmt -w .

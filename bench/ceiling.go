@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// CeilingWindow is the number of SET+release pairs each master has in
+// flight while the ceiling is measured.
+const CeilingWindow = 64
+
+// CeilingInfo is the masters' own capacity for the work of one lock cycle:
+// a SET NX PX and a compare-and-delete EVALSHA on the same key, pipelined
+// CeilingWindow deep on every master at once.
+type CeilingInfo struct {
+	// CyclesPerSec is the slowest master's pairs per second: no Redlock
+	// client can complete more cycles than that, since every cycle needs
+	// every master (a quorum of them, in the best case).
+	CyclesPerSec float64 `json:"cycles_per_sec"`
+	// PerMaster lists each master's pairs per second.
+	PerMaster []float64 `json:"per_master"`
+	Window    int       `json:"window"`
+	Errors    uint64    `json:"errors"`
+	DurationS float64   `json:"duration_s"`
+}
+
+// pump keeps CeilingWindow pairs in flight on one connection: each
+// completed release enqueues the next pair.
+type pump struct {
+	c      *conn.Conn
+	stop   *atomic.Bool
+	ttl    string
+	pairs  atomic.Uint64
+	errs   atomic.Uint64
+	wg     sync.WaitGroup
+	mu     sync.Mutex // guards buf and rng
+	buf    []byte
+	rng    *rand.Rand
+	nkeys  int
+	prefix string
+}
+
+const (
+	tagSet = iota
+	tagRelease
+)
+
+func (p *pump) send() {
+	p.mu.Lock()
+	key := p.prefix + strconv.Itoa(p.rng.IntN(p.nkeys))
+	p.buf = resp.AppendCommandStrings(p.buf[:0], "SET", key, "ceiling-token", "NX", "PX", p.ttl)
+	dl := time.Now().Add(5 * time.Second) // bounds the wait if a master stalls
+	err := p.c.Do(conn.Request{Cmd: p.buf, Deadline: dl, Callback: p, Tag: tagSet})
+	if err == nil {
+		p.buf = engine.ReleaseScript.AppendEvalSha(p.buf[:0], 1, 1)
+		p.buf = resp.AppendBulkString(p.buf, key)
+		p.buf = resp.AppendBulkString(p.buf, "ceiling-token")
+		err = p.c.Do(conn.Request{Cmd: p.buf, Deadline: dl, Callback: p, Tag: tagRelease, Script: engine.ReleaseScript})
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.errs.Add(1)
+		p.wg.Done()
+	}
+}
+
+// Complete implements conn.Callback.
+func (p *pump) Complete(tag uint64, r resp.Reply, err error) {
+	if err != nil || r.IsError() {
+		p.errs.Add(1)
+	}
+	if tag != tagRelease {
+		return
+	}
+	if err == nil {
+		p.pairs.Add(1)
+	}
+	if p.stop.Load() {
+		p.wg.Done()
+		return
+	}
+	p.send()
+}
+
+func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInfo, error) {
+	var stop atomic.Bool
+	pumps := make([]*pump, len(addrs))
+	for i, a := range addrs {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := conn.Dial(dctx, a, conn.Config{Scripts: []*conn.Script{engine.ReleaseScript}})
+		cancel()
+		if err != nil {
+			for _, p := range pumps[:i] {
+				p.c.Close()
+			}
+			return CeilingInfo{}, fmt.Errorf("bench: ceiling: %w", err)
+		}
+		pumps[i] = &pump{c: c, stop: &stop, ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
+			rng: rand.New(rand.NewPCG(uint64(i), 7)), nkeys: cfg.Keys, prefix: "redlock:ceiling:"}
+	}
+	start := time.Now()
+	for _, p := range pumps {
+		for range CeilingWindow {
+			p.wg.Add(1)
+			p.send()
+		}
+	}
+	var cycles atomic.Uint64
+	done := make(chan struct{})
+	go func() { // mirror the slowest master into the progress counter
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for !stop.Load() {
+			<-t.C
+			slowest := pumps[0].pairs.Load()
+			for _, p := range pumps[1:] {
+				slowest = min(slowest, p.pairs.Load())
+			}
+			cycles.Store(slowest)
+		}
+	}()
+	progressLoop(ctx, cfg, "ceiling", start, &cycles)
+	elapsed := time.Since(start)
+	info := CeilingInfo{Window: CeilingWindow, DurationS: elapsed.Seconds()}
+	counts := make([]uint64, len(pumps))
+	for i, p := range pumps {
+		counts[i] = p.pairs.Load()
+	}
+	stop.Store(true)
+	<-done
+	for i, p := range pumps {
+		p.wg.Wait()
+		p.c.Close()
+		rate := float64(counts[i]) / elapsed.Seconds()
+		info.PerMaster = append(info.PerMaster, rate)
+		if i == 0 || rate < info.CyclesPerSec {
+			info.CyclesPerSec = rate
+		}
+		info.Errors += p.errs.Load()
+	}
+	return info, nil
+}

@@ -1,0 +1,67 @@
+// Command redlock runs the redlock tools: `redlock bench` measures lock
+// throughput and latency over N Redis masters.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: redlock <command> [flags]
+
+commands:
+  bench   run a lock load benchmark (starts 5 local masters unless --masters is given)
+
+Run 'redlock <command> -h' for the command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the process exit code: 0 on
+// success, 1 on failure, 2 on bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "bench":
+		err = benchCmd(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "redlock: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "redlock %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "redlock %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+// usageError marks errors caused by bad flags (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }

@@ -1,0 +1,14 @@
+//go:build unix && !linux
+
+package localmaster
+
+import (
+	"os"
+	"syscall"
+)
+
+var sigTerm, sigStop, sigCont os.Signal = syscall.SIGTERM, syscall.SIGSTOP, syscall.SIGCONT
+
+// sysProcAttr puts redis-server in its own process group, so a terminal's
+// Ctrl-C reaches only the parent.
+func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -1,0 +1,259 @@
+package localmaster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	startAttempts = 3               // tries per master when redis-server exits during start-up
+	readyTimeout  = 5 * time.Second // per attempt
+	stopTimeout   = 5 * time.Second // SIGTERM grace period before SIGKILL
+)
+
+// errExited reports that redis-server exited before it became ready, most
+// likely because another process took its port.
+var errExited = errors.New("redis-server exited during start-up")
+
+func startReal(ctx context.Context, n int, bin string, extra []string) (*Set, error) {
+	ports, err := freePorts(n)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "localmaster-")
+	if err != nil {
+		return nil, fmt.Errorf("localmaster: %w", err)
+	}
+	s := &Set{dir: dir, masters: make([]*Master, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		m := &Master{index: i, bin: bin, extra: extra, dir: filepath.Join(dir, strconv.Itoa(i))}
+		s.masters[i] = m
+		wg.Go(func() {
+			if err := os.Mkdir(m.dir, 0o700); err != nil {
+				errs[i] = fmt.Errorf("localmaster: %w", err)
+				return
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			errs[i] = m.spawnRetryLocked(ctx, ports[i], true)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// spawnRetryLocked starts redis-server on port, retrying if it exits during
+// start-up: on a fresh port if newPort, else on the same port after a pause.
+func (m *Master) spawnRetryLocked(ctx context.Context, port int, newPort bool) error {
+	err := m.spawnLocked(ctx, port)
+	for range startAttempts - 1 {
+		if !errors.Is(err, errExited) {
+			break
+		}
+		if !newPort {
+			time.Sleep(100 * time.Millisecond)
+		} else if ports, perr := freePorts(1); perr == nil {
+			port = ports[0]
+		}
+		err = m.spawnLocked(ctx, port)
+	}
+	return err
+}
+
+// spawnLocked starts one redis-server on port and waits until it is ready.
+func (m *Master) spawnLocked(ctx context.Context, port int) error {
+	logPath := filepath.Join(m.dir, "redis.log")
+	args := append([]string{
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--daemonize", "no", "--dir", m.dir, "--logfile", logPath,
+	}, m.extra...)
+	// Configuration errors go to stderr before the log file is opened, so
+	// send stdout and stderr to the log as well.
+	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("localmaster: %w", err)
+	}
+	defer out.Close()
+	cmd := exec.Command(m.bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("localmaster: master %d: %w", m.index, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	m.cmd, m.exited, m.paused = cmd, exited, false
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitReady(ctx, addr, cmd.Process.Pid, exited); err != nil {
+		_ = m.haltLocked(false)
+		return fmt.Errorf("localmaster: master %d on %s: %w%s", m.index, addr, err, logTail(logPath))
+	}
+	m.port, m.addr = port, addr
+	return nil
+}
+
+// aliveLocked reports whether the current process has not been reaped yet.
+func (m *Master) aliveLocked() bool {
+	if m.exited == nil {
+		return false
+	}
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// haltLocked stops a running master (SIGTERM if graceful, else SIGKILL) and
+// waits until the reaper goroutine has seen it exit.
+func (m *Master) haltLocked(graceful bool) error {
+	if m.embedded {
+		if m.mini != nil {
+			m.mini.Close()
+			m.mini = nil
+		}
+		return nil
+	}
+	paused := m.paused
+	m.paused = false
+	if !m.aliveLocked() {
+		return nil
+	}
+	p := m.cmd
+	if graceful {
+		if paused {
+			_ = p.Process.Signal(sigCont) // a stopped process would not act on SIGTERM
+		}
+		if p.Process.Signal(sigTerm) == nil {
+			select {
+			case <-m.exited:
+				return nil
+			case <-time.After(stopTimeout):
+			}
+		}
+	}
+	if err := p.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("localmaster: kill master %d: %w", m.index, err)
+	}
+	<-m.exited
+	return nil
+}
+
+// signalPause sends SIGSTOP (pause) or SIGCONT (resume) to a real master.
+func (m *Master) signalPause(pause bool) error {
+	if m.embedded {
+		return ErrUnsupported
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.aliveLocked() {
+		return fmt.Errorf("localmaster: master %d is not running", m.index)
+	}
+	sig := sigCont
+	if pause {
+		sig = sigStop
+	}
+	if sig == nil {
+		return fmt.Errorf("localmaster: pause/resume is not supported on this platform")
+	}
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("localmaster: signal master %d: %w", m.index, err)
+	}
+	m.paused = pause
+	return nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("localmaster: find free port: %w", err)
+		}
+		defer l.Close() // hold every listener until all ports are picked
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports, nil
+}
+
+// waitReady polls addr until the redis-server with the given pid answers.
+func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if probe(ctx, addr, pid) {
+			return nil
+		}
+		select {
+		case <-exited:
+			return errExited
+		case <-ctx.Done():
+			return fmt.Errorf("redis-server not ready: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// probe sends PING and INFO server to addr and reports whether it got +PONG
+// from the process pid, and not from some other server that won the port.
+func probe(ctx context.Context, addr string, pid int) bool {
+	d := net.Dialer{Timeout: 250 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(c, "PING\r\nINFO server\r\n"); err != nil {
+		return false
+	}
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		return false
+	}
+	for { // scan the INFO bulk string for its process_id line
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return false
+		}
+		if strings.HasPrefix(line, "process_id:") {
+			return line == "process_id:"+strconv.Itoa(pid)+"\r\n"
+		}
+	}
+}
+
+// logTail returns the last lines of the log at path, formatted for an error
+// message, or "" if there is nothing to show.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-15):]
+	return "; redis-server log tail:\n" + strings.Join(lines, "\n")
+}
