@@ -134,6 +134,10 @@ type Conn struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
+	firstOnce sync.Once
+	firstTry  chan struct{} // closed once the first connect attempt is over
+	firstErr  error         // its error (nil: connected); written before firstTry closes
+
 	mu sync.Mutex
 	// Guarded by mu:
 	up           bool
@@ -155,13 +159,14 @@ type Conn struct {
 // with [ErrDown] until it is connected; see [Conn.WaitConnected].
 func New(addr string, cfg Config) *Conn {
 	c := &Conn{
-		addr:    addr,
-		cfg:     cfg.withDefaults(),
-		done:    make(chan struct{}),
-		wake:    make(chan struct{}, 1),
-		rearm:   make(chan struct{}, 1),
-		upCh:    make(chan struct{}),
-		downErr: fmt.Errorf("%w: %s: connecting", ErrDown, addr),
+		addr:     addr,
+		cfg:      cfg.withDefaults(),
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		rearm:    make(chan struct{}, 1),
+		upCh:     make(chan struct{}),
+		firstTry: make(chan struct{}),
+		downErr:  fmt.Errorf("%w: %s: connecting", ErrDown, addr),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -173,13 +178,34 @@ func New(addr string, cfg Config) *Conn {
 
 // Dial returns a connected Conn to addr, or an error if it cannot connect
 // before ctx ends (or within the dial timeout, for the first attempt's error).
+// The error of a failed first attempt matches [ErrDown] and wraps the cause
+// (a [*resp.Error] for a rejected AUTH or SELECT, a net error for a refused
+// dial).
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	c := New(addr, cfg)
-	if err := c.WaitConnected(ctx); err != nil {
-		c.Close()
-		return nil, err
+	var err error
+	select {
+	case <-c.firstTry:
+		if c.firstErr == nil {
+			return c, nil
+		}
+		err = fmt.Errorf("%w: %s: %w", ErrDown, addr, c.firstErr)
+	case <-ctx.Done():
+		c.mu.Lock()
+		down := c.downErr
+		c.mu.Unlock()
+		err = fmt.Errorf("%w (%w)", ctx.Err(), down)
 	}
-	return c, nil
+	c.Close()
+	return nil, err
+}
+
+// firstAttemptDone records the outcome of the first connect attempt for Dial.
+func (c *Conn) firstAttemptDone(err error) {
+	c.firstOnce.Do(func() {
+		c.firstErr = err
+		close(c.firstTry)
+	})
 }
 
 // Addr returns the master's address.
@@ -201,7 +227,7 @@ func (c *Conn) WaitConnected(ctx context.Context) error {
 		c.mu.Lock()
 		err := c.downErr
 		c.mu.Unlock()
-		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
 	case <-c.done:
 		return ErrClosed
 	}
@@ -346,8 +372,9 @@ func (c *Conn) run(ctx context.Context) {
 			}
 		} else {
 			c.mu.Lock()
-			c.downErr = fmt.Errorf("%w: %s: %v", ErrDown, c.addr, err)
+			c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, err)
 			c.mu.Unlock()
+			c.firstAttemptDone(err)
 		}
 		// Full jitter in [backoff/2, backoff).
 		d := backoff/2 + rand.N(backoff/2+1)
@@ -368,11 +395,13 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
+		c.firstAttemptDone(ErrClosed)
 		return
 	}
 	c.nc, c.up, c.info = nc, true, info
 	close(c.upCh)
 	c.mu.Unlock()
+	c.firstAttemptDone(nil)
 
 	stop := make(chan struct{})
 	errc := make(chan error, 2)
@@ -394,7 +423,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 	if cause == nil {
 		cause = errors.New("writer stopped")
 	}
-	c.downErr = fmt.Errorf("%w: %s: %v", ErrDown, c.addr, cause)
+	c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, cause)
 	c.mu.Unlock()
 	close(stop)
 	nc.Close()

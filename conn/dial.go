@@ -115,6 +115,12 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	if firstErr != nil {
 		return nil, ServerInfo{}, firstErr
 	}
+	// If ctx ended meanwhile, the AfterFunc may be forcing the deadline into
+	// the past concurrently; clearing it below would then race with that
+	// and could hand the session a socket whose first read times out.
+	if !stop() {
+		return nil, ServerInfo{}, fmt.Errorf("handshake: %w", ctx.Err())
+	}
 	if err := nc.SetDeadline(time.Time{}); err != nil {
 		return nil, ServerInfo{}, err
 	}

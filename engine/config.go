@@ -123,7 +123,8 @@ type callOpts struct {
 // proxy passes the client's value). Tokens must be unique per acquisition.
 func WithToken(token string) Option { return func(o *callOpts) { o.token = token } }
 
-// WithRetryDelay sets Lock's base wait between attempts.
+// WithRetryDelay sets Lock's base wait between attempts (zero or negative:
+// Config.RetryDelay).
 func WithRetryDelay(d time.Duration) Option { return func(o *callOpts) { o.retryDelay = d } }
 
 // WithMaxTries bounds Lock's attempts (0: until ctx ends).

@@ -124,12 +124,23 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-func (e *Engine) pick(i int) Master {
+// nextConn chooses the connection index (round robin) that one lock uses
+// on every master for all its commands: acquire, cleanup, extend and
+// release. Keeping a lock on one connection per master keeps its commands
+// in order there, so a release can never overtake the SET it undoes.
+func (e *Engine) nextConn() uint32 {
+	if e.cfg.ConnsPerMaster == 1 {
+		return 0
+	}
+	return e.rr.Add(1)
+}
+
+func (e *Engine) pick(i int, cix uint32) Master {
 	cs := e.conns[i]
 	if len(cs) == 1 {
 		return cs[0]
 	}
-	return cs[int(e.rr.Add(1))%len(cs)]
+	return cs[cix%uint32(len(cs))]
 }
 
 // TryLock makes one attempt to acquire key for ttl. It returns the Lock,
@@ -153,6 +164,9 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if len(opts) > 0 {
 		co = applyOptsTo(co, opts)
 	}
+	if co.retryDelay <= 0 { // WithRetryDelay(0 or negative): the default
+		co.retryDelay = e.cfg.RetryDelay
+	}
 	var timer *time.Timer
 	for try := 1; ; try++ {
 		l, err := e.tryLock(ctx, key, ttl, co)
@@ -162,7 +176,7 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 			}
 			return l, err
 		}
-		d := co.retryDelay + mrand.N(co.retryDelay+1)
+		d := co.retryDelay + mrand.N(co.retryDelay) // uniform in [base, 2*base)
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -226,7 +240,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &Lock{e: e, key: key, ttl: ttl}
+	l := &Lock{e: e, key: key, ttl: ttl, cix: e.nextConn()}
 	if co.token != "" {
 		l.token = co.token
 	} else {
@@ -235,7 +249,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 		hex.Encode(l.tokenBuf[:], raw[:])
 		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
 	}
-	o := e.getOp(opAcquire, false)
+	o := e.getOp(opAcquire, false, l.cix)
 	o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	mt := co.masterTimeout
 	if mt <= 0 {
@@ -246,7 +260,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if err := o.wait(ctx); err != nil {
 		o.unref()
 		e.cancelled.Add(1)
-		e.cleanup(key, l.token)
+		e.cleanup(key, l.token, l.cix)
 		return nil, err
 	}
 	drift := e.cfg.drift(ttl)
@@ -264,15 +278,15 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	qerr := o.quorumError(ErrNotAcquired, extra)
 	o.unref()
 	e.failed.Add(1)
-	e.cleanup(key, l.token)
+	e.cleanup(key, l.token, l.cix)
 	return nil, qerr
 }
 
 // cleanup releases token on every master and waits (bounded by
 // CleanupTimeout per master) until each answered, so a failed acquisition
 // leaves nothing behind. It ignores the caller's cancellation.
-func (e *Engine) cleanup(key, token string) {
-	o := e.getOp(opRelease, true)
+func (e *Engine) cleanup(key, token string, cix uint32) {
+	o := e.getOp(opRelease, true, cix)
 	o.cmd = appendRelease(o.cmd[:0], key, token)
 	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), ReleaseScript)
 	<-o.done

@@ -12,6 +12,7 @@ type Lock struct {
 	key        string
 	token      string
 	ttl        time.Duration
+	cix        uint32 // connection index on every master (see Engine.nextConn)
 	tokenBuf   [TokenLen]byte
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
 	extensions atomic.Int64
@@ -51,7 +52,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	o := e.getOp(opRelease, false)
+	o := e.getOp(opRelease, false, l.cix)
 	o.cmd = appendRelease(o.cmd[:0], l.key, l.token)
 	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), ReleaseScript)
 	if err := o.wait(ctx); err != nil {
@@ -86,10 +87,13 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if l.extensions.Add(1) > int64(e.cfg.MaxExtensions) {
 		return ErrTooManyExtensions
 	}
-	o := e.getOp(opExtend, false)
+	o := e.getOp(opExtend, false, l.cix)
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
 	t1 := time.Now()
 	o.fanout(t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)

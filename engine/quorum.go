@@ -33,7 +33,8 @@ type masterResult struct {
 type op struct {
 	e       *Engine
 	kind    opKind
-	waitAll bool // decide only when every master answered (cleanup)
+	waitAll bool   // decide only when every master answered (cleanup)
+	cix     uint32 // connection index used on every master (see nextConn)
 	refs    atomic.Int32
 	done    chan struct{} // receives one value when decided
 
@@ -48,9 +49,9 @@ type op struct {
 
 var _ conn.Callback = (*op)(nil)
 
-func (e *Engine) getOp(kind opKind, waitAll bool) *op {
+func (e *Engine) getOp(kind opKind, waitAll bool, cix uint32) *op {
 	o := e.ops.Get().(*op)
-	o.kind, o.waitAll = kind, waitAll
+	o.kind, o.waitAll, o.cix = kind, waitAll, cix
 	o.refs.Store(int32(e.n) + 1)
 	return o
 }
@@ -130,7 +131,7 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 	e := o.e
 	for i := 0; i < e.n; i++ {
 		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script}
-		if err := e.pick(i).Do(req); err != nil {
+		if err := e.pick(i, o.cix).Do(req); err != nil {
 			o.record(i, false, err)
 			o.unref()
 		}

@@ -103,8 +103,10 @@ func (r *Reader) maxDepth() int {
 }
 
 func (r *Reader) read(depth int) (Reply, error) {
+	// first: nothing of this reply consumed yet, so EOF is a clean io.EOF.
+	first := depth == 0
 	for {
-		line, err := r.readLine(depth == 0)
+		line, err := r.readLine(first)
 		if err != nil {
 			return Reply{}, err
 		}
@@ -143,6 +145,7 @@ func (r *Reader) read(depth int) (Reply, error) {
 			if _, err := r.readAggregate(TypeMap, body, depth); err != nil {
 				return Reply{}, err
 			}
+			first = false // EOF after an attribute truncates the reply
 			continue
 		default:
 			return Reply{}, protoErr("unknown reply type", line)
@@ -243,7 +246,7 @@ func (r *Reader) readBulk(t Type, body []byte) (Reply, error) {
 	if buf[size-2] != '\r' || buf[size-1] != '\n' {
 		return Reply{}, protoErr("bulk string not terminated by CRLF", buf[size-2:])
 	}
-	return Reply{Type: t, Str: buf[:size-2:size-2]}, nil
+	return Reply{Type: t, Str: buf[: size-2 : size-2]}, nil
 }
 
 // grabBytes returns n bytes of the arena; earlier grabs stay valid.
