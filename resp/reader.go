@@ -19,6 +19,8 @@ const (
 	DefaultBufferSize = 16 << 10
 )
 
+var errNoSource = errors.New("resp: Reader has no source (use NewReader)")
+
 // Reader decodes replies from a byte stream. It is not safe for concurrent use.
 // Set the limits before the first read; zero means the default.
 type Reader struct {
@@ -30,8 +32,9 @@ type Reader struct {
 	MaxDepth int
 
 	br    *bufio.Reader
-	bytes []byte  // arena for payloads, reset on each ReadReply
-	elems []Reply // arena for aggregate elements, reset on each ReadReply
+	own   *bufio.Reader // buffer r allocated itself (never a caller's), reused by Reset
+	bytes []byte        // arena for payloads, reset on each ReadReply
+	elems []Reply       // arena for aggregate elements, reset on each ReadReply
 }
 
 // NewReader returns a Reader reading from rd. If rd is already a
@@ -44,7 +47,11 @@ func NewReader(rd io.Reader) *Reader {
 
 // NewReaderSize returns a Reader with a buffer of at least size bytes.
 func NewReaderSize(rd io.Reader, size int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(rd, size)}
+	r := &Reader{br: bufio.NewReaderSize(rd, size)}
+	if r.br != rd {
+		r.own = r.br
+	}
+	return r
 }
 
 // Reset discards any buffered data and makes r read from rd, keeping limits
@@ -54,11 +61,14 @@ func (r *Reader) Reset(rd io.Reader) {
 		r.br = br
 		return
 	}
-	if r.br == nil {
-		r.br = bufio.NewReaderSize(rd, DefaultBufferSize)
-		return
+	// Reuse only a buffer r allocated: resetting a caller's *bufio.Reader
+	// would redirect it to rd behind the caller's back.
+	if r.own == nil {
+		r.own = bufio.NewReaderSize(rd, DefaultBufferSize)
+	} else {
+		r.own.Reset(rd)
 	}
-	r.br.Reset(rd)
+	r.br = r.own
 }
 
 // Buffered returns the number of bytes that can be read without touching
@@ -72,6 +82,9 @@ func (r *Reader) Buffered() int { return r.br.Buffered() }
 // protocol errors (matching [ErrProtocol]). After an error the stream
 // position is undefined: the connection should be closed.
 func (r *Reader) ReadReply() (Reply, error) {
+	if r.br == nil {
+		return Reply{}, errNoSource
+	}
 	r.bytes = r.bytes[:0]
 	r.elems = r.elems[:0]
 	rep, err := r.read(0)
@@ -302,8 +315,16 @@ func (r *Reader) readAggregate(t Type, body []byte, depth int) (Reply, error) {
 	if t == TypeMap {
 		count *= 2
 	}
-	elems := r.grabElems(count)
-	for i := range elems {
+	// Do not trust a large header: allocating it up front at every nesting
+	// level would let a few bytes of input claim gigabytes. Beyond
+	// maxPreallocElems the slice grows as elements actually arrive.
+	var elems []Reply
+	if count <= maxPreallocElems {
+		elems = r.grabElems(count)[:0]
+	} else {
+		elems = make([]Reply, 0, maxPreallocElems)
+	}
+	for len(elems) < count {
 		e, err := r.read(depth + 1)
 		if err != nil {
 			if err == io.EOF {
@@ -311,10 +332,14 @@ func (r *Reader) readAggregate(t Type, body []byte, depth int) (Reply, error) {
 			}
 			return Reply{}, err
 		}
-		elems[i] = e
+		elems = append(elems, e)
 	}
 	return Reply{Type: t, Int: n, Elems: elems}, nil
 }
+
+// maxPreallocElems is the largest aggregate whose elements are reserved in
+// the arena before they are read.
+const maxPreallocElems = 1024
 
 // parseInt parses a decimal int64 without allocating.
 func parseInt(b []byte) (int64, bool) {
