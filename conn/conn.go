@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -147,6 +149,9 @@ type Conn struct {
 	nc           net.Conn
 	q            queue
 	wbuf         []byte
+	spare        []byte // the other write buffer, while not being written
+	writing      bool   // a goroutine is writing to nc (writer or inline)
+	inline       *inlineWriter
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
 	info         ServerInfo
@@ -279,18 +284,49 @@ func (c *Conn) Do(req Request) error {
 		c.mu.Unlock()
 		return ErrOverloaded
 	}
+	c.requests.Add(1)
+	if c.inline != nil && !c.writing && c.q.len() == 0 && len(c.wbuf) == 0 {
+		// Nothing else in flight: write this request from the caller's
+		// goroutine with one non-blocking write, sparing the handoff to
+		// the writer goroutine on the latency-critical path.
+		c.pushQueueLocked(req)
+		c.writeInlineLocked(req.Cmd)
+		return nil
+	}
 	c.pushLocked(req)
 	c.mu.Unlock()
-	c.requests.Add(1)
 	return nil
 }
 
-func (c *Conn) pushLocked(req Request) {
-	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done = req.Callback, req.Tag, req.Deadline, req.Script, false
-	if req.Script != nil {
-		p.cmd = append(p.cmd[:0], req.Cmd...)
+// writeInlineLocked writes cmd with a non-blocking write on the caller's
+// goroutine; whatever the socket does not take goes to the writer. It is
+// called with c.mu held and returns with it released.
+func (c *Conn) writeInlineLocked(cmd []byte) {
+	w, nc := c.inline, c.nc
+	c.writing = true
+	c.mu.Unlock()
+	n := w.write(cmd)
+	c.mu.Lock()
+	c.writing = false
+	if n == len(cmd) {
+		c.writes.Add(1)
+	} else if c.nc == nc { // same session: queue the rest ahead of newer bytes
+		rest := make([]byte, 0, len(cmd)-n+len(c.wbuf))
+		rest = append(append(rest, cmd[n:]...), c.wbuf...)
+		c.wbuf = rest
 	}
+	if len(c.wbuf) > 0 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+}
+
+// pushLocked queues req's pending entry and its bytes for the writer.
+func (c *Conn) pushLocked(req Request) {
+	c.pushQueueLocked(req)
 	wasEmpty := len(c.wbuf) == 0
 	c.wbuf = append(c.wbuf, req.Cmd...)
 	if wasEmpty {
@@ -298,6 +334,15 @@ func (c *Conn) pushLocked(req Request) {
 		case c.wake <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// pushQueueLocked queues req's pending entry and arms its deadline.
+func (c *Conn) pushQueueLocked(req Request) {
+	p := c.q.push()
+	p.cb, p.tag, p.deadline, p.script, p.done = req.Callback, req.Tag, req.Deadline, req.Script, false
+	if req.Script != nil {
+		p.cmd = append(p.cmd[:0], req.Cmd...)
 	}
 	if !req.Deadline.IsZero() && (c.nextDeadline.IsZero() || req.Deadline.Before(c.nextDeadline)) {
 		c.nextDeadline = req.Deadline
@@ -399,6 +444,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 		return
 	}
 	c.nc, c.up, c.info = nc, true, info
+	c.inline = newInlineWriter(nc)
 	close(c.upCh)
 	c.mu.Unlock()
 	c.firstAttemptDone(nil)
@@ -418,6 +464,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 	c.mu.Lock()
 	c.up = false
 	c.nc = nil
+	c.inline = nil
 	c.upCh = make(chan struct{})
 	closed := c.closed
 	if cause == nil {
@@ -460,30 +507,45 @@ func (c *Conn) failAll(err error) {
 }
 
 func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
-	var buf []byte
 	for {
 		c.mu.Lock()
-		for len(c.wbuf) == 0 {
+		for len(c.wbuf) == 0 || c.writing {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
 			case <-stop:
 				return nil
 			}
+			// Under load, let goroutines that are runnable right now enqueue
+			// too, so they share this write: the queue has "run dry" only
+			// when nobody else is about to add to it. Alone (one request in
+			// flight) write at once: no added latency at low load.
 			c.mu.Lock()
+			if c.q.len() > 1 {
+				c.mu.Unlock()
+				runtime.Gosched()
+				c.mu.Lock()
+			}
+			continue
 		}
-		buf, c.wbuf = c.wbuf, buf[:0]
+		buf := c.wbuf
+		c.wbuf, c.spare = c.spare[:0], nil
+		c.writing = true
 		c.mu.Unlock()
-		if err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout)); err != nil {
-			return err
+		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+		if err == nil {
+			_, err = nc.Write(buf)
 		}
-		if _, err := nc.Write(buf); err != nil {
+		c.mu.Lock()
+		c.writing = false
+		if cap(buf) <= maxRetainedWriteBuf {
+			c.spare = buf[:0]
+		}
+		c.mu.Unlock()
+		if err != nil {
 			return err
 		}
 		c.writes.Add(1)
-		if cap(buf) > maxRetainedWriteBuf {
-			buf = nil
-		}
 	}
 }
 
@@ -576,4 +638,48 @@ func (c *Conn) expire(now time.Time, fired []pending) ([]pending, time.Time) {
 	}
 	c.nextDeadline = next
 	return fired, next
+}
+
+// inlineWriter does non-blocking writes on a TCP socket's descriptor. Its
+// callback is built once per session so a write does not allocate; the
+// Conn's writing flag makes its use exclusive.
+type inlineWriter struct {
+	raw syscall.RawConn
+	buf []byte
+	n   int
+	fn  func(fd uintptr) bool
+}
+
+func newInlineWriter(nc net.Conn) *inlineWriter {
+	sc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nil // TLS, pipes: everything goes through the writer
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	w := &inlineWriter{raw: raw}
+	w.fn = func(fd uintptr) bool {
+		for w.n < len(w.buf) {
+			m, err := syscall.Write(int(fd), w.buf[w.n:])
+			if m <= 0 || err != nil {
+				break // EAGAIN or a failure: the writer takes the rest
+			}
+			w.n += m
+		}
+		return true // never wait for writability here
+	}
+	return w
+}
+
+// write writes as much of b as the socket takes now and returns how much.
+func (w *inlineWriter) write(b []byte) int {
+	w.buf, w.n = b, 0
+	if err := w.raw.Write(w.fn); err != nil {
+		w.n = 0
+	}
+	n := w.n
+	w.buf = nil
+	return n
 }

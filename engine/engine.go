@@ -29,14 +29,15 @@ const TokenLen = 40
 // Engine takes Redlock locks over N masters. It is safe for concurrent use
 // by any number of goroutines. Create it with [New]; Close it when done.
 type Engine struct {
-	cfg   Config
-	addrs []string
-	conns [][]*conn.Conn // [master][connection]
-	n, q  int
-	rr    atomic.Uint32
-	epoch time.Time // monotonic origin of Lock deadlines
-	ops   sync.Pool
-	close sync.Once
+	cfg    Config
+	addrs  []string
+	conns  [][]*conn.Conn // [master][connection]
+	n, q   int
+	rr     atomic.Uint32
+	spread atomic.Uint32 // rotates the fan-out's first master
+	epoch  time.Time     // monotonic origin of Lock deadlines
+	ops    sync.Pool
+	close  sync.Once
 
 	closed                            atomic.Bool
 	acquired, failed, released, lost  atomic.Uint64

@@ -129,7 +129,14 @@ func (o *op) record(i int, ok bool, cause error) {
 // fanout sends o.cmd to every master, one enqueue each.
 func (o *op) fanout(deadline time.Time, script *conn.Script) {
 	e := o.e
-	for i := 0; i < e.n; i++ {
+	// Rotate the first master so no master is always the last one enqueued
+	// (the last gets the smallest write batches and the stragglers).
+	start := int(e.spread.Add(1) % uint32(e.n))
+	for j := 0; j < e.n; j++ {
+		i := start + j
+		if i >= e.n {
+			i -= e.n
+		}
 		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script}
 		if err := e.pick(i, o.cix).Do(req); err != nil {
 			o.record(i, false, err)
