@@ -21,6 +21,17 @@ deps:
 		fi; \
 	fi
 	@redis-server --version
+	@# chromium renders the bench report in bench's browser test (headless).
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing chromium (apt-get)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -q chromium >/dev/null 2>&1 || \
+			{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+		else \
+			echo "chromium not found: the bench report browser test will skip (Debian: apt-get install chromium)" >&2; \
+		fi; \
+	fi
 
 vet:
 	$(GO) vet ./...

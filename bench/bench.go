@@ -5,31 +5,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
+	"strings"
 	"time"
-
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/redlock-dev/redlock/internal/localmaster"
 )
 
 // Defaults of [Config]; a zero field selects them.
 const (
-	DefaultMasters     = 5
-	DefaultDuration    = 10 * time.Second
-	DefaultConcurrency = 256
-	DefaultKeys        = 100_000
-	DefaultTTL         = 30 * time.Second
+	DefaultMasters       = 5
+	DefaultDuration      = 10 * time.Second
+	DefaultConcurrency   = 256
+	DefaultKeys          = 100_000 // key space of the cycle workload
+	DefaultContendedKeys = 16      // key space of the contended workload
+	DefaultTTL           = 30 * time.Second
 )
 
 // Targets and peers.
 const (
 	TargetEngine = "engine"  // the embedded engine (this module)
+	TargetProxy  = "proxy"   // a RESP proxy driven by our own pipelined client
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
+)
+
+// Workloads.
+const (
+	// WorkloadCycle acquires a random key of the key space, holds it for
+	// Config.Hold and releases it (the default).
+	WorkloadCycle = "cycle"
+	// WorkloadAcquire only acquires, each time a fresh unique key that is
+	// never released (it expires by TTL): the cost of acquire alone.
+	// Config.Keys is ignored.
+	WorkloadAcquire = "acquire"
+	// WorkloadContended is the cycle on a small key space (default
+	// DefaultContendedKeys keys), so most attempts are refused.
+	WorkloadContended = "contended"
+)
+
+// Sweep variables.
+const (
+	SweepConcurrency = "concurrency"
+	SweepMasters     = "masters"
 )
 
 // ErrBadConfig is matched by errors for invalid [Config] values.
@@ -37,7 +56,9 @@ var ErrBadConfig = errors.New("bench: invalid config")
 
 // Config describes one benchmark run.
 type Config struct {
-	// Masters are existing masters (host:port). Empty: start N local ones.
+	// Masters are existing masters (host:port). Empty: start N local ones
+	// (for the engine target). For the proxy target they are the proxy's
+	// masters, needed only for peers and the ceiling.
 	Masters []string
 	// N is the number of local masters to start (default 5).
 	N int
@@ -45,32 +66,70 @@ type Config struct {
 	Embedded bool
 	// RequireReal fails instead of falling back to embedded masters.
 	RequireReal bool
-	// Duration of each measured phase (default 10s).
+	// Target is what is measured first: TargetEngine (default) or TargetProxy.
+	Target string
+	// ProxyAddr is the proxy's host:port (TargetProxy only).
+	ProxyAddr string
+	// Workload is WorkloadCycle (default), WorkloadAcquire or WorkloadContended.
+	Workload string
+	// Duration of each measured phase, warm-up excluded (default 10s).
 	Duration time.Duration
-	// Concurrency is the number of closed-loop workers (default 256).
+	// Warmup runs the load this long before measuring (default 0).
+	Warmup time.Duration
+	// Concurrency is the number of closed-loop workers (default 256); with
+	// Rate it bounds the operations in flight.
 	Concurrency int
-	// Keys is the key space size; small means contention (default 100000).
+	// Rate, if positive, switches to an open loop: operations start at this
+	// fixed rate (per second) and latency is measured from each scheduled
+	// start, so a slow target cannot hide latency (no coordinated
+	// omission). Arrivals finding Concurrency operations in flight are
+	// dropped and counted in Phase.Missed.
+	Rate float64
+	// Keys is the key space size; small means contention (default
+	// DefaultKeys, or DefaultContendedKeys for WorkloadContended).
 	Keys int
 	// TTL of each lock (default 30s).
 	TTL time.Duration
 	// Hold is how long a worker holds each lock before releasing it.
 	Hold time.Duration
-	// ConnsPerMaster is the engine's connections per master (default 1).
+	// ConnsPerMaster is the engine's connections per master, or the number
+	// of connections to the proxy (default 1).
 	ConnsPerMaster int
-	// Compare lists peers measured after the engine on the same masters
-	// (PeerRedsync).
+	// Compare lists peers measured after the target on the same masters
+	// (PeerRedsync; TargetEngine too when Target is TargetProxy).
 	Compare []string
 	// Ceiling also measures the masters' own pipelined capacity.
 	Ceiling bool
+	// SweepVar, if set, repeats the run for each of SweepValues:
+	// SweepConcurrency or SweepMasters (local masters started per point).
+	SweepVar    string
+	SweepValues []int
+	// CPUProfile, MemProfile, MutexProfile and BlockProfile are files the
+	// profiles of the whole run are written to ("" = none). With ReportDir
+	// set, CPUProfile defaults to ReportDir/cpu.pprof.
+	CPUProfile, MemProfile, MutexProfile, BlockProfile string
+	// PprofAddr, if set, serves net/http/pprof on this address during the run.
+	PprofAddr string
+	// ReportDir, if set, receives index.html, result.json and the profiles.
+	ReportDir string
 	// Progress, if set, receives one line per second.
 	Progress io.Writer
-	// Notice receives one-off notices (embedded masters); default io.Discard.
+	// Notice receives one-off notices (embedded masters, pprof address);
+	// default io.Discard.
 	Notice io.Writer
+	// Args is the command line, recorded in the report (optional).
+	Args []string
 }
 
 func (c Config) withDefaults() (Config, error) {
 	if c.N == 0 {
 		c.N = DefaultMasters
+	}
+	if c.Target == "" {
+		c.Target = TargetEngine
+	}
+	if c.Workload == "" {
+		c.Workload = WorkloadCycle
 	}
 	if c.Duration == 0 {
 		c.Duration = DefaultDuration
@@ -80,6 +139,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Keys == 0 {
 		c.Keys = DefaultKeys
+		if c.Workload == WorkloadContended {
+			c.Keys = DefaultContendedKeys
+		}
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -87,50 +149,144 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Notice == nil {
 		c.Notice = io.Discard
 	}
+	if c.ReportDir != "" && c.CPUProfile == "" {
+		c.CPUProfile = c.ReportDir + "/cpu.pprof"
+	}
+	bad := func(format string, a ...any) (Config, error) {
+		return c, fmt.Errorf("%w: "+format, append([]any{ErrBadConfig}, a...)...)
+	}
 	switch {
 	case c.N < 1 || c.N > 64:
-		return c, fmt.Errorf("%w: masters must be 1..64, got %d", ErrBadConfig, c.N)
+		return bad("masters must be 1..64, got %d", c.N)
+	case c.Target != TargetEngine && c.Target != TargetProxy:
+		return bad("unknown target %q (known: %s, %s)", c.Target, TargetEngine, TargetProxy)
+	case c.Target == TargetProxy && c.ProxyAddr == "":
+		return bad("target %s needs a proxy address", TargetProxy)
+	case c.Target != TargetProxy && c.ProxyAddr != "":
+		return bad("a proxy address needs target %s", TargetProxy)
+	case c.Target == TargetProxy && (c.Ceiling || len(c.Compare) > 0) && len(c.Masters) == 0:
+		return bad("target %s with peers or ceiling needs the proxy's masters", TargetProxy)
+	case c.Target == TargetProxy && c.SweepVar == SweepMasters:
+		return bad("cannot sweep masters behind a proxy")
+	case c.Workload != WorkloadCycle && c.Workload != WorkloadAcquire && c.Workload != WorkloadContended:
+		return bad("unknown workload %q (known: %s, %s, %s)", c.Workload, WorkloadCycle, WorkloadAcquire, WorkloadContended)
 	case c.Duration < 0:
-		return c, fmt.Errorf("%w: negative duration", ErrBadConfig)
+		return bad("negative duration %v", c.Duration)
+	case c.Warmup < 0:
+		return bad("negative warmup %v", c.Warmup)
 	case c.Concurrency < 1 || c.Concurrency > 100_000:
-		return c, fmt.Errorf("%w: concurrency must be 1..100000, got %d", ErrBadConfig, c.Concurrency)
+		return bad("concurrency must be 1..100000, got %d", c.Concurrency)
+	case c.Rate < 0 || c.Rate > 10_000_000:
+		return bad("rate must be 0 (closed loop) or up to 10000000/s, got %g", c.Rate)
 	case c.Keys < 1:
-		return c, fmt.Errorf("%w: keys must be positive, got %d", ErrBadConfig, c.Keys)
+		return bad("keys must be positive, got %d", c.Keys)
 	case c.TTL < time.Millisecond:
-		return c, fmt.Errorf("%w: ttl must be at least 1ms, got %v", ErrBadConfig, c.TTL)
+		return bad("ttl must be at least 1ms, got %v", c.TTL)
 	case c.Hold < 0:
-		return c, fmt.Errorf("%w: negative hold", ErrBadConfig)
-	case c.ConnsPerMaster < 0:
-		return c, fmt.Errorf("%w: negative conns per master", ErrBadConfig)
+		return bad("negative hold %v", c.Hold)
+	case c.Hold >= c.TTL:
+		return bad("hold %v must be shorter than the ttl %v", c.Hold, c.TTL)
+	case c.ConnsPerMaster < 0 || c.ConnsPerMaster > 64:
+		return bad("conns per master must be 0..64, got %d", c.ConnsPerMaster)
 	}
+	seen := map[string]bool{}
 	for _, p := range c.Compare {
-		if p != PeerRedsync {
-			return c, fmt.Errorf("%w: unknown peer %q (known: %s)", ErrBadConfig, p, PeerRedsync)
+		ok := p == PeerRedsync || (p == TargetEngine && c.Target == TargetProxy)
+		if !ok {
+			return bad("unknown peer %q (known: %s; %s with target %s)", p, PeerRedsync, TargetEngine, TargetProxy)
 		}
+		if seen[p] {
+			return bad("peer %q listed twice", p)
+		}
+		seen[p] = true
+	}
+	switch c.SweepVar {
+	case "":
+		if len(c.SweepValues) > 0 {
+			return bad("sweep values without a sweep variable")
+		}
+	case SweepConcurrency, SweepMasters:
+		if len(c.SweepValues) == 0 {
+			return bad("sweep %s needs at least one value", c.SweepVar)
+		}
+		if c.SweepVar == SweepMasters && len(c.Masters) > 0 {
+			return bad("sweep masters starts local masters: do not give masters")
+		}
+		for _, v := range c.SweepValues {
+			if c.SweepVar == SweepConcurrency && (v < 1 || v > 100_000) {
+				return bad("sweep concurrency values must be 1..100000, got %d", v)
+			}
+			if c.SweepVar == SweepMasters && (v < 1 || v > 64) {
+				return bad("sweep masters values must be 1..64, got %d", v)
+			}
+		}
+	default:
+		return bad("unknown sweep variable %q (known: %s, %s)", c.SweepVar, SweepConcurrency, SweepMasters)
 	}
 	return c, nil
 }
 
+// ParseSweep parses a sweep specification "var=v1,v2,..." such as
+// "concurrency=1,16,64" into its variable and values.
+func ParseSweep(s string) (string, []int, error) {
+	name, list, ok := strings.Cut(s, "=")
+	if !ok || name == "" || list == "" {
+		return "", nil, fmt.Errorf("%w: sweep %q: want var=v1,v2,... (var: %s or %s)", ErrBadConfig, s, SweepConcurrency, SweepMasters)
+	}
+	if name != SweepConcurrency && name != SweepMasters {
+		return "", nil, fmt.Errorf("%w: unknown sweep variable %q (known: %s, %s)", ErrBadConfig, name, SweepConcurrency, SweepMasters)
+	}
+	var vals []int
+	for _, f := range strings.Split(list, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return "", nil, fmt.Errorf("%w: sweep %s: bad value %q (want a positive integer)", ErrBadConfig, name, f)
+		}
+		vals = append(vals, v)
+	}
+	return name, vals, nil
+}
+
 // Result is one run's outcome. The flat fields describe the primary
-// target (the engine); Peers and Ceiling hold the same-run comparisons.
+// target; Peers and Ceiling hold the same-run comparisons. With a sweep,
+// the flat fields, Peers and Ceiling describe the last point and Sweep
+// holds every point.
 type Result struct {
 	Phase
 	Masters     int          `json:"masters"`
 	Concurrency int          `json:"concurrency"`
 	Keys        int          `json:"keys"`
 	TTLMillis   int64        `json:"ttl_ms"`
+	HoldMillis  float64      `json:"hold_ms"`
+	Workload    string       `json:"workload"`
+	Rate        float64      `json:"rate,omitempty"`
 	Embedded    bool         `json:"embedded_masters"`
 	GOMAXPROCS  int          `json:"gomaxprocs"`
 	Peers       []Phase      `json:"peers,omitempty"`
 	Ceiling     *CeilingInfo `json:"ceiling,omitempty"`
-	// CeilingFraction is the engine's cycles/s over the ceiling's.
+	// CeilingFraction is the target's cycles/s over the ceiling's.
 	CeilingFraction float64 `json:"ceiling_fraction,omitempty"`
+	// Sweep holds the points of a sweep, in order.
+	Sweep *SweepResult `json:"sweep,omitempty"`
+	// Interrupted is set when the context ended the run early.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// Env describes the machine and versions.
+	Env Env `json:"env"`
+	// Profiles lists the profile files written; TopFlat and TopCum the
+	// hottest functions of the CPU profile.
+	Profiles []string   `json:"profiles,omitempty"`
+	TopFlat  []FuncStat `json:"top_flat,omitempty"`
+	TopCum   []FuncStat `json:"top_cum,omitempty"`
 }
 
 // Phase is the measurement of one target.
 type Phase struct {
-	Target         string  `json:"target"`
-	CyclesPerSec   float64 `json:"cycles_per_sec"`
+	Target string `json:"target"`
+	// CyclesPerSec counts completed operations of the workload (cycles;
+	// acquisitions for WorkloadAcquire) per second.
+	CyclesPerSec float64 `json:"cycles_per_sec"`
+	// AttemptsPerSec counts acquire attempts, refused ones included.
+	AttemptsPerSec float64 `json:"attempts_per_sec"`
 	AcquireP50     float64 `json:"acquire_p50_us"`
 	AcquireP99     float64 `json:"acquire_p99_us"`
 	CycleP50       float64 `json:"cycle_p50_us"`
@@ -138,10 +294,13 @@ type Phase struct {
 	Acquired       uint64  `json:"acquired"`
 	FailedAcquires uint64  `json:"failed_acquires"`
 	Errors         uint64  `json:"errors"`
-	DurationS      float64 `json:"duration_s"`
-	Acquire        Latency `json:"acquire"`
-	Release        Latency `json:"release"`
-	Cycle          Latency `json:"cycle"`
+	// Missed counts open-loop arrivals dropped because Concurrency
+	// operations were in flight (the target could not keep up).
+	Missed    uint64  `json:"missed,omitempty"`
+	DurationS float64 `json:"duration_s"`
+	Acquire   Latency `json:"acquire"`
+	Release   Latency `json:"release"`
+	Cycle     Latency `json:"cycle"`
 	// PerSecond is the number of completed cycles in each second.
 	PerSecond []uint64 `json:"per_second,omitempty"`
 	// FirstError is the first non-contention error seen, if any.
@@ -157,15 +316,45 @@ type locker interface {
 }
 
 // Run executes the benchmark described by cfg. When ctx ends early it
-// stops and returns what was measured so far.
-func Run(ctx context.Context, cfg Config) (Result, error) {
-	cfg, err := cfg.withDefaults()
+// stops and returns what was measured so far (Result.Interrupted set),
+// still writing profiles and the report.
+func Run(ctx context.Context, cfg Config) (res Result, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return Result{}, err
 	}
+	prof, err := startProfiles(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		files, top, perr := prof.stop()
+		res.Profiles = files
+		if top != nil {
+			res.TopFlat, res.TopCum = top.Flat, top.Cum
+		}
+		if err == nil && perr != nil {
+			err = perr
+		}
+		if err == nil && cfg.ReportDir != "" {
+			err = WriteReport(cfg.ReportDir, res)
+		}
+	}()
+	if cfg.SweepVar != "" {
+		return runSweep(ctx, cfg)
+	}
+	return runOnce(ctx, cfg)
+}
+
+// runOnce measures the target, the peers and the ceiling once.
+func runOnce(ctx context.Context, cfg Config) (Result, error) {
+	res := Result{
+		Concurrency: cfg.Concurrency, Keys: cfg.Keys, TTLMillis: cfg.TTL.Milliseconds(),
+		HoldMillis: float64(cfg.Hold) / 1e6, Workload: cfg.Workload, Rate: cfg.Rate,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Env: captureEnv(cfg.Args),
+	}
 	addrs := cfg.Masters
-	res := Result{Concurrency: cfg.Concurrency, Keys: cfg.Keys, TTLMillis: cfg.TTL.Milliseconds(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
-	if len(addrs) == 0 {
+	if len(addrs) == 0 && cfg.Target == TargetEngine {
 		set, err := localmaster.Start(ctx, localmaster.Options{N: cfg.N, Embedded: cfg.Embedded, RequireReal: cfg.RequireReal, Notice: cfg.Notice})
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: start local masters: %w", err)
@@ -175,24 +364,35 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Embedded = set.Embedded()
 	}
 	res.Masters = len(addrs)
-	keys := makeKeys(cfg.Keys)
-
-	eng, err := newEngineLocker(ctx, addrs, cfg)
-	if err != nil {
-		return Result{}, err
+	if len(addrs) > 0 {
+		res.Env.RedisVersion = redisVersion(ctx, addrs[0])
 	}
-	res.Phase = runPhase(ctx, cfg, TargetEngine, eng, keys)
-	eng.close()
+	label := func(name string) string {
+		switch cfg.SweepVar {
+		case SweepConcurrency:
+			return fmt.Sprintf("%s c=%d", name, cfg.Concurrency)
+		case SweepMasters:
+			return fmt.Sprintf("%s n=%d", name, len(addrs))
+		}
+		return name
+	}
 
-	for _, p := range cfg.Compare {
+	targets := append([]string{cfg.Target}, cfg.Compare...)
+	for i, t := range targets {
 		if ctx.Err() != nil {
 			break
 		}
-		switch p {
-		case PeerRedsync:
-			rs := newRedsyncLocker(addrs, cfg)
-			res.Peers = append(res.Peers, runPhase(ctx, cfg, PeerRedsync, rs, keys))
-			rs.close()
+		l, err := newLocker(ctx, t, addrs, cfg)
+		if err != nil {
+			return res, err
+		}
+		p := runPhase(ctx, cfg, label(t), l)
+		p.Target = t
+		l.close()
+		if i == 0 {
+			res.Phase = p
+		} else {
+			res.Peers = append(res.Peers, p)
 		}
 	}
 	if cfg.Ceiling && ctx.Err() == nil {
@@ -205,127 +405,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.CeilingFraction = res.CyclesPerSec / c.CyclesPerSec
 		}
 	}
+	res.Interrupted = ctx.Err() != nil
 	return res, nil
 }
 
-func makeKeys(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = "redlock:bench:" + strconv.Itoa(i)
+func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (locker, error) {
+	switch target {
+	case TargetEngine:
+		return newEngineLocker(ctx, addrs, cfg)
+	case TargetProxy:
+		return newProxyLocker(ctx, cfg)
+	case PeerRedsync:
+		return newRedsyncLocker(addrs, cfg), nil
 	}
-	return keys
+	return nil, fmt.Errorf("%w: unknown target %q", ErrBadConfig, target)
 }
 
-// worker holds one closed-loop worker's private histograms and counters.
-type worker struct {
-	acq, rel, cyc *hdr.Histogram
-	failed, errs  uint64
-	firstErr      error
-}
-
-// runPhase drives l with cfg.Concurrency workers for cfg.Duration.
-func runPhase(ctx context.Context, cfg Config, name string, l locker, keys []string) Phase {
-	var stop atomic.Bool
-	var cycles, acquired atomic.Uint64
-	workers := make([]*worker, cfg.Concurrency)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range workers {
-		w := &worker{acq: newHist(), rel: newHist(), cyc: newHist()}
-		workers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), uint64(start.UnixNano())))
-			for !stop.Load() && ctx.Err() == nil {
-				key := keys[rng.IntN(len(keys))]
-				t0 := time.Now()
-				h, contended, err := l.acquire(ctx, key)
-				t1 := time.Now()
-				if err != nil || contended {
-					if ctx.Err() != nil {
-						return
-					}
-					if contended {
-						w.failed++
-					} else {
-						w.errs++
-						if w.firstErr == nil {
-							w.firstErr = err
-						}
-					}
-					continue
-				}
-				acquired.Add(1)
-				record(w.acq, t1.Sub(t0))
-				if cfg.Hold > 0 {
-					time.Sleep(cfg.Hold)
-				}
-				if err := l.release(ctx, h); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					w.errs++
-					if w.firstErr == nil {
-						w.firstErr = err
-					}
-					continue
-				}
-				t2 := time.Now()
-				record(w.rel, t2.Sub(t1))
-				record(w.cyc, t2.Sub(t0))
-				cycles.Add(1)
-			}
-		}()
-	}
-
-	perSecond := progressLoop(ctx, cfg, name, start, &cycles)
-	stop.Store(true)
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	acq, rel, cyc := newHist(), newHist(), newHist()
-	p := Phase{Target: name, Acquired: acquired.Load(), PerSecond: perSecond, DurationS: elapsed.Seconds()}
-	for _, w := range workers {
-		acq.Merge(w.acq)
-		rel.Merge(w.rel)
-		cyc.Merge(w.cyc)
-		p.FailedAcquires += w.failed
-		p.Errors += w.errs
-		if w.firstErr != nil && p.FirstError == "" {
-			p.FirstError = w.firstErr.Error()
-		}
-	}
-	p.Acquire, p.Release, p.Cycle = summarize(acq), summarize(rel), summarize(cyc)
-	p.CyclesPerSec = float64(cycles.Load()) / elapsed.Seconds()
-	p.AcquireP50, p.AcquireP99 = p.Acquire.P50, p.Acquire.P99
-	p.CycleP50, p.CycleP99 = p.Cycle.P50, p.Cycle.P99
-	return p
-}
-
-// progressLoop waits for the phase to end, printing one line per second,
-// and returns cycles completed in each whole second.
-func progressLoop(ctx context.Context, cfg Config, name string, start time.Time, cycles *atomic.Uint64) []uint64 {
-	end := time.NewTimer(cfg.Duration)
-	defer end.Stop()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var perSecond []uint64
-	var last uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return perSecond
-		case <-end.C:
-			return perSecond
-		case <-tick.C:
-			now := cycles.Load()
-			perSecond = append(perSecond, now-last)
-			last = now
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "%-8s %5.0fs  %8d cycles/s  %10d total\n",
-					name, time.Since(start).Seconds(), perSecond[len(perSecond)-1], now)
-			}
-		}
-	}
+// phases returns the target's phase followed by the peers'.
+func (r Result) phases() []Phase {
+	return slices.Concat([]Phase{r.Phase}, r.Peers)
 }

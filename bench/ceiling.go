@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,18 +15,23 @@ import (
 	"github.com/redlock-dev/redlock/resp"
 )
 
-// CeilingWindow is the number of SET+release pairs each master has in
-// flight while the ceiling is measured.
-const CeilingWindow = 64
+// CeilingWindow is the minimum number of SET+release pairs each master
+// has in flight while the ceiling is measured; the window is
+// max(CeilingWindow, Config.Concurrency), so the masters see at least the
+// pipeline depth the measured target gave them.
+const CeilingWindow = 256
 
 // CeilingInfo is the masters' own capacity for the work of one lock cycle:
 // a SET NX PX and a compare-and-delete EVALSHA on the same key, pipelined
-// CeilingWindow deep on every master at once.
+// max(CeilingWindow, Config.Concurrency) deep on every master at once.
 type CeilingInfo struct {
-	// CyclesPerSec is the slowest master's pairs per second: no Redlock
-	// client can complete more cycles than that, since every cycle needs
-	// every master (a quorum of them, in the best case).
+	// CyclesPerSec is the pairs per second of the quorum-th fastest
+	// master (the 3rd of 5): a Redlock client needs a quorum of masters
+	// for every cycle, so it cannot complete more cycles than that.
 	CyclesPerSec float64 `json:"cycles_per_sec"`
+	// SlowestPerSec is the slowest master's pairs per second: the bound
+	// when every master must keep up (the engine sends to all of them).
+	SlowestPerSec float64 `json:"slowest_per_sec"`
 	// PerMaster lists each master's pairs per second.
 	PerMaster []float64 `json:"per_master"`
 	Window    int       `json:"window"`
@@ -33,7 +39,7 @@ type CeilingInfo struct {
 	DurationS float64   `json:"duration_s"`
 }
 
-// pump keeps CeilingWindow pairs in flight on one connection: each
+// pump keeps the window's pairs in flight on one connection: each
 // completed release enqueues the next pair.
 type pump struct {
 	c      *conn.Conn
@@ -107,9 +113,10 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 		pumps[i] = &pump{c: c, stop: &stop, ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
 			rng: rand.New(rand.NewPCG(uint64(i), 7)), nkeys: cfg.Keys, prefix: "redlock:ceiling:"}
 	}
+	window := max(CeilingWindow, cfg.Concurrency)
 	start := time.Now()
 	for _, p := range pumps {
-		for range CeilingWindow {
+		for range window {
 			p.wg.Add(1)
 			p.send()
 		}
@@ -129,9 +136,9 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 			cycles.Store(slowest)
 		}
 	}()
-	progressLoop(ctx, cfg, "ceiling", start, &cycles)
+	ceilingWait(ctx, cfg, start, &cycles)
 	elapsed := time.Since(start)
-	info := CeilingInfo{Window: CeilingWindow, DurationS: elapsed.Seconds()}
+	info := CeilingInfo{Window: window, DurationS: elapsed.Seconds()}
 	counts := make([]uint64, len(pumps))
 	for i, p := range pumps {
 		counts[i] = p.pairs.Load()
@@ -143,10 +150,38 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 		p.c.Close()
 		rate := float64(counts[i]) / elapsed.Seconds()
 		info.PerMaster = append(info.PerMaster, rate)
-		if i == 0 || rate < info.CyclesPerSec {
-			info.CyclesPerSec = rate
+		if i == 0 || rate < info.SlowestPerSec {
+			info.SlowestPerSec = rate
 		}
 		info.Errors += p.errs.Load()
 	}
+	sorted := slices.Sorted(slices.Values(info.PerMaster))
+	q := len(sorted)/2 + 1
+	info.CyclesPerSec = sorted[len(sorted)-q] // the q-th fastest
 	return info, nil
+}
+
+// ceilingWait waits cfg.Duration (or until ctx ends), printing one line
+// per second with the slowest master's pairs per second.
+func ceilingWait(ctx context.Context, cfg Config, start time.Time, cycles *atomic.Uint64) {
+	end := time.NewTimer(cfg.Duration)
+	defer end.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+			now := cycles.Load()
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "%-14s %4.0fs  %8d pairs/s (slowest master)  %10d total\n",
+					"ceiling", time.Since(start).Seconds(), now-last, now)
+			}
+			last = now
+		}
+	}
 }

@@ -2,8 +2,13 @@ package bench
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -11,7 +16,9 @@ import (
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // engineLocker drives this module's engine.
@@ -92,4 +99,129 @@ func (l *redsyncLocker) close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// proxyLocker drives a RESP proxy (or anything speaking the same
+// protocol: a single redis-server works) with this module's pipelined
+// connection: SET key token NX PX ttl to acquire, the compare-and-delete
+// EVALSHA to release. Workers share ConnsPerMaster connections.
+type proxyLocker struct {
+	conns []*conn.Conn
+	ttl   string
+	next  atomic.Uint64
+	calls sync.Pool // *proxyCall
+}
+
+// proxyHandle is an acquired lock on the proxy.
+type proxyHandle struct {
+	key, token string
+	c          *conn.Conn
+}
+
+// proxyCall is one request in flight; its channel receives the outcome.
+type proxyCall struct {
+	buf []byte
+	ch  chan proxyOutcome
+}
+
+type proxyOutcome struct {
+	ok, null bool
+	n        int64
+	err      error
+}
+
+// Complete implements conn.Callback.
+func (c *proxyCall) Complete(_ uint64, r resp.Reply, err error) {
+	var o proxyOutcome
+	switch {
+	case err != nil:
+		o.err = err
+	case r.IsError():
+		o.err = r.Err()
+	case r.IsNull():
+		o.null = true
+	default:
+		o.ok, o.n = r.IsOK(), r.Int
+	}
+	c.ch <- o
+}
+
+func newProxyLocker(ctx context.Context, cfg Config) (*proxyLocker, error) {
+	l := &proxyLocker{ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10)}
+	l.calls.New = func() any { return &proxyCall{ch: make(chan proxyOutcome, 1)} }
+	for range max(cfg.ConnsPerMaster, 1) {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := conn.Dial(dctx, cfg.ProxyAddr, conn.Config{Scripts: []*conn.Script{engine.ReleaseScript}})
+		cancel()
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("bench: proxy %s: %w", cfg.ProxyAddr, err)
+		}
+		l.conns = append(l.conns, c)
+	}
+	return l, nil
+}
+
+// do sends the command built by build and waits for its outcome.
+func (l *proxyLocker) do(ctx context.Context, c *conn.Conn, script *conn.Script, build func([]byte) []byte) proxyOutcome {
+	call := l.calls.Get().(*proxyCall)
+	call.buf = build(call.buf[:0])
+	req := conn.Request{Cmd: call.buf, Callback: call, Script: script}
+	if dl, ok := ctx.Deadline(); ok {
+		req.Deadline = dl
+	}
+	if err := c.Do(req); err != nil {
+		l.calls.Put(call)
+		return proxyOutcome{err: err}
+	}
+	select {
+	case o := <-call.ch:
+		l.calls.Put(call)
+		return o
+	case <-ctx.Done():
+		// The callback will still fire into the buffered channel; the
+		// call is not reused.
+		return proxyOutcome{err: ctx.Err()}
+	}
+}
+
+func (l *proxyLocker) acquire(ctx context.Context, key string) (any, bool, error) {
+	var tok [20]byte
+	_, _ = crand.Read(tok[:])
+	h := &proxyHandle{key: key, token: hex.EncodeToString(tok[:]), c: l.conns[l.next.Add(1)%uint64(len(l.conns))]}
+	o := l.do(ctx, h.c, nil, func(b []byte) []byte {
+		return resp.AppendCommandStrings(b, "SET", key, h.token, "NX", "PX", l.ttl)
+	})
+	switch {
+	case o.err != nil:
+		return nil, false, o.err
+	case o.null:
+		return nil, true, nil
+	case !o.ok:
+		return nil, false, errors.New("bench: proxy: unexpected SET reply")
+	}
+	return h, false, nil
+}
+
+func (l *proxyLocker) release(ctx context.Context, hv any) error {
+	h := hv.(*proxyHandle)
+	o := l.do(ctx, h.c, engine.ReleaseScript, func(b []byte) []byte {
+		b = engine.ReleaseScript.AppendEvalSha(b, 1, 1)
+		b = resp.AppendBulkString(b, h.key)
+		return resp.AppendBulkString(b, h.token)
+	})
+	switch {
+	case o.err != nil:
+		return o.err
+	case o.n != 1:
+		return fmt.Errorf("bench: proxy: release of %q not confirmed (reply %d)", h.key, o.n)
+	}
+	return nil
+}
+
+func (l *proxyLocker) close() error {
+	for _, c := range l.conns {
+		c.Close()
+	}
+	return nil
 }

@@ -7,31 +7,42 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/redlock-dev/redlock/bench"
 )
 
+// benchCmd parses the bench flags and runs bench.Run. Errors from bad
+// flags or values are usageErrors (exit code 2).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg bench.Config
 	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones)")
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
+	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "what to measure: engine (embedded) or proxy (needs --proxy)")
+	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "proxy host:port for --target proxy")
+	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys)")
 	fs.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
-	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "closed-loop workers")
-	fs.IntVar(&cfg.Keys, "keys", bench.DefaultKeys, "key space size (small = contention)")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load before each measured phase, not measured")
+	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "closed-loop workers; with --rate, the cap on operations in flight")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start operations at this fixed rate per second (0: closed loop)")
+	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (default %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
 	fs.DurationVar(&cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
 	fs.DurationVar(&cfg.Hold, "hold", 0, "time each lock is held before release")
-	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master")
-	compare := fs.String("compare", "", "peers to measure in the same run: redsync")
-	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling")
+	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
+	compare := fs.String("compare", "", "peers to measure in the same run: redsync (and engine with --target proxy)")
+	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
+	sweep := fs.String("sweep", "", "repeat the run per value: concurrency=1,16,64 or masters=3,5,7")
 	fs.BoolVar(&cfg.Embedded, "embedded", false, "use embedded in-process masters even if redis-server exists")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file and print its top functions")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
+	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a mutex contention profile to this file")
+	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write a goroutine blocking profile to this file")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address during the run (e.g. localhost:6060)")
+	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into this directory")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last stdout line")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -47,25 +58,27 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				cfg.Masters = append(cfg.Masters, m)
 			}
 		}
+		if len(cfg.Masters) == 0 {
+			return usageError{errors.New("--masters: no address given")}
+		}
 	}
 	if *compare != "" {
-		cfg.Compare = strings.Split(*compare, ",")
+		for _, p := range strings.Split(*compare, ",") {
+			cfg.Compare = append(cfg.Compare, strings.TrimSpace(p))
+		}
+	}
+	if *sweep != "" {
+		v, vals, err := bench.ParseSweep(*sweep)
+		if err != nil {
+			return usageError{err}
+		}
+		cfg.SweepVar, cfg.SweepValues = v, vals
 	}
 	if !*quiet {
 		cfg.Progress = stderr
 	}
 	cfg.Notice = stderr
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
+	cfg.Args = append([]string{"redlock", "bench"}, args...)
 	res, err := bench.Run(ctx, cfg)
 	if errors.Is(err, bench.ErrBadConfig) {
 		return usageError{err}
@@ -73,8 +86,14 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if res.Interrupted {
+		fmt.Fprintln(stderr, "redlock bench: interrupted; results so far:")
+	}
 	if err := res.WriteTable(stdout); err != nil {
 		return err
+	}
+	if cfg.ReportDir != "" {
+		fmt.Fprintf(stderr, "redlock bench: report written to %s/index.html\n", cfg.ReportDir)
 	}
 	if *jsonOut {
 		b, err := json.Marshal(res)

@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func makeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "redlock:bench:" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// phaseState is what the workers of one phase share.
+type phaseState struct {
+	cfg  Config
+	l    locker
+	keys []string
+	base time.Time // all times are durations since base (monotonic)
+	// the measured window [winStart, winEnd]: operations completing inside
+	// it are counted and recorded.
+	winStart, winEnd atomic.Int64
+	rec              *recorder
+	open             bool   // open loop: latency from the scheduled start
+	acqPrefix        string // unique-key prefix of WorkloadAcquire
+
+	cycles, attempts, acquired, failed, errs atomic.Uint64
+	firstErr                                 atomic.Pointer[string]
+}
+
+func (s *phaseState) now() time.Duration { return time.Since(s.base) }
+
+func (s *phaseState) inWindow(t time.Duration) bool {
+	return int64(t) >= s.winStart.Load() && int64(t) <= s.winEnd.Load()
+}
+
+func (s *phaseState) fail(err error) {
+	msg := err.Error()
+	s.firstErr.CompareAndSwap(nil, &msg)
+	s.errs.Add(1)
+}
+
+// workerState is one worker's private state.
+type workerState struct {
+	id  int
+	rng *rand.Rand
+	sh  *shard
+	seq uint64
+}
+
+// op runs one operation of the workload. ref is the time latency is
+// measured from: the actual start (closed loop) or the scheduled start
+// (open loop).
+func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) {
+	var key string
+	if s.cfg.Workload == WorkloadAcquire {
+		w.seq++
+		key = s.acqPrefix + strconv.Itoa(w.id) + ":" + strconv.FormatUint(w.seq, 10)
+	} else {
+		key = s.keys[w.rng.IntN(len(s.keys))]
+	}
+	h, contended, err := s.l.acquire(ctx, key)
+	t1 := s.now()
+	in := s.inWindow(t1)
+	if in {
+		s.attempts.Add(1)
+	}
+	if err != nil || contended {
+		if ctx.Err() != nil || !in {
+			return
+		}
+		if contended {
+			s.failed.Add(1)
+		} else {
+			s.fail(err)
+		}
+		return
+	}
+	if in {
+		s.acquired.Add(1)
+	}
+	if s.cfg.Workload == WorkloadAcquire {
+		if in {
+			s.cycles.Add(1)
+			w.sh.record(t1-ref, -1, t1-ref)
+		}
+		return
+	}
+	if s.cfg.Hold > 0 {
+		time.Sleep(s.cfg.Hold)
+	}
+	t2 := s.now()
+	// Release even when ctx ended, so no lock is left behind.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	err = s.l.release(rctx, h)
+	cancel()
+	t3 := s.now()
+	if !s.inWindow(t3) {
+		return
+	}
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	s.cycles.Add(1)
+	w.sh.record(t1-ref, t3-t2, t3-ref)
+}
+
+// runPhase drives l for cfg.Warmup plus cfg.Duration, with cfg.Concurrency
+// closed-loop workers or, when cfg.Rate is set, an open loop at that rate
+// with at most cfg.Concurrency operations in flight.
+func runPhase(ctx context.Context, cfg Config, name string, l locker) Phase {
+	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0,
+		rec: newRecorder(min(cfg.Concurrency, 8*runtime.GOMAXPROCS(0)))}
+	s.acqPrefix = fmt.Sprintf("redlock:bench:acq:%s:%d:", name, s.base.UnixNano())
+	if cfg.Workload != WorkloadAcquire {
+		s.keys = makeKeys(cfg.Keys)
+	}
+	s.winStart.Store(int64(cfg.Warmup))
+	s.winEnd.Store(math.MaxInt64)
+
+	stop := make(chan struct{})
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	var lim *limiter
+	if s.open {
+		lim = newLimiter(newSchedule(0, cfg.Rate), cfg.Concurrency)
+		wg.Go(func() { lim.run(stop, s.now) })
+	}
+	seed := uint64(s.base.UnixNano())
+	for i := range cfg.Concurrency {
+		w := &workerState{id: i, rng: rand.New(rand.NewPCG(uint64(i), seed)), sh: s.rec.shard(i)}
+		wg.Go(func() {
+			if lim != nil {
+				for sched := range lim.jobs {
+					if !stopped.Load() {
+						s.op(ctx, w, sched)
+					}
+					lim.done()
+				}
+				return
+			}
+			for !stopped.Load() && ctx.Err() == nil {
+				s.op(ctx, w, s.now())
+			}
+		})
+	}
+
+	perSecond := s.progress(ctx, name)
+	end := s.now()
+	s.winEnd.Store(int64(end))
+	stopped.Store(true)
+	close(stop)
+	wg.Wait()
+
+	elapsed := end - cfg.Warmup
+	p := Phase{Target: name, PerSecond: perSecond, DurationS: max(elapsed, 0).Seconds()}
+	acq, rel, cyc := s.rec.merged()
+	p.Acquire, p.Release, p.Cycle = summarize(acq), summarize(rel), summarize(cyc)
+	p.Acquired, p.FailedAcquires, p.Errors = s.acquired.Load(), s.failed.Load(), s.errs.Load()
+	if e := s.firstErr.Load(); e != nil {
+		p.FirstError = *e
+	}
+	if lim != nil {
+		p.Missed = lim.missed.Load()
+	}
+	if elapsed > 0 {
+		p.CyclesPerSec = float64(s.cycles.Load()) / elapsed.Seconds()
+		p.AttemptsPerSec = float64(s.attempts.Load()) / elapsed.Seconds()
+	}
+	p.AcquireP50, p.AcquireP99 = p.Acquire.P50, p.Acquire.P99
+	p.CycleP50, p.CycleP99 = p.Cycle.P50, p.Cycle.P99
+	return p
+}
+
+// progress waits for the warm-up and the measured phase to end (or ctx),
+// printing one line per second of the measured phase, and returns the
+// cycles completed in each whole second.
+func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
+	cfg := s.cfg
+	if cfg.Warmup > 0 {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "%-14s warming up for %v\n", name, cfg.Warmup)
+		}
+		t := time.NewTimer(cfg.Warmup - s.now())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+	end := time.NewTimer(cfg.Warmup + cfg.Duration - s.now())
+	defer end.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var perSecond []uint64
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return perSecond
+		case <-end.C:
+			return perSecond
+		case <-tick.C:
+			now := s.cycles.Load()
+			perSecond = append(perSecond, now-last)
+			last = now
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "%-14s %4.0fs  %8d ops/s  p99 %7dµs  %10d total\n",
+					name, (s.now() - cfg.Warmup).Seconds(), perSecond[len(perSecond)-1], s.rec.cycleP99(), now)
+			}
+		}
+	}
+}
