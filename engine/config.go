@@ -40,7 +40,7 @@ type Config struct {
 	ConnsPerMaster int
 	// MasterTimeout is how long one operation waits for one master. Zero
 	// means max(5ms, min(50ms, ttl/100)) for acquire and extend, and
-	// max(5ms, min(50ms, remaining validity/100)) for release.
+	// the same formula on the TTL the lock was acquired with for release.
 	MasterTimeout time.Duration
 	// DriftFactor (default 0.01) and DriftMin (default 2ms) define the
 	// clock drift allowance ttl*DriftFactor + DriftMin.

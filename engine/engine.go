@@ -57,7 +57,7 @@ func New(cfg Config) (*Engine, error) {
 	e.q = e.n/2 + 1
 	e.masterErrs = make([]atomic.Uint64, e.n)
 	e.ops.New = func() any {
-		return &op{e: e, done: make(chan struct{}, 1), results: make([]masterResult, e.n), cmd: make([]byte, 0, 128)}
+		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), skip: make([]bool, e.n), cmd: make([]byte, 0, 128)}
 	}
 	cc := cfg.Conn
 	cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript)
@@ -259,9 +259,9 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	t1 := time.Now()
 	o.fanout(t1.Add(mt), nil)
 	if err := o.wait(ctx); err != nil {
-		o.unref()
 		e.cancelled.Add(1)
-		e.cleanup(key, l.token, l.cix)
+		e.cleanup(o, key, l.token, l.cix)
+		o.unref()
 		return nil, err
 	}
 	drift := e.cfg.drift(ttl)
@@ -277,17 +277,30 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 		extra = ErrValidityExpired
 	}
 	qerr := o.quorumError(ErrNotAcquired, extra)
-	o.unref()
 	e.failed.Add(1)
-	e.cleanup(key, l.token, l.cix)
+	e.cleanup(o, key, l.token, l.cix)
+	o.unref()
 	return nil, qerr
 }
 
-// cleanup releases token on every master and waits (bounded by
-// CleanupTimeout per master) until each answered, so a failed acquisition
-// leaves nothing behind. It ignores the caller's cancellation.
-func (e *Engine) cleanup(key, token string, cix uint32) {
+// cleanup releases token after the failed acquisition acq and waits
+// (bounded by CleanupTimeout per master) until each master answered, so a
+// failed acquisition leaves nothing behind. It ignores the caller's
+// cancellation. It first waits for every answer to acq (bounded by the
+// per-master timeout), then skips masters that answered with a nil reply:
+// SET NX wrote nothing there, and a release could only delete a lock that
+// holds the same token — the caller's own, when it reuses a token (the
+// proxy passes clients' values through). Every other master is released,
+// including those that timed out (their SET may still execute; the release
+// is queued behind it on the same connection).
+func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
+	<-acq.all
 	o := e.getOp(opRelease, true, cix)
+	acq.mu.Lock()
+	for i, r := range acq.results {
+		o.skip[i] = r.state == -1 && r.err == ErrHeld
+	}
+	acq.mu.Unlock()
 	o.cmd = appendRelease(o.cmd[:0], key, token)
 	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), ReleaseScript)
 	<-o.done

@@ -55,6 +55,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	o := e.getOp(opRelease, false, l.cix)
 	o.cmd = appendRelease(o.cmd[:0], l.key, l.token)
 	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), ReleaseScript)
+	if err := ctx.Err(); err != nil {
+		// Cancelled before the call: the release is on the wire anyway
+		// (a cancelled caller still cleans up); report the cancellation.
+		o.unref()
+		return err
+	}
 	if err := o.wait(ctx); err != nil {
 		o.unref()
 		return err

@@ -37,12 +37,15 @@ type op struct {
 	cix     uint32 // connection index used on every master (see nextConn)
 	refs    atomic.Int32
 	done    chan struct{} // receives one value when decided
+	all     chan struct{} // receives one value when every master answered
 
 	mu sync.Mutex
 	// Guarded by mu:
 	yes, no int
 	decided bool
 	results []masterResult
+
+	skip []bool // masters fanout leaves out (owner only)
 
 	cmd []byte // encoded command (only touched by the op's owner)
 }
@@ -63,8 +66,13 @@ func (o *op) unref() {
 	}
 	o.yes, o.no, o.decided = 0, 0, false
 	clear(o.results)
-	select { // drain a decision nobody waited for
+	clear(o.skip)
+	select { // drain signals nobody waited for
 	case <-o.done:
+	default:
+	}
+	select {
+	case <-o.all:
 	default:
 	}
 	o.e.ops.Put(o)
@@ -113,6 +121,9 @@ func (o *op) record(i int, ok bool, cause error) {
 		o.results[i] = masterResult{state: -1, err: cause}
 	}
 	n, q := o.e.n, o.e.q
+	if o.yes+o.no == n {
+		o.all <- struct{}{}
+	}
 	if !o.decided {
 		all := o.yes+o.no == n
 		if all || (!o.waitAll && (o.yes >= q || o.no > n-q)) {
@@ -136,6 +147,11 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 		i := start + j
 		if i >= e.n {
 			i -= e.n
+		}
+		if o.skip[i] {
+			o.record(i, true, nil)
+			o.unref()
+			continue
 		}
 		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script}
 		if err := e.pick(i, o.cix).Do(req); err != nil {

@@ -1,0 +1,86 @@
+package engine_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+)
+
+// TestAllocs bounds the allocations of a TryLock+Unlock cycle on a warm
+// engine, counted over the whole process (connection goroutines included).
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	v := newEnv(t, 5, engine.Config{MasterTimeout: time.Second})
+	ctx := context.Background()
+	var failed atomic.Int64
+	cycle := func() {
+		l, err := v.e.TryLock(ctx, "allocs", 10*time.Second)
+		if err != nil {
+			failed.Add(1)
+			return
+		}
+		if err := l.Unlock(ctx); err != nil {
+			failed.Add(1)
+		}
+	}
+	for range 100 { // warm up: pools, queues, buffers
+		cycle()
+	}
+	allocs := testing.AllocsPerRun(500, cycle)
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d cycles failed", n)
+	}
+	t.Logf("TryLock+Unlock: %.2f allocs/op", allocs)
+	if allocs > 6 {
+		t.Errorf("TryLock+Unlock: %.2f allocs/op, want <= 6 (goal 2)", allocs)
+	}
+}
+
+func BenchmarkTryLockUnlock(b *testing.B) {
+	v := newEnv(b, 5, engine.Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := v.e.TryLock(ctx, "bench", 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTryLockUnlockParallel(b *testing.B) {
+	v := newEnv(b, 5, engine.Config{})
+	ctx := context.Background()
+	var next atomic.Int64
+	var failed atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(16) // 16 goroutines per CPU: let the auto-pipelining batch
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := "bench-" + strconv.FormatInt(next.Add(1), 10)
+		for pb.Next() {
+			l, err := v.e.TryLock(ctx, key, 10*time.Second)
+			if err != nil {
+				failed.Add(1)
+				continue
+			}
+			if err := l.Unlock(ctx); err != nil {
+				failed.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if n := failed.Load(); n != 0 {
+		// Per-master timeouts (50ms) on a loaded machine: report, not fail.
+		b.ReportMetric(float64(n)/float64(b.N), "failed/op")
+	}
+}
