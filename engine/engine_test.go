@@ -42,7 +42,7 @@ func TestQuorum(t *testing.T) {
 // TestValidity checks the validity of a fresh lock against the design:
 // Until = start + ttl - drift, with drift = 0.01*ttl + 2ms.
 func TestValidity(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	for _, ttl := range []time.Duration{200 * time.Millisecond, 2 * time.Second, 30 * time.Second} {
 		t.Run(ttl.String(), func(t *testing.T) {
 			v := v.on(t)
@@ -86,7 +86,7 @@ func TestValidity(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	seen := map[string]bool{}
 	for i := range 100 {
 		l := v.mustLock(keyName(t, i), 10*time.Second)
@@ -106,7 +106,7 @@ func TestTokens(t *testing.T) {
 }
 
 func TestWithToken(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	ctx := context.Background()
 	for _, tc := range []struct{ name, token string }{
 		{"short", "client-token-1"},
@@ -162,7 +162,7 @@ func TestWithToken(t *testing.T) {
 }
 
 func TestExtend(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	ctx := context.Background()
 
 	t.Run("while-held", func(t *testing.T) {
@@ -321,7 +321,7 @@ func TestMaxTries(t *testing.T) {
 // TestLockWaits checks that Lock on a held key waits between attempts
 // (about one attempt per 1.5*RetryDelay) and returns the context's error.
 func TestLockWaits(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	key := keyName(t)
 	held := v.mustLock(key, 30*time.Second)
 	defer held.Unlock(context.Background())
@@ -366,7 +366,7 @@ func TestLockWaits(t *testing.T) {
 // TestCancelledContext: an already-cancelled context is returned as is and
 // no master is touched by acquisitions.
 func TestCancelledContext(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	key := keyName(t)
@@ -448,7 +448,7 @@ func TestBadArguments(t *testing.T) {
 		}
 	})
 
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	ctx := context.Background()
 	held := v.mustLock(keyName(t, "held"), 10*time.Second)
 	defer held.Unlock(ctx)
@@ -498,7 +498,7 @@ func TestBadArguments(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, functional)
 	ctx := context.Background()
 	l := v.mustLock(keyName(t, "a"), 10*time.Second)
 	l2 := v.mustLock(keyName(t, "b"), 10*time.Second)

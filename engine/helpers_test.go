@@ -293,3 +293,8 @@ func sortedKeys[M ~map[int]V, V any](m M) []int {
 func keyName(t testing.TB, parts ...any) string {
 	return fmt.Sprint(append([]any{t.Name(), ":"}, parts...)...)
 }
+
+// functional is the config of tests that check behaviour, not timing: a
+// generous per-master timeout so a CPU-starved CI machine cannot turn a
+// slow reply into a refusal. Fault tests use the defaults on purpose.
+var functional = engine.Config{MasterTimeout: time.Second}
