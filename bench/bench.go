@@ -24,6 +24,11 @@ const (
 	DefaultTTL           = 30 * time.Second
 )
 
+// EmbeddedMasterTimeout is the per-master timeout used with embedded
+// masters unless Config.MasterTimeout is set: miniredis runs each script in
+// a fresh Lua state, so replies take milliseconds, not microseconds.
+const EmbeddedMasterTimeout = time.Second
+
 // Targets and peers.
 const (
 	TargetEngine = "engine"  // the embedded engine (this module)
@@ -92,6 +97,10 @@ type Config struct {
 	TTL time.Duration
 	// Hold is how long a worker holds each lock before releasing it.
 	Hold time.Duration
+	// MasterTimeout is the engine's per-master timeout (0: the engine's
+	// default, max(5ms, min(50ms, ttl/100)); with embedded masters, which
+	// are far slower than redis-server, [EmbeddedMasterTimeout]).
+	MasterTimeout time.Duration
 	// ConnsPerMaster is the engine's connections per master, or the number
 	// of connections to the proxy (default 1).
 	ConnsPerMaster int
@@ -186,6 +195,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("negative hold %v", c.Hold)
 	case c.Hold >= c.TTL:
 		return bad("hold %v must be shorter than the ttl %v", c.Hold, c.TTL)
+	case c.MasterTimeout < 0:
+		return bad("master timeout must not be negative, got %v", c.MasterTimeout)
 	case c.ConnsPerMaster < 0 || c.ConnsPerMaster > 64:
 		return bad("conns per master must be 0..64, got %d", c.ConnsPerMaster)
 	}
@@ -362,6 +373,9 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 		defer set.Close()
 		addrs = set.Addrs()
 		res.Embedded = set.Embedded()
+		if res.Embedded && cfg.MasterTimeout == 0 {
+			cfg.MasterTimeout = EmbeddedMasterTimeout
+		}
 	}
 	res.Masters = len(addrs)
 	if len(addrs) > 0 {

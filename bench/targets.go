@@ -28,7 +28,7 @@ type engineLocker struct {
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
-	e, err := engine.New(engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster})
+	e, err := engine.New(engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

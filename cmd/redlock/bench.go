@@ -30,6 +30,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (default %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
 	fs.DurationVar(&cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
 	fs.DurationVar(&cfg.Hold, "hold", 0, "time each lock is held before release")
+	fs.DurationVar(&cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
 	compare := fs.String("compare", "", "peers to measure in the same run: redsync (and engine with --target proxy)")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
