@@ -7,7 +7,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # test installs redis-server when missing (Debian, as root), then vets and
 # runs every test with the race detector against real redis-server masters.
 test: deps vet
-	REDLOCK_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 $(GO) test -race -count=1 ./...
 
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then \
@@ -21,6 +21,23 @@ deps:
 		fi; \
 	fi
 	@redis-server --version
+	@# Proxy peer libraries: Debian's python3-redis for the system python3,
+	@# and the node packages pinned in proxy/testdata/node/package-lock.json.
+	@if ! /usr/bin/python3 -c 'import redis.lock' >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing python3-redis, nodejs and npm (apt-get)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			pkgs="python3-redis"; command -v node >/dev/null 2>&1 || pkgs="$$pkgs nodejs"; command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
+			apt-get install -y -q $$pkgs >/dev/null 2>&1 || \
+			{ apt-get update -q >/dev/null && apt-get install -y -q $$pkgs >/dev/null; }; \
+		else \
+			echo "proxy peer tests need python3-redis, node and npm (Debian: apt-get install python3-redis nodejs npm)" >&2; \
+		fi; \
+	fi
+	@if [ ! -d proxy/testdata/node/node_modules ] && command -v npm >/dev/null 2>&1; then \
+		echo "installing proxy/testdata/node packages (npm ci)"; \
+		npm ci --prefix proxy/testdata/node --no-audit --no-fund >/dev/null; \
+	fi
 	@# chromium renders the bench report in bench's browser test (headless).
 	@if ! command -v chromium >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -11,18 +11,15 @@ require (
 )
 
 require (
-	github.com/bsm/redislock v0.9.4 // indirect
+	github.com/bsm/redislock v0.9.4
 	github.com/cespare/xxhash/v2 v2.2.0 // indirect
-	github.com/chzyer/readline v1.5.1 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
-	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe // indirect
+	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
-	github.com/ianlancetaylor/demangle v0.0.0-20250417193237-f615e6bd150b // indirect
 	github.com/stretchr/testify v1.10.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
-	github.com/tidwall/redcon v1.6.2 // indirect
+	github.com/tidwall/redcon v1.6.2
 	github.com/yuin/gopher-lua v1.1.1 // indirect
-	golang.org/x/sys v0.32.0 // indirect
 )

@@ -17,6 +17,7 @@ const usage = `usage: redlock <command> [flags]
 
 commands:
   bench   run a lock load benchmark (starts 5 local masters unless --masters is given)
+  proxy   serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
 
 Run 'redlock <command> -h' for the command's flags.
 `
@@ -38,6 +39,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "bench":
 		err = benchCmd(ctx, args[1:], stdout, stderr)
+	case "proxy":
+		err = proxyCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,0 +1,32 @@
+// Package proxy is a RESP server that makes the locks of unmodified Redis
+// clients Redlock quorum locks over N masters.
+//
+// A client points its Redis address at the proxy. SET key value NX PX ms
+// (or NX EX s, options in any order and case) becomes an engine
+// acquisition with the client's value as token: +OK when a quorum of
+// masters granted it within its validity, nil otherwise (partial grants are
+// released before the reply). The release / extend / obtain / pttl scripts
+// of redis-py, bsm/redislock, redsync and node-redlock are recognised by
+// the SHA1 of their exact text (EVAL, EVALSHA, SCRIPT LOAD/EXISTS/FLUSH)
+// and mapped to quorum operations that answer in each library's reply
+// contract; multi-key scripts are all-or-nothing per master and succeed
+// only with a quorum of masters granting every key. Any other script runs
+// on every master and gets the reply a quorum agrees on. GET, EXISTS,
+// PTTL, PEXPIRE and DEL have quorum semantics (see docs/proxy.md).
+//
+// Pipelined commands of one connection run concurrently; replies go back in
+// request order, flushed when the next reply is not ready yet (one write
+// per batch that completes together).
+//
+// Guarantees: a reply of success means a quorum of masters performed the
+// operation (and, for acquire/extend, within the validity ttl − elapsed −
+// drift); no error path leaves a key without TTL; malformed input gets an
+// error reply or a clean close. [Server.Shutdown] finishes in-flight
+// commands and releases nothing clients hold.
+//
+// Not guaranteed: the client library computes its own validity from its own
+// clock and knows nothing of the quorum — a lock is as safe as Redlock over
+// the proxy's masters, not more. Reads are quorum-agreed snapshots, not
+// linearizable. Commands other than the lock, read and plumbing set get
+// "-ERR unknown or unsupported command".
+package proxy

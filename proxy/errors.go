@@ -1,0 +1,29 @@
+package proxy
+
+import "errors"
+
+// ErrServerClosed is returned by [Server.Serve] after [Server.Shutdown] or
+// [Server.Close].
+var ErrServerClosed = errors.New("proxy: server closed")
+
+// ErrBadConfig is matched by the errors of [New] for invalid settings.
+var ErrBadConfig = errors.New("proxy: invalid config")
+
+// errRequestTooLarge ends a connection whose pending request exceeded
+// Config.MaxRequestBytes.
+var errRequestTooLarge = errors.New("proxy: request larger than max-request-bytes")
+
+// Reply texts shared by several commands (Redis wording where Redis has one).
+const (
+	msgNoAuth       = "NOAUTH Authentication required."
+	msgWrongPass    = "WRONGPASS invalid username-password pair or user is disabled."
+	msgNoPassword   = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+	msgNotInteger   = "ERR value is not an integer or out of range"
+	msgSyntax       = "ERR syntax error"
+	msgNoScript     = "NOSCRIPT No matching script. Please use EVAL."
+	msgNoProto      = "NOPROTO unsupported protocol version"
+	msgMaxClients   = "ERR max number of clients reached"
+	msgShuttingDown = "ERR proxy shutting down"
+	msgSetForm      = "ERR redlock proxy: only SET key value NX PX milliseconds | NX EX seconds (a lock acquisition) is supported"
+	msgBadExpire    = "ERR invalid expire time in 'set' command"
+)

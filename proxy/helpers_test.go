@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+)
+
+// env is a proxy in front of real local masters, plus direct clients to
+// each master for checking what they hold.
+type env struct {
+	set     *localmaster.Set
+	srv     *Server
+	addr    string
+	masters []*redis.Client
+}
+
+func startEnv(t *testing.T, n int, mod func(*Config)) *env {
+	t.Helper()
+	set := mastertest.Start(t, n)
+	// Generous per-master timeouts: -race on 2 noisy cores.
+	cfg := Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Engine().WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{set: set, srv: srv, addr: ln.Addr().String()}
+	for _, a := range set.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, DisableIndentity: true, MaxRetries: -1})
+		e.masters = append(e.masters, c)
+	}
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+		for _, c := range e.masters {
+			c.Close()
+		}
+	})
+	return e
+}
+
+// client returns a go-redis client with its default handshake (HELLO 3
+// first, then RESP2 fallback).
+func (e *env) client(t *testing.T) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// holding counts the masters whose key holds value.
+func (e *env) holding(t *testing.T, key, value string) int {
+	t.Helper()
+	n := 0
+	for _, m := range e.masters {
+		v, err := m.Get(context.Background(), key).Result()
+		if err == nil && v == value {
+			pttl, _ := m.PTTL(context.Background(), key).Result()
+			if pttl <= 0 {
+				t.Errorf("master %s: %s held without TTL (%v)", m.Options().Addr, key, pttl)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) quorum() int { return len(e.masters)/2 + 1 }
+
+// requirePeer skips (or fails with REDLOCK_REQUIRE_PEERS=1) when a peer
+// tool is missing.
+func requirePeer(t *testing.T, what string, ok bool) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("REDLOCK_REQUIRE_PEERS") == "1" {
+		t.Fatalf("%s is missing (REDLOCK_REQUIRE_PEERS=1; run make deps)", what)
+	}
+	t.Skipf("%s is missing (run make deps)", what)
+}
+
+func haveCmd(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}

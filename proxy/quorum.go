@@ -1,0 +1,302 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// readTimeout is the per-master timeout of reads and non-library scripts.
+const readTimeout = 50 * time.Millisecond
+
+// masterTimeout is the per-master timeout of an operation on a ttl: like
+// the engine's default, max(5ms, min(50ms, ttl/100)).
+func (s *Server) masterTimeout(ttl time.Duration) time.Duration {
+	if s.cfg.MasterTimeout > 0 {
+		return s.cfg.MasterTimeout
+	}
+	if ttl <= 0 {
+		return readTimeout
+	}
+	return max(engine.MinMasterTimeout, min(engine.MaxMasterTimeout, ttl/100))
+}
+
+func (s *Server) readTimeout() time.Duration {
+	if s.cfg.MasterTimeout > 0 {
+		return s.cfg.MasterTimeout
+	}
+	return readTimeout
+}
+
+func (s *Server) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*s.cfg.DriftFactor) + s.cfg.DriftMin
+}
+
+// runLib runs a recognised library script as a quorum operation and
+// answers in the library's reply contract.
+func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte) []byte {
+	if len(keys) == 0 || (!ls.MultiKey && len(keys) != 1) || ls.TokenArg >= len(argv) ||
+		ls.TTLArg >= len(argv) || (ls.AddOrReplace && len(argv) < 3) {
+		// Not the shape the library sends: treat it like any script.
+		return s.runGeneric(ctx, ls.script, keys, argv)
+	}
+	token := argv[ls.TokenArg]
+	var ttl time.Duration
+	if ls.TTLArg >= 0 {
+		ms, err := strconv.ParseInt(string(argv[ls.TTLArg]), 10, 64)
+		if err != nil || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)")
+		}
+		ttl = time.Duration(ms) * time.Millisecond
+	}
+	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
+		l := s.eng.Attach(string(keys[0]), string(token), ttl)
+		var err error
+		if ls.Op == opRelease {
+			err = l.Unlock(ctx)
+		} else {
+			err = l.Extend(ctx, ttl)
+		}
+		switch {
+		case err == nil:
+			return success(ls, len(keys))
+		case errors.Is(err, engine.ErrLockLost):
+			return failure(ls)
+		}
+		return engineErr(err)
+	}
+
+	cmd := appendEvalSha(nil, ls.script, keys, argv)
+	t1 := time.Now()
+	reps, err := s.eng.Broadcast(ctx, s.masterTimeout(ttl), ls.script, cmd)
+	if err != nil {
+		if ls.Op == opAcquire {
+			s.cleanup(keys, token)
+		}
+		return engineErr(err)
+	}
+	q := s.eng.Quorum()
+	if ls.Op == opPTTL {
+		return pttlReply(ls, reps, q)
+	}
+	yes, missing := 0, 0
+	for _, r := range reps {
+		if r.Err != nil {
+			continue
+		}
+		if vote(ls, r.Reply, len(keys)) {
+			yes++
+		} else if r.Reply.Type == resp.TypeInteger && r.Reply.Int == -1 {
+			missing++
+		}
+	}
+	ok := yes >= q
+	if ok && ls.Op != opRelease {
+		ok = ttl-time.Since(t1)-s.drift(ttl) > 0
+	}
+	if ok {
+		return success(ls, len(keys))
+	}
+	if ls.Op == opAcquire {
+		s.cleanup(keys, token)
+	}
+	if ls.Reply == replyRedsync && missing >= q {
+		return redcon.AppendInt(nil, -1)
+	}
+	return failure(ls)
+}
+
+// vote reports whether one master's reply is a yes under ls's contract.
+func vote(ls *libScript, r resp.Reply, nkeys int) bool {
+	switch ls.Reply {
+	case replyInt10, replyRedsync:
+		return r.Type == resp.TypeInteger && r.Int == 1
+	case replyOKNil:
+		return r.IsOK()
+	case replyNKeys:
+		return r.Type == resp.TypeInteger && r.Int == int64(nkeys)
+	}
+	return false
+}
+
+func success(ls *libScript, nkeys int) []byte {
+	switch ls.Reply {
+	case replyOKNil:
+		return redcon.AppendOK(nil)
+	case replyNKeys:
+		return redcon.AppendInt(nil, int64(nkeys))
+	}
+	return redcon.AppendInt(nil, 1)
+}
+
+func failure(ls *libScript) []byte {
+	if ls.Reply == replyOKNil {
+		return redcon.AppendNull(nil)
+	}
+	return redcon.AppendInt(nil, 0)
+}
+
+// quorumTTL returns the TTL a quorum of masters guarantees: the q-th
+// largest positive value (after it, fewer than q masters hold the key).
+func quorumTTL(vals []int64, q int) (int64, bool) {
+	if len(vals) < q {
+		return 0, false
+	}
+	slices.Sort(vals)
+	return vals[len(vals)-q], true
+}
+
+func pttlReply(ls *libScript, reps []engine.MasterReply, q int) []byte {
+	var vals []int64
+	for _, r := range reps {
+		if r.Err == nil && r.Reply.Type == resp.TypeInteger && r.Reply.Int > 0 {
+			vals = append(vals, r.Reply.Int)
+		}
+	}
+	if v, ok := quorumTTL(vals, q); ok {
+		return redcon.AppendInt(nil, v)
+	}
+	if ls.Reply == replyPTTLNeg3 {
+		return redcon.AppendInt(nil, -3)
+	}
+	return redcon.AppendNull(nil)
+}
+
+// cleanup deletes keys holding token on every master (partial grants of a
+// failed acquisition), waiting at most CleanupTimeout. It ignores the
+// command's cancellation.
+func (s *Server) cleanup(keys [][]byte, token []byte) {
+	cmd := appendEvalSha(nil, cleanupScript, keys, [][]byte{token})
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CleanupTimeout+10*time.Millisecond)
+	defer cancel()
+	s.eng.Broadcast(ctx, s.cfg.CleanupTimeout, cleanupScript, cmd)
+}
+
+// runGeneric runs any other script on every master; the reply is the one
+// a quorum of masters agrees on (byte for byte), else an error.
+func (s *Server) runGeneric(ctx context.Context, sc *conn.Script, keys, argv [][]byte) []byte {
+	cmd := appendEvalSha(nil, sc, keys, argv)
+	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), sc, cmd)
+	if err != nil {
+		return engineErr(err)
+	}
+	return s.agreed(reps)
+}
+
+func (s *Server) agreed(reps []engine.MasterReply) []byte {
+	counts := map[string]int{}
+	best, bestN := "", 0
+	for _, r := range reps {
+		if r.Err != nil {
+			continue
+		}
+		k := string(resp.AppendReply(nil, r.Reply))
+		counts[k]++
+		if counts[k] > bestN {
+			best, bestN = k, counts[k]
+		}
+	}
+	if bestN >= s.eng.Quorum() {
+		return []byte(best)
+	}
+	return redcon.AppendError(nil, "ERR no quorum agreement among masters: best "+
+		strconv.Itoa(bestN)+"/"+strconv.Itoa(len(reps))+" agree, quorum "+strconv.Itoa(s.eng.Quorum()))
+}
+
+// get answers GET with the value a quorum of masters holds, else nil.
+func (s *Server) get(ctx context.Context, key []byte) []byte {
+	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("GET", key))
+	if err != nil {
+		return engineErr(err)
+	}
+	counts := map[string]int{}
+	for _, r := range reps {
+		if r.Err == nil && r.Reply.Type == resp.TypeBulkString {
+			counts[string(r.Reply.Str)]++
+			if counts[string(r.Reply.Str)] >= s.eng.Quorum() {
+				return redcon.AppendBulk(nil, r.Reply.Str)
+			}
+		}
+	}
+	return redcon.AppendNull(nil)
+}
+
+// pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
+// holds the key without TTL; -2 otherwise.
+func (s *Server) pttl(ctx context.Context, key []byte) []byte {
+	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("PTTL", key))
+	if err != nil {
+		return engineErr(err)
+	}
+	var vals []int64
+	noTTL := 0
+	for _, r := range reps {
+		if r.Err == nil && r.Reply.Type == resp.TypeInteger {
+			switch {
+			case r.Reply.Int > 0:
+				vals = append(vals, r.Reply.Int)
+			case r.Reply.Int == -1:
+				noTTL++
+			}
+		}
+	}
+	q := s.eng.Quorum()
+	if v, ok := quorumTTL(vals, q); ok {
+		return redcon.AppendInt(nil, v)
+	}
+	if noTTL >= q {
+		return redcon.AppendInt(nil, -1)
+	}
+	return redcon.AppendInt(nil, -2)
+}
+
+// countKeys answers EXISTS and DEL: the number of keys for which a quorum
+// of masters answered 1 (existed / was deleted). DEL deletes on every
+// master it reaches regardless.
+func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []byte {
+	cmdName := "EXISTS"
+	if name == "del" {
+		cmdName = "DEL"
+	}
+	n := 0
+	for _, k := range keys {
+		reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd(cmdName, k))
+		if err != nil {
+			return engineErr(err)
+		}
+		if countOnes(reps) >= s.eng.Quorum() {
+			n++
+		}
+	}
+	return redcon.AppendInt(nil, int64(n))
+}
+
+func countOnes(reps []engine.MasterReply) int {
+	n := 0
+	for _, r := range reps {
+		if r.Err == nil && r.Reply.Type == resp.TypeInteger && r.Reply.Int == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL.
+func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
+	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
+	if err != nil {
+		return engineErr(err)
+	}
+	if countOnes(reps) >= s.eng.Quorum() {
+		return redcon.AppendInt(nil, 1)
+	}
+	return redcon.AppendInt(nil, 0)
+}

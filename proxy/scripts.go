@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"sync"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// scriptOp is the quorum operation a recognised script maps to.
+type scriptOp uint8
+
+const (
+	opAcquire scriptOp = iota + 1 // creates keys: quorum + validity, partial grants released on failure
+	opExtend                      // moves TTLs of held keys: quorum + validity, nothing released on failure
+	opRelease                     // deletes held keys: quorum
+	opPTTL                        // reads the remaining TTL: the value a quorum guarantees
+)
+
+// contract is the reply shape a library expects from its script.
+type contract uint8
+
+const (
+	replyInt10    contract = iota + 1 // :1 success, :0 failure
+	replyOKNil                        // +OK success, nil failure
+	replyNKeys                        // :#KEYS success, :0 failure (node-redlock)
+	replyRedsync                      // redsync delete: :1 released, :-1 key missing, :0 held by another
+	replyPTTLNeg3                     // bsm v0.9.4 pttl: ms, or :-3 when not held
+	replyPTTLNil                      // bsm v0.10 pttl: ms, or nil when not held
+)
+
+// libScript is one script a client library sends, with its mapping.
+type libScript struct {
+	Name     string // "redis-py release"
+	Source   string // exact text
+	SHA      string // lower-case hex SHA1 of Source
+	Op       scriptOp
+	Reply    contract
+	MultiKey bool // accepts several KEYS (all-or-nothing per master)
+	TokenArg int  // ARGV index (0-based) of the lock value
+	TTLArg   int  // ARGV index of the TTL in ms, -1 if none
+	// Engine routes the single-key form through the engine's
+	// Attach(...).Unlock/Extend instead of a broadcast of Source.
+	Engine bool
+	// AddOrReplace marks redis-py's extend: ARGV[3] "1" replaces the TTL
+	// (engine extend), "0" adds to each master's current TTL (broadcast).
+	AddOrReplace bool
+	script       *conn.Script
+}
+
+// libTable lists every recognised script. Each entry's text is atomic per
+// master and checks every key before writing, so the proxy sends the
+// library's own text to every master (keeping its per-master semantics,
+// e.g. bsm's token-prefix override or redis-py's add-vs-replace extend)
+// and adds the quorum, validity and cleanup layer around it.
+var libTable = []libScript{
+	// The engine's own compare-and-delete / compare-and-pexpire (also the
+	// "plain" scripts found in docs and hand-written clients).
+	{Name: "plain compare-and-delete (engine)", Source: engine.ReleaseScript.Source(), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "plain compare-and-pexpire (engine)", Source: engine.ExtendScript.Source(), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "plain compare-and-delete (redis.io)", Source: plainDeleteDoc, Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "plain compare-and-pexpire (redis.io style)", Source: plainPexpireDoc, Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+
+	// redis-py (Debian python3-redis 4.3.4, redis/lock.py).
+	{Name: "redis-py release", Source: libSources["redis-py release"], Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "redis-py extend", Source: libSources["redis-py extend"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true, AddOrReplace: true},
+	{Name: "redis-py reacquire", Source: libSources["redis-py reacquire"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+
+	// github.com/bsm/redislock v0.9.4 (single key).
+	{Name: "bsm/redislock v0.9.4 obtain", Source: libSources["bsm-redislock v0.9.4 luaObtain"], Op: opAcquire, Reply: replyOKNil, TTLArg: 2},
+	{Name: "bsm/redislock v0.9.4 release", Source: libSources["bsm-redislock v0.9.4 luaRelease"], Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "bsm/redislock v0.9.4 refresh", Source: libSources["bsm-redislock v0.9.4 luaRefresh"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "bsm/redislock v0.9.4 pttl", Source: libSources["bsm-redislock v0.9.4 luaPTTL"], Op: opPTTL, Reply: replyPTTLNeg3, TTLArg: -1},
+
+	// github.com/bsm/redislock v0.10.0 (newest v0.10.x on the module proxy; several keys).
+	{Name: "bsm/redislock v0.10 obtain", Source: libSources["bsm-redislock v0.10.0 obtain"], Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2},
+	{Name: "bsm/redislock v0.10 release", Source: libSources["bsm-redislock v0.10.0 release"], Op: opRelease, Reply: replyOKNil, MultiKey: true, TTLArg: -1},
+	{Name: "bsm/redislock v0.10 refresh", Source: libSources["bsm-redislock v0.10.0 refresh"], Op: opExtend, Reply: replyOKNil, MultiKey: true, TTLArg: 1},
+	{Name: "bsm/redislock v0.10 pttl", Source: libSources["bsm-redislock v0.10.0 pttl"], Op: opPTTL, Reply: replyPTTLNil, MultiKey: true, TTLArg: -1},
+
+	// github.com/go-redsync/redsync/v4 (v4.13.0 mutex.go).
+	{Name: "redsync delete", Source: libSources["redsync v4 deleteScript"], Op: opRelease, Reply: replyRedsync, TTLArg: -1},
+	{Name: "redsync touch", Source: libSources["redsync v4 touchScript"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "redsync touch-with-setnx", Source: libSources["redsync v4 touchWithSetNXScript"], Op: opExtend, Reply: replyInt10, TTLArg: 1},
+
+	// npm redlock 5.0.0-beta.2 and 4.2.0 (several keys; reply #KEYS).
+	{Name: "node-redlock v5 acquire", Source: libSources["node-redlock5 acquire"], Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v5 extend", Source: libSources["node-redlock5 extend"], Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v5 release", Source: libSources["node-redlock5 release"], Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
+	{Name: "node-redlock v4 lock", Source: libSources["node-redlock4 lock"], Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v4 extend", Source: libSources["node-redlock4 extend"], Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v4 unlock", Source: libSources["node-redlock4 unlock"], Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
+}
+
+// The compare-and-delete / compare-and-pexpire as written on redis.io's
+// distributed-locks page (4-space indent, no trailing newline).
+const (
+	plainDeleteDoc  = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
+	plainPexpireDoc = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2])\nelse\n    return 0\nend"
+)
+
+// cleanupScript deletes every KEYS[i] that holds ARGV[1] (multi-key
+// compare-and-delete); it undoes partial grants of a failed acquisition.
+var cleanupScript = conn.NewScript(`local n = 0
+for _, k in ipairs(KEYS) do
+  if redis.call("get", k) == ARGV[1] then
+    redis.call("del", k)
+    n = n + 1
+  end
+end
+return n`)
+
+// libBySHA indexes libTable by SHA1.
+var libBySHA = func() map[string]*libScript {
+	m := make(map[string]*libScript, len(libTable))
+	for i := range libTable {
+		ls := &libTable[i]
+		if ls.Source == "" {
+			panic("proxy: empty library script " + ls.Name)
+		}
+		ls.script = conn.NewScript(ls.Source)
+		ls.SHA = ls.script.SHA()
+		m[ls.SHA] = ls
+	}
+	return m
+}()
+
+// LibraryScript describes one recognised client-library script.
+type LibraryScript struct {
+	Name string // library and operation
+	SHA  string // SHA1 of the exact text
+}
+
+// LibraryScripts returns the scripts the proxy recognises by SHA1.
+func LibraryScripts() []LibraryScript {
+	out := make([]LibraryScript, len(libTable))
+	for i, ls := range libTable {
+		out[i] = LibraryScript{Name: ls.Name, SHA: ls.SHA}
+	}
+	return out
+}
+
+func sha1Hex(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// scriptCache holds scripts clients loaded (SCRIPT LOAD) or sent (EVAL)
+// that are not library scripts, so EVALSHA finds them like on Redis.
+type scriptCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*conn.Script // guarded by mu
+}
+
+func (c *scriptCache) get(sha string) *conn.Script {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[sha]
+}
+
+// put stores src; when the cache is full the script is still usable for
+// this call but not remembered (EVALSHA then answers NOSCRIPT).
+func (c *scriptCache) put(src []byte) *conn.Script {
+	sha := sha1Hex(src)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.m[sha]; ok {
+		return s
+	}
+	s := conn.NewScript(string(src))
+	if len(c.m) < c.max {
+		c.m[sha] = s
+	}
+	return s
+}
+
+func (c *scriptCache) exists(sha string) bool {
+	sha = strings.ToLower(sha)
+	if libBySHA[sha] != nil {
+		return true
+	}
+	return c.get(sha) != nil
+}
+
+func (c *scriptCache) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}
+
+// appendEvalSha encodes EVALSHA sha numkeys keys... args... .
+func appendEvalSha(dst []byte, s *conn.Script, keys, args [][]byte) []byte {
+	dst = s.AppendEvalSha(dst, len(keys), len(args))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}

@@ -1,0 +1,576 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// rawConn is a client that writes bytes and reads RESP replies.
+type rawConn struct {
+	t  *testing.T
+	nc net.Conn
+	rd *resp.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{t: t, nc: nc, rd: resp.NewReader(nc)}
+}
+
+func (c *rawConn) send(s string) {
+	c.t.Helper()
+	if _, err := c.nc.Write([]byte(s)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *rawConn) cmd(args ...string) string {
+	c.t.Helper()
+	c.send(string(resp.AppendCommandStrings(nil, args...)))
+	return c.read()
+}
+
+// read returns the next reply in RESP encoding ("" on a closed connection).
+func (c *rawConn) read() string {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	r, err := c.rd.ReadReply()
+	if err != nil {
+		return ""
+	}
+	return string(resp.AppendReply(nil, r))
+}
+
+func TestCommands(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	c := dialRaw(t, e.addr)
+	long := strings.Repeat("v", 600)
+	cases := []struct {
+		name string
+		args []string
+		want string // exact reply, or a prefix ending in "*"
+	}{
+		{"ping", []string{"PING"}, "+PONG\r\n"},
+		{"ping msg", []string{"ping", "hi"}, "$2\r\nhi\r\n"},
+		{"echo", []string{"ECHO", "x y"}, "$3\r\nx y\r\n"},
+		{"hello 3", []string{"HELLO", "3"}, "-NOPROTO*"},
+		{"hello 2", []string{"HELLO", "2", "SETNAME", "me"}, "*14\r\n*"},
+		{"client getname", []string{"CLIENT", "GETNAME"}, "$2\r\nme\r\n"},
+		{"client setinfo", []string{"CLIENT", "SETINFO", "LIB-NAME", "x"}, "+OK\r\n"},
+		{"client id", []string{"CLIENT", "ID"}, ":*"},
+		{"client list", []string{"CLIENT", "LIST"}, "-ERR unknown or unsupported command 'CLIENT LIST'\r\n"},
+		{"select 0", []string{"SELECT", "0"}, "+OK\r\n"},
+		{"select 1", []string{"SELECT", "1"}, "-ERR DB index is out of range*"},
+		{"command count", []string{"COMMAND", "COUNT"}, fmt.Sprintf(":%d\r\n", len(commandTable))},
+		{"command docs", []string{"COMMAND", "DOCS"}, "*0\r\n"},
+		{"command", []string{"COMMAND"}, fmt.Sprintf("*%d\r\n*", len(commandTable))},
+		{"info", []string{"INFO"}, "$*"},
+		{"auth without pass", []string{"AUTH", "x"}, "-ERR AUTH <password> called without*"},
+		{"unknown", []string{"FLUSHALL"}, "-ERR unknown or unsupported command 'FLUSHALL'\r\n"},
+		{"set nx px", []string{"SET", "c:1", "t1", "NX", "PX", "10000"}, "+OK\r\n"},
+		{"set held", []string{"SET", "c:1", "t2", "NX", "PX", "10000"}, "$-1\r\n"},
+		{"set px nx lower", []string{"set", "c:2", "t1", "px", "10000", "nx"}, "+OK\r\n"},
+		{"set ex", []string{"SET", "c:3", "t1", "Ex", "10", "nX"}, "+OK\r\n"},
+		{"set plain", []string{"SET", "c:4", "v"}, "-ERR redlock proxy: only SET*"},
+		{"set nx only", []string{"SET", "c:4", "v", "NX"}, "-ERR redlock proxy: only SET*"},
+		{"set xx", []string{"SET", "c:4", "v", "XX", "PX", "100"}, "-ERR redlock proxy: only SET*"},
+		{"set keepttl", []string{"SET", "c:4", "v", "NX", "KEEPTTL"}, "-ERR redlock proxy: only SET*"},
+		{"set px twice", []string{"SET", "c:4", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},
+		{"set px missing", []string{"SET", "c:4", "v", "NX", "PX"}, "-ERR syntax error\r\n"},
+		{"set px text", []string{"SET", "c:4", "v", "NX", "PX", "abc"}, "-ERR value is not an integer or out of range\r\n"},
+		{"set px zero", []string{"SET", "c:4", "v", "NX", "PX", "0"}, "-ERR invalid expire time in 'set' command\r\n"},
+		{"set ex negative", []string{"SET", "c:4", "v", "NX", "EX", "-5"}, "-ERR invalid expire time in 'set' command\r\n"},
+		{"set empty value", []string{"SET", "c:4", "", "NX", "PX", "100"}, "-ERR redlock proxy: the lock value*"},
+		{"set long token", []string{"SET", "c:4", long, "NX", "PX", "100"}, "-ERR*"},
+		{"set arity", []string{"SET", "c:4"}, "-ERR wrong number of arguments for 'set' command\r\n"},
+		{"set binary", []string{"SET", "b:\x00\r\n\xff", "t\x00\r\n", "NX", "PX", "10000"}, "+OK\r\n"},
+		{"get binary", []string{"GET", "b:\x00\r\n\xff"}, "$4\r\nt\x00\r\n\r\n"},
+		{"get arity", []string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
+		{"pexpire zero", []string{"PEXPIRE", "c:1", "0"}, "-ERR invalid expire time*"},
+		{"pttl missing", []string{"PTTL", "nope"}, ":-2\r\n"},
+		{"evalsha unknown", []string{"EVALSHA", strings.Repeat("a", 40), "0"}, "-NOSCRIPT*"},
+		{"eval numkeys", []string{"EVAL", "return 1", "5", "a"}, "-ERR Number of keys can't be greater than number of args\r\n"},
+		{"eval generic", []string{"EVAL", "return 7", "0"}, ":7\r\n"},
+		{"evalsha generic cached", []string{"EVALSHA", sha1Hex([]byte("return 7")), "0"}, ":7\r\n"},
+		{"eval disagree", []string{"EVAL", "return redis.call('time')[2]", "0"}, "-ERR no quorum agreement*"},
+		{"script load", []string{"SCRIPT", "LOAD", "return 8"}, "$40\r\n" + sha1Hex([]byte("return 8")) + "\r\n"},
+		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA, "nope"}, "*3\r\n:1\r\n:1\r\n:0\r\n"},
+		{"script flush", []string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
+		{"script exists after flush", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA}, "*2\r\n:0\r\n:1\r\n"},
+		{"release wrong token", []string{"EVAL", libTable[0].Source, "1", "c:1", "t2"}, ":0\r\n"},
+		{"release", []string{"EVALSHA", libTable[0].SHA, "1", "c:1", "t1"}, ":1\r\n"},
+		{"config get", []string{"CONFIG", "GET", "save"}, "*0\r\n"},
+		{"reset", []string{"RESET"}, "+RESET\r\n"},
+		{"quit", []string{"QUIT"}, "+OK\r\n"},
+		{"closed after quit", []string{"PING"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.cmd(tc.args...)
+			if p, ok := strings.CutSuffix(tc.want, "*"); ok {
+				if !strings.HasPrefix(got, p) {
+					t.Fatalf("got %q, want prefix %q", got, p)
+				}
+			} else if got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRequirePass(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.RequirePass = "s3cret" })
+	c := dialRaw(t, e.addr)
+	for _, step := range []struct{ args, want string }{
+		{"PING", "-NOAUTH Authentication required.\r\n"},
+		{"AUTH wrong", "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{"HELLO 2 AUTH default s3cret", "*14\r\n"},
+		{"PING", "+PONG\r\n"},
+		{"RESET", "+RESET\r\n"},
+		{"PING", "-NOAUTH Authentication required.\r\n"},
+		{"AUTH s3cret", "+OK\r\n"},
+	} {
+		got := c.cmd(strings.Fields(step.args)...)
+		if !strings.HasPrefix(got, step.want) {
+			t.Fatalf("%s: got %q, want %q", step.args, got, step.want)
+		}
+	}
+	// go-redis's default handshake with a password.
+	gc := redis.NewClient(&redis.Options{Addr: e.addr, Password: "s3cret"})
+	defer gc.Close()
+	if err := gc.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.MaxRequestBytes = 64 << 10 })
+	cases := []struct {
+		name, in string
+		want     string // prefix of the first reply; "" = closed without reply
+	}{
+		{"bad multibulk", "*x\r\n", "-ERR Protocol error"},
+		{"bad bulk", "*1\r\n$abc\r\n", "-ERR Protocol error"},
+		{"not a bulk", "*1\r\n:1\r\n", "-ERR Protocol error"},
+		{"bulk over limit", "*2\r\n$3\r\nGET\r\n$999999999\r\n" + strings.Repeat("x", 70<<10), "-ERR Protocol error: request larger"},
+		{"inline", "PING\r\n", "+PONG"},
+		{"inline unbalanced", "SET \"a\r\n", "-ERR Protocol error"},
+		{"inline long", strings.Repeat("a", 70<<10), "-ERR Protocol error: request larger"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := dialRaw(t, e.addr)
+			c.nc.Write([]byte(tc.in))
+			if got := c.read(); !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("got %q, want prefix %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("disconnect mid-pipeline", func(t *testing.T) {
+		for i := range 20 {
+			nc, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b []byte
+			for j := range 50 {
+				b = resp.AppendCommandStrings(b, "SET", fmt.Sprintf("dm:%d:%d", i, j), "tok", "NX", "PX", "5000")
+			}
+			nc.Write(b[:len(b)-7]) // the last command is cut
+			nc.Close()
+		}
+	})
+	t.Run("still serving", func(t *testing.T) {
+		c := dialRaw(t, e.addr)
+		if got := c.cmd("PING"); got != "+PONG\r\n" {
+			t.Fatal(got)
+		}
+		time.Sleep(100 * time.Millisecond)
+		// Every lock the cut pipelines took has a TTL on every master.
+		for _, m := range e.masters {
+			keys, _ := m.Keys(context.Background(), "dm:*").Result()
+			for _, k := range keys {
+				if d, _ := m.PTTL(context.Background(), k).Result(); d <= 0 {
+					t.Errorf("%s: %s without TTL", m.Options().Addr, k)
+				}
+			}
+		}
+	})
+}
+
+func TestMaxClients(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.MaxClients = 2 })
+	a, b := dialRaw(t, e.addr), dialRaw(t, e.addr)
+	a.cmd("PING")
+	b.cmd("PING")
+	c := dialRaw(t, e.addr)
+	if got := c.read(); !strings.HasPrefix(got, "-ERR max number of clients reached") {
+		t.Fatalf("third client: %q", got)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	c := dialRaw(t, e.addr)
+	c.cmd("PING")
+	time.Sleep(300 * time.Millisecond)
+	if got := c.read(); got != "" {
+		t.Fatalf("idle connection answered %q", got)
+	}
+}
+
+// TestPipeline checks order and that a batch runs concurrently and comes
+// back in one write.
+func TestPipeline(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	c := dialRaw(t, e.addr)
+	var b []byte
+	const n = 200
+	for i := range n {
+		b = resp.AppendCommandStrings(b, "SET", fmt.Sprintf("p:%d", i), "tok", "NX", "PX", "10000")
+		b = resp.AppendCommandStrings(b, "ECHO", fmt.Sprint(i))
+		b = resp.AppendCommandStrings(b, "GET", fmt.Sprintf("p:%d", i))
+	}
+	start := time.Now()
+	c.send(string(b))
+	for i := range n {
+		if got := c.read(); got != "+OK\r\n" {
+			t.Fatalf("SET %d: %q", i, got)
+		}
+		if got, want := c.read(), fmt.Sprintf("$%d\r\n%d\r\n", len(fmt.Sprint(i)), i); got != want {
+			t.Fatalf("ECHO %d: %q", i, got)
+		}
+		if got := c.read(); got != "$3\r\ntok\r\n" {
+			t.Fatalf("GET %d: %q", i, got)
+		}
+	}
+	// 400 master round trips one after another would take far longer.
+	t.Logf("%d pipelined commands in %v", 3*n, time.Since(start))
+}
+
+func TestContention(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	const workers, keys, rounds = 24, 3, 40
+	var inside [keys]atomic.Int32
+	var overlaps, acquired atomic.Int64
+	var wg sync.WaitGroup
+	release := redis.NewScript(libTable[0].Source)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
+			defer c.Close()
+			ctx := context.Background()
+			for r := range rounds {
+				k := (w + r) % keys
+				tok := fmt.Sprintf("w%d-r%d", w, r)
+				ok, err := c.SetNX(ctx, fmt.Sprintf("ct:%d", k), tok, 2*time.Second).Result()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					continue
+				}
+				acquired.Add(1)
+				if inside[k].Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(time.Millisecond)
+				inside[k].Add(-1)
+				if n, err := release.Run(ctx, c, []string{fmt.Sprintf("ct:%d", k)}, tok).Int(); err != nil || n != 1 {
+					t.Errorf("release: %v %v", n, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d overlapping critical sections", overlaps.Load())
+	}
+	if acquired.Load() == 0 {
+		t.Fatal("nobody acquired")
+	}
+	t.Logf("%d acquisitions, 0 overlaps", acquired.Load())
+}
+
+func TestMasterFailures(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	c := e.client(t)
+	ctx := context.Background()
+	ms := e.set.Masters()
+	for i := range 2 {
+		if err := ms[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("2 of 5 down", func(t *testing.T) {
+		ok, err := c.SetNX(ctx, "f:1", "tok", 10*time.Second).Result()
+		if err != nil || !ok {
+			t.Fatalf("SetNX: %v %v", ok, err)
+		}
+		if v, err := c.Get(ctx, "f:1").Result(); err != nil || v != "tok" {
+			t.Fatalf("GET: %q %v", v, err)
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := ms[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("3 of 5 down", func(t *testing.T) {
+		start := time.Now()
+		ok, err := c.SetNX(ctx, "f:2", "tok", 10*time.Second).Result()
+		if err != nil || ok {
+			t.Fatalf("SetNX: %v %v", ok, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("took %v", d)
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestRedisCLI(t *testing.T) {
+	requirePeer(t, "redis-cli", haveCmd("redis-cli"))
+	e := startEnv(t, 3, nil)
+	_, port, _ := net.SplitHostPort(e.addr)
+	cli := func(args ...string) string {
+		out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", port}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %q: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"PING"}, "PONG"},
+		{[]string{"SET", "cli:k", "tok", "NX", "PX", "10000"}, "OK"},
+		{[]string{"SET", "cli:k", "other", "NX", "PX", "10000"}, ""},
+		{[]string{"GET", "cli:k"}, "tok"},
+		{[]string{"EVAL", libTable[1].Source, "1", "cli:k", "tok", "20000"}, "1"},
+		{[]string{"EVAL", libTable[0].Source, "1", "cli:k", "tok"}, "1"},
+		{[]string{"EXISTS", "cli:k"}, "0"},
+		{[]string{"FLUSHALL"}, "ERR unknown or unsupported command 'FLUSHALL'"},
+	}
+	for _, s := range steps {
+		if got := cli(s.args...); got != s.want {
+			t.Fatalf("redis-cli %q: got %q, want %q", s.args, got, s.want)
+		}
+	}
+	// Interactive-style input through stdin (COMMAND DOCS first, like redis-cli 7).
+	cmd := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port)
+	cmd.Stdin = strings.NewReader("SET cli:i tok NX EX 10\nPTTL cli:i\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.HasPrefix(out, []byte("OK\n")) {
+		t.Fatalf("redis-cli stdin: %v %q", err, out)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	before := runtime.NumGoroutine()
+	set := startEnv(t, 3, nil).set // only for the masters
+	srv, err := New(Config{Addrs: set.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Engine().WaitReady(ctx)
+	c := dialRaw(t, ln.Addr().String())
+	var b []byte
+	for i := range 40 { // one read: all of them are in flight
+		b = resp.AppendCommandStrings(b, "SET", fmt.Sprintf("sd:%d", i), "tok", "NX", "PX", "10000")
+	}
+	c.send(string(b))
+	if got := c.read(); got != "+OK\r\n" {
+		t.Fatalf("first reply %q", got)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 40; i++ {
+		if got := c.read(); got != "+OK\r\n" {
+			t.Fatalf("in-flight reply %d after Shutdown: %q", i, got)
+		}
+	}
+	if got := c.read(); got != "" {
+		t.Fatalf("connection open after Shutdown: %q", got)
+	}
+	if err := <-served; err != ErrServerClosed {
+		t.Fatalf("Serve: %v", err)
+	}
+	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		t.Fatal("still accepting")
+	}
+	srv.Close()
+	c.nc.Close()
+	// Locks clients hold are not released by Shutdown.
+	n := 0
+	for _, a := range set.Addrs() {
+		m := redis.NewClient(&redis.Options{Addr: a})
+		if v, _ := m.Get(context.Background(), "sd:5").Result(); v == "tok" {
+			n++
+		}
+		m.Close()
+	}
+	if n < 2 {
+		t.Fatalf("Shutdown released a held lock (%d masters hold it)", n)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for runtime.NumGoroutine() > before+20 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The env's own server and master clients are still running; what
+	// matters is that this server's goroutines are gone.
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	if strings.Contains(stacks, "proxy.(*client)") {
+		t.Fatalf("client goroutines left after Shutdown/Close:\n%s", stacks)
+	}
+}
+
+func TestQuorumTTL(t *testing.T) {
+	cases := []struct {
+		name string
+		vals []int64
+		q    int
+		want int64
+		ok   bool
+	}{
+		{"too few", []int64{100, 200}, 3, 0, false},
+		{"exact quorum", []int64{300, 100, 200}, 3, 100, true},
+		{"all five", []int64{500, 100, 400, 200, 300}, 3, 300, true},
+		{"four of five", []int64{50, 40, 30, 20}, 3, 30, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := quorumTTL(tc.vals, tc.q)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("got %d %v, want %d %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestGarbage sends random bytes and RESP-shaped garbage: every connection
+// gets replies or a clean close, and the server keeps serving.
+func TestGarbage(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.MaxRequestBytes = 8 << 10 })
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"*", "$", "\r\n", "-1", "3", "SET", "EVAL", "NX", "PX", "0", "99999999999", " ", "\"", "\\", "\x00", "\xff", "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"}
+	for i := range 150 {
+		var b []byte
+		for range rng.IntN(40) + 1 {
+			if rng.IntN(3) == 0 {
+				b = append(b, byte(rng.IntN(256)))
+			} else {
+				b = append(b, pieces[rng.IntN(len(pieces))]...)
+			}
+		}
+		nc, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		nc.Write(b)
+		nc.(*net.TCPConn).CloseWrite()
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(nc); err != nil {
+			t.Fatalf("input %q: %v (want replies then EOF)", b, err)
+		}
+		nc.Close()
+	}
+	c := dialRaw(t, e.addr)
+	if got := c.cmd("PING"); got != "+PONG\r\n" {
+		t.Fatalf("after garbage: %q", got)
+	}
+}
+
+// TestSlowCommandsConcurrent: with one master stalled, each generic script
+// waits for its timeout (300ms here); ten of them pipelined must overlap,
+// not queue one after another.
+func TestSlowCommandsConcurrent(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	mastertest.RequireReal(t, e.set)
+	m := e.set.Masters()[4]
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Resume()
+	c := dialRaw(t, e.addr)
+	var b []byte
+	for i := range 10 {
+		b = resp.AppendCommandStrings(b, "EVAL", fmt.Sprintf("return %d", i), "0")
+		b = resp.AppendCommandStrings(b, "SET", fmt.Sprintf("slow:%d", i), "tok", "NX", "PX", "10000")
+	}
+	start := time.Now()
+	c.send(string(b))
+	for i := range 10 {
+		if got, want := c.read(), fmt.Sprintf(":%d\r\n", i); got != want {
+			t.Fatalf("EVAL %d: %q", i, got)
+		}
+		if got := c.read(); got != "+OK\r\n" {
+			t.Fatalf("SET %d: %q", i, got)
+		}
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("10 slow commands took %v: they ran one after another", d)
+	} else {
+		t.Logf("10 commands of ~300ms each + 10 SETs: %v", d)
+	}
+}
+
+// TestStalledMasters: 3 of 5 masters stalled (SIGSTOP) ⇒ SET NX PX
+// answers nil once the per-master timeout (300ms here) and the cleanup
+// bound (100ms) passed.
+func TestStalledMasters(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	mastertest.RequireReal(t, e.set)
+	for _, m := range e.set.Masters()[:3] {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Resume()
+	}
+	c := e.client(t)
+	start := time.Now()
+	ok, err := c.SetNX(context.Background(), "st:1", "tok", 30*time.Second).Result()
+	d := time.Since(start)
+	if err != nil || ok {
+		t.Fatalf("SetNX with 3/5 stalled: %v %v", ok, err)
+	}
+	if d > time.Second {
+		t.Fatalf("took %v", d)
+	}
+	t.Logf("nil after %v", d)
+}
