@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -149,9 +148,7 @@ type Conn struct {
 	nc           net.Conn
 	q            queue
 	wbuf         []byte
-	spare        []byte // the other write buffer, while not being written
-	writing      bool   // a goroutine is writing to nc (writer or inline)
-	inline       *inlineWriter
+	spare        []byte    // the other write buffer, while not being written
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
 	info         ServerInfo
@@ -285,43 +282,9 @@ func (c *Conn) Do(req Request) error {
 		return ErrOverloaded
 	}
 	c.requests.Add(1)
-	if c.inline != nil && !c.writing && c.q.len() == 0 && len(c.wbuf) == 0 {
-		// Nothing else in flight: write this request from the caller's
-		// goroutine with one non-blocking write, sparing the handoff to
-		// the writer goroutine on the latency-critical path.
-		c.pushQueueLocked(req)
-		c.writeInlineLocked(req.Cmd)
-		return nil
-	}
 	c.pushLocked(req)
 	c.mu.Unlock()
 	return nil
-}
-
-// writeInlineLocked writes cmd with a non-blocking write on the caller's
-// goroutine; whatever the socket does not take goes to the writer. It is
-// called with c.mu held and returns with it released.
-func (c *Conn) writeInlineLocked(cmd []byte) {
-	w, nc := c.inline, c.nc
-	c.writing = true
-	c.mu.Unlock()
-	n := w.write(cmd)
-	c.mu.Lock()
-	c.writing = false
-	if n == len(cmd) {
-		c.writes.Add(1)
-	} else if c.nc == nc { // same session: queue the rest ahead of newer bytes
-		rest := make([]byte, 0, len(cmd)-n+len(c.wbuf))
-		rest = append(append(rest, cmd[n:]...), c.wbuf...)
-		c.wbuf = rest
-	}
-	if len(c.wbuf) > 0 {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
-	c.mu.Unlock()
 }
 
 // pushLocked queues req's pending entry and its bytes for the writer.
@@ -444,7 +407,6 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 		return
 	}
 	c.nc, c.up, c.info = nc, true, info
-	c.inline = newInlineWriter(nc)
 	close(c.upCh)
 	c.mu.Unlock()
 	c.firstAttemptDone(nil)
@@ -464,7 +426,6 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 	c.mu.Lock()
 	c.up = false
 	c.nc = nil
-	c.inline = nil
 	c.upCh = make(chan struct{})
 	closed := c.closed
 	if cause == nil {
@@ -509,7 +470,7 @@ func (c *Conn) failAll(err error) {
 func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 	for {
 		c.mu.Lock()
-		for len(c.wbuf) == 0 || c.writing {
+		for len(c.wbuf) == 0 {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -530,14 +491,12 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 		}
 		buf := c.wbuf
 		c.wbuf, c.spare = c.spare[:0], nil
-		c.writing = true
 		c.mu.Unlock()
 		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
 		if err == nil {
 			_, err = nc.Write(buf)
 		}
 		c.mu.Lock()
-		c.writing = false
 		if cap(buf) <= maxRetainedWriteBuf {
 			c.spare = buf[:0]
 		}
@@ -638,48 +597,4 @@ func (c *Conn) expire(now time.Time, fired []pending) ([]pending, time.Time) {
 	}
 	c.nextDeadline = next
 	return fired, next
-}
-
-// inlineWriter does non-blocking writes on a TCP socket's descriptor. Its
-// callback is built once per session so a write does not allocate; the
-// Conn's writing flag makes its use exclusive.
-type inlineWriter struct {
-	raw syscall.RawConn
-	buf []byte
-	n   int
-	fn  func(fd uintptr) bool
-}
-
-func newInlineWriter(nc net.Conn) *inlineWriter {
-	sc, ok := nc.(*net.TCPConn)
-	if !ok {
-		return nil // TLS, pipes: everything goes through the writer
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return nil
-	}
-	w := &inlineWriter{raw: raw}
-	w.fn = func(fd uintptr) bool {
-		for w.n < len(w.buf) {
-			m, err := syscall.Write(int(fd), w.buf[w.n:])
-			if m <= 0 || err != nil {
-				break // EAGAIN or a failure: the writer takes the rest
-			}
-			w.n += m
-		}
-		return true // never wait for writability here
-	}
-	return w
-}
-
-// write writes as much of b as the socket takes now and returns how much.
-func (w *inlineWriter) write(b []byte) int {
-	w.buf, w.n = b, 0
-	if err := w.raw.Write(w.fn); err != nil {
-		w.n = 0
-	}
-	n := w.n
-	w.buf = nil
-	return n
 }
