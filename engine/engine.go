@@ -136,6 +136,13 @@ func (e *Engine) nextConn() uint32 {
 	return e.rr.Add(1)
 }
 
+// firstMaster chooses the master a lock's fan-outs start with, rotating
+// across locks so that no master is always enqueued last (the last one gets
+// the smallest write batches and answers last). A lock keeps its order for
+// acquire, extend and release: the release then starts with the masters
+// that answered the acquire first rather than with its stragglers.
+func (e *Engine) firstMaster() int { return int(e.spread.Add(1) % uint32(e.n)) }
+
 func (e *Engine) pick(i int, cix uint32) Master {
 	cs := e.conns[i]
 	if len(cs) == 1 {
@@ -241,7 +248,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &Lock{e: e, key: key, ttl: ttl, cix: e.nextConn()}
+	l := &Lock{e: e, key: key, ttl: ttl, cix: e.nextConn(), first: e.firstMaster()}
 	if co.token != "" {
 		l.token = co.token
 	} else {
@@ -250,7 +257,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 		hex.Encode(l.tokenBuf[:], raw[:])
 		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
 	}
-	o := e.getOp(opAcquire, false, l.cix)
+	o := e.getOp(opAcquire, false, l.cix, l.first)
 	o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	mt := co.masterTimeout
 	if mt <= 0 {
@@ -295,7 +302,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 // is queued behind it on the same connection).
 func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 	<-acq.all
-	o := e.getOp(opRelease, true, cix)
+	o := e.getOp(opRelease, true, cix, acq.first)
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		o.skip[i] = r.state == -1 && r.err == ErrHeld

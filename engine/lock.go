@@ -13,6 +13,7 @@ type Lock struct {
 	token      string
 	ttl        time.Duration
 	cix        uint32 // connection index on every master (see Engine.nextConn)
+	first      int    // master every fan-out starts with (see Engine.firstMaster)
 	tokenBuf   [TokenLen]byte
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
 	extensions atomic.Int64
@@ -52,7 +53,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	o := e.getOp(opRelease, false, l.cix)
+	o := e.getOp(opRelease, false, l.cix, l.first)
 	o.cmd = appendRelease(o.cmd[:0], l.key, l.token)
 	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), ReleaseScript)
 	if err := ctx.Err(); err != nil {
@@ -99,7 +100,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.extensions.Add(1) > int64(e.cfg.MaxExtensions) {
 		return ErrTooManyExtensions
 	}
-	o := e.getOp(opExtend, false, l.cix)
+	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
 	t1 := time.Now()
 	o.fanout(t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)

@@ -35,6 +35,7 @@ type op struct {
 	kind    opKind
 	waitAll bool   // decide only when every master answered (cleanup)
 	cix     uint32 // connection index used on every master (see nextConn)
+	first   int    // master the fan-out starts with (see Engine.firstMaster)
 	refs    atomic.Int32
 	done    chan struct{} // receives one value when decided
 	all     chan struct{} // receives one value when every master answered
@@ -52,9 +53,9 @@ type op struct {
 
 var _ conn.Callback = (*op)(nil)
 
-func (e *Engine) getOp(kind opKind, waitAll bool, cix uint32) *op {
+func (e *Engine) getOp(kind opKind, waitAll bool, cix uint32, first int) *op {
 	o := e.ops.Get().(*op)
-	o.kind, o.waitAll, o.cix = kind, waitAll, cix
+	o.kind, o.waitAll, o.cix, o.first = kind, waitAll, cix, first
 	o.refs.Store(int32(e.n) + 1)
 	return o
 }
@@ -140,11 +141,8 @@ func (o *op) record(i int, ok bool, cause error) {
 // fanout sends o.cmd to every master, one enqueue each.
 func (o *op) fanout(deadline time.Time, script *conn.Script) {
 	e := o.e
-	// Rotate the first master so no master is always the last one enqueued
-	// (the last gets the smallest write batches and the stragglers).
-	start := int(e.spread.Add(1) % uint32(e.n))
 	for j := 0; j < e.n; j++ {
-		i := start + j
+		i := o.first + j
 		if i >= e.n {
 			i -= e.n
 		}
