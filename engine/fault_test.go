@@ -376,6 +376,7 @@ func TestConnPinning(t *testing.T) {
 		s = snapshot()
 		held := v.mustLock(key, 10*time.Second)
 		used[check(t, s, 1)] = true
+		v.waitHeld(key, held.Token()) // its stragglers, before racing it on another connection
 		s = snapshot()
 		if _, err := v.e.TryLock(ctx, key, 10*time.Second); !errors.Is(err, engine.ErrNotAcquired) {
 			t.Fatalf("TryLock on held key: %v", err)
