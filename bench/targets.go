@@ -163,12 +163,17 @@ func newProxyLocker(ctx context.Context, cfg Config) (*proxyLocker, error) {
 }
 
 // do sends the command built by build and waits for its outcome.
+// proxyCallTimeout bounds one call to the proxy when ctx has no deadline.
+const proxyCallTimeout = 5 * time.Second
+
 func (l *proxyLocker) do(ctx context.Context, c *conn.Conn, script *conn.Script, build func([]byte) []byte) proxyOutcome {
 	call := l.calls.Get().(*proxyCall)
 	call.buf = build(call.buf[:0])
 	req := conn.Request{Cmd: call.buf, Callback: call, Script: script}
 	if dl, ok := ctx.Deadline(); ok {
 		req.Deadline = dl
+	} else {
+		req.Deadline = time.Now().Add(proxyCallTimeout) // a stalled proxy cannot hang a worker
 	}
 	if err := c.Do(req); err != nil {
 		l.calls.Put(call)

@@ -157,8 +157,9 @@ type Conn struct {
 	firstLive    uint64    // queue items before this sequence are done
 	info         ServerInfo
 	scratch      []byte // EVAL rewrite buffer (reader)
+	nreq         uint64 // requests accepted by Do
 
-	connects, timeouts, broken, writes, requests atomic.Uint64
+	connects, timeouts, broken, writes atomic.Uint64
 }
 
 // New returns a Conn to addr that connects in the background. Requests fail
@@ -256,11 +257,11 @@ func (c *Conn) Info() ServerInfo {
 // Stats returns the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	pend, up := c.q.len(), c.up
+	pend, up, nreq := c.q.len(), c.up, c.nreq
 	c.mu.Unlock()
 	return Stats{
 		Connects: c.connects.Load(), Timeouts: c.timeouts.Load(), Broken: c.broken.Load(),
-		Writes: c.writes.Load(), Requests: c.requests.Load(), Pending: pend, Connected: up,
+		Writes: c.writes.Load(), Requests: nreq, Pending: pend, Connected: up,
 	}
 }
 
@@ -285,7 +286,7 @@ func (c *Conn) Do(req Request) error {
 		c.mu.Unlock()
 		return ErrOverloaded
 	}
-	c.requests.Add(1)
+	c.nreq++
 	c.pushLocked(req)
 	c.mu.Unlock()
 	return nil
