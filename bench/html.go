@@ -61,13 +61,7 @@ func renderHTML(r Result) string {
 	b.WriteString("<h2>Comparison</h2>\n<table id=\"comparison\"><tr><th class=\"l\">target</th><th>cycles/s</th><th>vs " + e(r.Target) +
 		"</th><th>attempts/s</th><th>acquire p50 µs</th><th>acquire p99 µs</th><th>release p99 µs</th><th>cycle p50 µs</th><th>cycle p99 µs</th><th>cycle p99.9 µs</th><th>acquired</th><th>failed</th><th>errors</th><th>missed</th></tr>\n")
 	for _, p := range r.phases() {
-		ratio := "1.00x"
-		if p.Target != r.Target {
-			ratio = "-"
-			if p.CyclesPerSec > 0 {
-				ratio = fmt.Sprintf("%.2fx", r.CyclesPerSec/p.CyclesPerSec)
-			}
-		}
+		ratio := r.ratio(p)
 		fmt.Fprintf(&b, "<tr><td class=\"l\">%s</td><td id=\"%s-cycles\">%.0f</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
 			e(p.Target), e(p.Target), p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
 			p.CycleP50, p.CycleP99, p.Cycle.P999, p.Acquired, p.FailedAcquires, p.Errors, p.Missed)

@@ -27,13 +27,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target\tcycles/s\tvs %s\tattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\t\n", r.Target)
 	for _, p := range r.phases() {
-		ratio := "1.00x"
-		if p.Target != r.Target {
-			ratio = "-"
-			if p.CyclesPerSec > 0 {
-				ratio = fmt.Sprintf("%.2fx", r.CyclesPerSec/p.CyclesPerSec)
-			}
-		}
+		ratio := r.ratio(p)
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n",
 			p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
 			p.CycleP50, p.Cycle.P90, p.CycleP99, p.Cycle.P999, p.Cycle.Max,
@@ -104,4 +98,16 @@ func (s *SweepResult) writeTable(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// ratio renders the target's cycles/s divided by p's ("1.00x" for the
+// target itself, "-" when p completed nothing).
+func (r Result) ratio(p Phase) string {
+	switch {
+	case p.Target == r.Target:
+		return "1.00x"
+	case p.CyclesPerSec > 0:
+		return fmt.Sprintf("%.2fx", r.CyclesPerSec/p.CyclesPerSec)
+	}
+	return "-"
 }

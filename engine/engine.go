@@ -70,6 +70,10 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
+// Drift returns the clock drift allowance for ttl: ttl·DriftFactor +
+// DriftMin. A lock's validity is ttl − elapsed − Drift(ttl).
+func (e *Engine) Drift(ttl time.Duration) time.Duration { return e.cfg.drift(ttl) }
+
 // Quorum returns N/2+1.
 func (e *Engine) Quorum() int { return e.q }
 

@@ -36,9 +36,9 @@ func (s *Server) readTimeout() time.Duration {
 	return readTimeout
 }
 
-func (s *Server) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*s.cfg.DriftFactor) + s.cfg.DriftMin
-}
+// drift is the engine's allowance, so script acquisitions and SET NX PX
+// (engine TryLock) compute validity alike, also with a shared Config.Engine.
+func (s *Server) drift(ttl time.Duration) time.Duration { return s.eng.Drift(ttl) }
 
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.

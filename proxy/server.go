@@ -59,9 +59,10 @@ type Config struct {
 	// ttl/100)) like the engine; 50ms for reads). With Addrs it is also the
 	// engine's Config.MasterTimeout.
 	MasterTimeout time.Duration
-	// DriftFactor and DriftMin define the clock drift allowance of script
-	// acquisitions (defaults [engine.DefaultDriftFactor], [engine.DefaultDriftMin]);
-	// set them like the engine's.
+	// DriftFactor and DriftMin define the clock drift allowance (defaults
+	// [engine.DefaultDriftFactor], [engine.DefaultDriftMin]) of the engine
+	// the proxy creates; every acquisition, SET or script, uses the engine's
+	// allowance ([engine.Engine.Drift]). Ignored when Engine is set.
 	DriftFactor float64
 	DriftMin    time.Duration
 	// CleanupTimeout bounds the release after a failed script acquisition
