@@ -287,22 +287,31 @@ func (c *Conn) Do(req Request) error {
 		return ErrOverloaded
 	}
 	c.nreq++
-	c.pushLocked(req)
+	wake := c.pushLocked(req)
 	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
 	return nil
 }
 
+// wakeWriter signals the writer that the write buffer became non-empty.
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 // pushLocked queues req's pending entry and its bytes for the writer.
-func (c *Conn) pushLocked(req Request) {
+// It reports whether the write buffer was empty: then the caller must
+// wakeWriter once it released mu (signalling outside the lock keeps the
+// critical section, which every caller contends for, short).
+func (c *Conn) pushLocked(req Request) (wake bool) {
 	c.pushQueueLocked(req)
 	wasEmpty := len(c.wbuf) == 0
 	c.wbuf = append(c.wbuf, req.Cmd...)
-	if wasEmpty {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
+	return wasEmpty
 }
 
 // pushQueueLocked queues req's pending entry and arms its deadline.
@@ -533,8 +542,11 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			if ok {
 				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
 				c.q.pop()
-				c.pushLocked(req)
+				wake := c.pushLocked(req)
 				c.mu.Unlock()
+				if wake {
+					c.wakeWriter()
+				}
 				continue
 			}
 		}

@@ -40,10 +40,15 @@ type op struct {
 	done    chan struct{} // receives one value when decided
 	all     chan struct{} // receives one value when every master answered
 
+	// counts packs the answers so far: yes in the low 32 bits, no (refusals
+	// and failures) in the high 32. One atomic add per answer gives every
+	// answer a consistent snapshot, so exactly one sees the decision point
+	// and exactly one sees the last answer.
+	counts  atomic.Uint64
+	decided atomic.Bool
+
 	mu sync.Mutex
-	// Guarded by mu:
-	yes, no int
-	decided bool
+	// Guarded by mu (written before the answer is counted):
 	results []masterResult
 
 	skip []bool // masters fanout leaves out (owner only)
@@ -65,7 +70,8 @@ func (o *op) unref() {
 	if o.refs.Add(-1) != 0 {
 		return
 	}
-	o.yes, o.no, o.decided = 0, 0, false
+	o.counts.Store(0)
+	o.decided.Store(false)
 	clear(o.results)
 	clear(o.skip)
 	select { // drain signals nobody waited for
@@ -113,26 +119,25 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 }
 
 func (o *op) record(i int, ok bool, cause error) {
-	o.mu.Lock()
-	if ok {
-		o.yes++
-		o.results[i].state = 1
-	} else {
-		o.no++
+	delta := uint64(1)
+	if !ok {
+		// Only failures carry data: write it before counting the answer,
+		// so whoever sees the count (decision, all answered) sees it too.
+		o.mu.Lock()
 		o.results[i] = masterResult{state: -1, err: cause}
+		o.mu.Unlock()
+		delta = 1 << 32
 	}
+	c := o.counts.Add(delta)
+	yes, no := int(uint32(c)), int(c>>32)
 	n, q := o.e.n, o.e.q
-	if o.yes+o.no == n {
+	all := yes+no == n
+	if all {
 		o.all <- struct{}{}
 	}
-	if !o.decided {
-		all := o.yes+o.no == n
-		if all || (!o.waitAll && (o.yes >= q || o.no > n-q)) {
-			o.decided = true
-			o.done <- struct{}{}
-		}
+	if (all || (!o.waitAll && (yes >= q || no > n-q))) && o.decided.CompareAndSwap(false, true) {
+		o.done <- struct{}{}
 	}
-	o.mu.Unlock()
 	if !ok && cause != ErrHeld && cause != ErrNotHeld {
 		o.e.masterErrs[i].Add(1)
 	}
@@ -171,17 +176,13 @@ func (o *op) wait(ctx context.Context) error {
 }
 
 // granted returns the yes count.
-func (o *op) granted() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.yes
-}
+func (o *op) granted() int { return int(uint32(o.counts.Load())) }
 
 // quorumError builds the error of a failed op from the answers so far.
 func (o *op) quorumError(sentinel error, extra error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	e := &QuorumError{Op: opNames[o.kind], Granted: o.yes, Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
+	e := &QuorumError{Op: opNames[o.kind], Granted: o.granted(), Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
 	if extra != nil {
 		e.Masters = append(e.Masters, extra)
 	}
