@@ -54,11 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
 	}
 	if *masters != "" {
-		for _, m := range strings.Split(*masters, ",") {
-			if m = strings.TrimSpace(m); m != "" {
-				cfg.Masters = append(cfg.Masters, m)
-			}
-		}
+		cfg.Masters = splitList(*masters)
 		if len(cfg.Masters) == 0 {
 			return usageError{errors.New("--masters: no address given")}
 		}

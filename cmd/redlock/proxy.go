@@ -37,11 +37,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
 	}
-	for _, m := range strings.Split(*masters, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			cfg.Addrs = append(cfg.Addrs, m)
-		}
-	}
+	cfg.Addrs = splitList(*masters)
 	if len(cfg.Addrs) == 0 {
 		return usageError{errors.New("--masters is required")}
 	}
