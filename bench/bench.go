@@ -308,6 +308,14 @@ type Phase struct {
 	// Missed counts open-loop arrivals dropped because Concurrency
 	// operations were in flight (the target could not keep up).
 	Missed    uint64  `json:"missed,omitempty"`
+	// ClientCPUPerCycle is the bench process's CPU time (user + system)
+	// in the measured window divided by the cycles: the client's cost of
+	// one cycle, steadier than throughput on a shared host. It includes
+	// the masters when they are embedded.
+	ClientCPUPerCycle float64 `json:"client_cpu_us_per_cycle,omitempty"`
+	// RequestsPerWrite is the auto-pipelining batch size: commands sent to
+	// the masters per write syscall in the measured window (engine target).
+	RequestsPerWrite float64 `json:"requests_per_write,omitempty"`
 	DurationS float64 `json:"duration_s"`
 	Acquire   Latency `json:"acquire"`
 	Release   Latency `json:"release"`
@@ -316,6 +324,11 @@ type Phase struct {
 	PerSecond []uint64 `json:"per_second,omitempty"`
 	// FirstError is the first non-contention error seen, if any.
 	FirstError string `json:"first_error,omitempty"`
+}
+
+// pipeliner is implemented by lockers that can count their write batches.
+type pipeliner interface {
+	pipeline() (requests, writes uint64)
 }
 
 // locker is one implementation under test.

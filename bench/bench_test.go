@@ -102,6 +102,15 @@ func TestRunWorkloads(t *testing.T) {
 		if got := float64(r.Cycle.Count) / r.DurationS; !within(got, r.CyclesPerSec, 0.001) {
 			t.Errorf("cycles/s %.0f vs count/duration %.0f", r.CyclesPerSec, got)
 		}
+		// Every write carries at least one request and at most what 8
+		// workers can have in flight on one connection.
+		if r.RequestsPerWrite < 1 || r.RequestsPerWrite > 8 {
+			t.Errorf("requests per write %.1f, want 1..8", r.RequestsPerWrite)
+		}
+		// The client uses some CPU, and less than 2 s per cycle.
+		if r.ClientCPUPerCycle <= 0 || r.ClientCPUPerCycle > 2e6 {
+			t.Errorf("client CPU per cycle %.1fµs", r.ClientCPUPerCycle)
+		}
 	})
 	t.Run("acquire", func(t *testing.T) {
 		c := base
@@ -190,6 +199,9 @@ func TestRunCompareAndCeiling(t *testing.T) {
 		t.Fatalf("peers = %+v", r.Peers)
 	}
 	checkPhase(t, r.Peers[0])
+	if p := r.Peers[0]; p.RequestsPerWrite != 0 || p.ClientCPUPerCycle <= 0 {
+		t.Errorf("redsync: requests per write %.1f (not measured for it), CPU per cycle %.1fµs", p.RequestsPerWrite, p.ClientCPUPerCycle)
+	}
 	c := r.Ceiling
 	if c == nil || c.CyclesPerSec <= 0 || len(c.PerMaster) != 3 || c.Errors != 0 {
 		t.Fatalf("ceiling = %+v", c)
@@ -204,7 +216,7 @@ func TestRunCompareAndCeiling(t *testing.T) {
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"engine", "redsync", "ceiling", "vs engine", "of it"} {
+	for _, want := range []string{"engine", "redsync", "ceiling", "vs engine", "of it", "cpu µs/cycle"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

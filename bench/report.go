@@ -28,13 +28,13 @@ func (r Result) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "target\tcycles/s\tvs %s\tattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\t\n", r.Target)
 	for _, p := range r.phases() {
 		ratio := r.ratio(p)
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.1f\t\n",
 			p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
 			p.CycleP50, p.Cycle.P90, p.CycleP99, p.Cycle.P999, p.Cycle.Max,
-			p.Acquired, p.FailedAcquires, p.Errors, p.Missed)
+			p.Acquired, p.FailedAcquires, p.Errors, p.Missed, p.ClientCPUPerCycle)
 	}
 	if c := r.Ceiling; c != nil {
-		fmt.Fprintf(tw, "ceiling\t%.0f\t%s = %.2f of it\t\t\t\t\t\t\t\t\t\t\t\t%d\t\t\n", c.CyclesPerSec, r.Target, r.CeilingFraction, c.Errors)
+		fmt.Fprintf(tw, "ceiling\t%.0f\t%s = %.2f of it\t\t\t\t\t\t\t\t\t\t\t\t%d\t\t\t\n", c.CyclesPerSec, r.Target, r.CeilingFraction, c.Errors)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -42,6 +42,7 @@ func (r Result) WriteTable(w io.Writer) error {
 	if len(r.Peers) > 0 {
 		fmt.Fprintf(w, "(vs %s: the %s's cycles/s divided by the row's)\n", r.Target, r.Target)
 	}
+	fmt.Fprintln(w, "(cpu µs/cycle: this process's CPU time in the measured window per cycle)")
 	if r.Ceiling != nil {
 		fmt.Fprintf(w, "(ceiling: SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once; slowest master %.0f/s)\n", r.Ceiling.Window, r.Ceiling.SlowestPerSec)
 	}

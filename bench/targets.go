@@ -55,6 +55,19 @@ func (l *engineLocker) release(ctx context.Context, h any) error {
 
 func (l *engineLocker) close() error { return l.e.Close() }
 
+// pipeline implements pipeliner: requests and write syscalls over all
+// master connections so far.
+func (l *engineLocker) pipeline() (requests, writes uint64) {
+	for i := range l.e.Masters() {
+		for _, c := range l.e.Conns(i) {
+			st := c.Stats()
+			requests += st.Requests
+			writes += st.Writes
+		}
+	}
+	return requests, writes
+}
+
 // redsyncLocker drives go-redsync/redsync v4 over go-redis v9 clients, one
 // per master, each with a pool as large as the concurrency (so the pool is
 // not the bottleneck) and WithTries(1) (one attempt, like TryLock).

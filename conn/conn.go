@@ -43,7 +43,8 @@ type Callback interface {
 
 // Request is one command for [Conn.Do].
 type Request struct {
-	// Cmd is the encoded command (see [resp.AppendCommand]). Do copies it.
+	// Cmd is the encoded command (see [resp.AppendCommand]). Do copies it
+	// unless Stable is set.
 	Cmd []byte
 	// Deadline, if non-zero, fails the request with [ErrTimeout] when no
 	// reply arrived by then.
@@ -54,6 +55,11 @@ type Request struct {
 	// Script, if set, says Cmd is an EVALSHA of this script: a NOSCRIPT
 	// reply makes the Conn re-send it as EVAL before completing.
 	Script *Script
+	// Stable promises that Cmd stays unchanged until the callback has been
+	// called: the Conn then keeps a reference instead of a copy for a
+	// Script's EVAL fallback (the engine's fan-outs share one buffer
+	// across masters and keep it until every master answered).
+	Stable bool
 }
 
 // Config configures a [Conn]. The zero value is usable.
@@ -319,7 +325,12 @@ func (c *Conn) pushQueueLocked(req Request) {
 	p := c.q.push()
 	p.cb, p.tag, p.deadline, p.script, p.done = req.Callback, req.Tag, req.Deadline, req.Script, false
 	if req.Script != nil {
-		p.cmd = append(p.cmd[:0], req.Cmd...)
+		if req.Stable {
+			p.cmd = req.Cmd
+		} else {
+			p.own = append(p.own[:0], req.Cmd...)
+			p.cmd = p.own
+		}
 	}
 	if !req.Deadline.IsZero() && (c.nextDeadline.IsZero() || req.Deadline.Before(c.nextDeadline)) {
 		c.nextDeadline = req.Deadline

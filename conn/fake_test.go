@@ -421,21 +421,24 @@ func TestNoScriptFallback(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		withScript  bool   // Request.Script set
+		stable      bool   // Request.Stable set; otherwise the test scribbles over Cmd after Do
 		evalshaRep  string // the fake's EVALSHA reply
 		timeout     bool   // the request times out before the NOSCRIPT arrives
 		wantCmds    []string
 		wantReply   string
 		wantTimeout bool
 	}{
-		{"fallback to EVAL", true, "-NOSCRIPT No matching script. Please use EVAL.\r\n", false,
+		{"fallback to EVAL", true, false, "-NOSCRIPT No matching script. Please use EVAL.\r\n", false,
 			[]string{"EVALSHA", "EVAL", "ECHO"}, "7", false},
-		{"no fallback without Script", false, "-NOSCRIPT No matching script. Please use EVAL.\r\n", false,
+		{"fallback to EVAL from the caller's Cmd", true, true, "-NOSCRIPT No matching script. Please use EVAL.\r\n", false,
+			[]string{"EVALSHA", "EVAL", "ECHO"}, "7", false},
+		{"no fallback without Script", false, false, "-NOSCRIPT No matching script. Please use EVAL.\r\n", false,
 			[]string{"EVALSHA", "ECHO"}, "-NOSCRIPT No matching script. Please use EVAL.", false},
-		{"EVALSHA succeeds", true, ":1\r\n", false,
+		{"EVALSHA succeeds", true, false, ":1\r\n", false,
 			[]string{"EVALSHA", "ECHO"}, "1", false},
-		{"other error is not retried", true, "-ERR wrong number of arguments\r\n", false,
+		{"other error is not retried", true, false, "-ERR wrong number of arguments\r\n", false,
 			[]string{"EVALSHA", "ECHO"}, "-ERR wrong number of arguments", false},
-		{"timed out request is not retried", true, "-NOSCRIPT No matching script. Please use EVAL.\r\n", true,
+		{"timed out request is not retried", true, false, "-NOSCRIPT No matching script. Please use EVAL.\r\n", true,
 			[]string{"EVALSHA", "ECHO"}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -455,7 +458,7 @@ func TestNoScriptFallback(t *testing.T) {
 			})
 			c := fakeConn(t, f, conn.Config{})
 			rec := newRecorder()
-			req := conn.Request{Cmd: evalShaCmd(script, keys, args), Callback: rec, Tag: 42}
+			req := conn.Request{Cmd: evalShaCmd(script, keys, args), Callback: rec, Tag: 42, Stable: tc.stable}
 			if tc.withScript {
 				req.Script = script
 			}
@@ -464,6 +467,11 @@ func TestNoScriptFallback(t *testing.T) {
 			}
 			if err := c.Do(req); err != nil {
 				t.Fatal(err)
+			}
+			if !tc.stable { // Do copied what it needs
+				for i := range req.Cmd {
+					req.Cmd[i] = 'x'
+				}
 			}
 			if tc.timeout {
 				rec.wait(t, 1, 5*time.Second)

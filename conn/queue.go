@@ -8,7 +8,8 @@ type pending struct {
 	tag      uint64
 	deadline time.Time
 	script   *Script // set for EVALSHA requests that may need the EVAL fallback
-	cmd      []byte  // copy of the command, kept only when script != nil
+	cmd      []byte  // the command, kept only when script != nil: own or the caller's (Request.Stable)
+	own      []byte  // this slot's buffer for copies of commands
 	done     bool    // callback already called (timed out); drop the reply
 }
 
@@ -23,8 +24,8 @@ type queue struct {
 
 func (q *queue) len() int { return q.n }
 
-// push appends an item slot and returns it for the caller to fill. The
-// slot's cmd buffer is kept for reuse.
+// push appends an item slot and returns it for the caller to fill (every
+// field but own, a buffer kept for reuse).
 func (q *queue) push() *pending {
 	if q.n == len(q.items) {
 		q.grow()
@@ -49,11 +50,12 @@ func (q *queue) grow() {
 // front returns the oldest item; the queue must not be empty.
 func (q *queue) front() *pending { return &q.items[q.head] }
 
-// pop removes the oldest item, clearing its references but keeping its buffer.
+// pop removes the oldest item. It writes nothing into the item: the slot
+// is overwritten by the push that reuses it, and leaving it untouched here
+// keeps its cache line clean for that push, which runs on another CPU
+// (the references it keeps until then are to callbacks and commands of
+// requests already completed).
 func (q *queue) pop() {
-	p := &q.items[q.head]
-	p.cb, p.script, p.done = nil, nil, false
-	p.cmd = p.cmd[:0]
 	q.head = (q.head + 1) % len(q.items)
 	q.n--
 	q.seq++

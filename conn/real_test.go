@@ -1,10 +1,12 @@
 package conn_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -263,6 +265,34 @@ func TestRealMasterPaused(t *testing.T) {
 		}
 		return violations
 	})
+}
+
+// TestStableCmdUntouched: the Conn keeps a reference to a Stable request's
+// Cmd, and later requests that reuse its queue slot must not write into it.
+func TestStableCmdUntouched(t *testing.T) {
+	script := conn.NewScript(testScript)
+	c, _, _ := realConn(t, conn.Config{Scripts: []*conn.Script{script}})
+	w := newWaiter()
+	stable := evalShaCmd(script, []string{"st"}, []string{"1"})
+	orig := slices.Clone(stable)
+	if err := c.Do(conn.Request{Cmd: stable, Callback: w, Script: script, Stable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if <-w.ch; w.err != nil {
+		t.Fatal(w.err)
+	}
+	for i := range 300 { // wraps the queue's ring several times
+		cmd := evalShaCmd(script, []string{"ot"}, []string{strconv.Itoa(i % 10)}) // as long as stable
+		if err := c.Do(conn.Request{Cmd: cmd, Callback: w, Script: script}); err != nil {
+			t.Fatal(err)
+		}
+		if <-w.ch; w.err != nil {
+			t.Fatal(w.err)
+		}
+	}
+	if !bytes.Equal(stable, orig) {
+		t.Fatalf("Stable Cmd changed:\n%q\nwant\n%q", stable, orig)
+	}
 }
 
 func TestRealNoScriptFallback(t *testing.T) {
