@@ -79,8 +79,14 @@ type Config struct {
 	Workload string
 	// Duration of each measured phase, warm-up excluded (default 10s).
 	Duration time.Duration
-	// Warmup runs the load this long before measuring (default 0).
+	// Warmup runs the load this long before measuring (default 0); with
+	// Rounds, before each slice.
 	Warmup time.Duration
+	// Rounds splits Duration into this many slices per target, run
+	// alternately (target, peers, target, peers, ...), so that the drift of
+	// a shared host hits every target alike (default 1: each target once).
+	// Figures are over all slices; Phase.RoundCyclesPerSec has each one.
+	Rounds int
 	// Concurrency is the number of closed-loop workers (default 256); with
 	// Rate it bounds the operations in flight.
 	Concurrency int
@@ -140,6 +146,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Workload == "" {
 		c.Workload = WorkloadCycle
 	}
+	if c.Rounds == 0 {
+		c.Rounds = 1
+	}
 	if c.Duration == 0 {
 		c.Duration = DefaultDuration
 	}
@@ -183,6 +192,10 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("negative duration %v", c.Duration)
 	case c.Warmup < 0:
 		return bad("negative warmup %v", c.Warmup)
+	case c.Rounds < 0:
+		return bad("negative rounds %d", c.Rounds)
+	case c.Rounds > 1 && c.Duration/time.Duration(c.Rounds) < 100*time.Millisecond:
+		return bad("rounds %d leave slices shorter than 100ms of %v", c.Rounds, c.Duration)
 	case c.Concurrency < 1 || c.Concurrency > 100_000:
 		return bad("concurrency must be 1..100000, got %d", c.Concurrency)
 	case c.Rate < 0 || c.Rate > 10_000_000:
@@ -307,7 +320,7 @@ type Phase struct {
 	Errors         uint64  `json:"errors"`
 	// Missed counts open-loop arrivals dropped because Concurrency
 	// operations were in flight (the target could not keep up).
-	Missed    uint64  `json:"missed,omitempty"`
+	Missed uint64 `json:"missed,omitempty"`
 	// ClientCPUPerCycle is the bench process's CPU time (user + system)
 	// in the measured window divided by the cycles: the client's cost of
 	// one cycle, steadier than throughput on a shared host. It includes
@@ -316,14 +329,20 @@ type Phase struct {
 	// RequestsPerWrite is the auto-pipelining batch size: commands sent to
 	// the masters per write syscall in the measured window (engine target).
 	RequestsPerWrite float64 `json:"requests_per_write,omitempty"`
-	DurationS float64 `json:"duration_s"`
-	Acquire   Latency `json:"acquire"`
-	Release   Latency `json:"release"`
-	Cycle     Latency `json:"cycle"`
+	DurationS        float64 `json:"duration_s"`
+	Acquire          Latency `json:"acquire"`
+	Release          Latency `json:"release"`
+	Cycle            Latency `json:"cycle"`
 	// PerSecond is the number of completed cycles in each second.
 	PerSecond []uint64 `json:"per_second,omitempty"`
 	// FirstError is the first non-contention error seen, if any.
 	FirstError string `json:"first_error,omitempty"`
+	// RoundCyclesPerSec has the cycles/s of each slice when Config.Rounds > 1.
+	RoundCyclesPerSec []float64 `json:"round_cycles_per_sec,omitempty"`
+
+	// Raw window totals, for combining slices.
+	cycles, attempts, reqs, writes uint64
+	cpu, elapsed                   time.Duration
 }
 
 // pipeliner is implemented by lockers that can count their write batches.
@@ -405,22 +424,12 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	targets := append([]string{cfg.Target}, cfg.Compare...)
-	for i, t := range targets {
-		if ctx.Err() != nil {
-			break
-		}
-		l, err := newLocker(ctx, t, addrs, cfg)
-		if err != nil {
-			return res, err
-		}
-		p := runPhase(ctx, cfg, label(t), l)
-		p.Target = t
-		l.close()
-		if i == 0 {
-			res.Phase = p
-		} else {
-			res.Peers = append(res.Peers, p)
-		}
+	phases, err := runTargets(ctx, cfg, targets, addrs, label)
+	if len(phases) > 0 {
+		res.Phase, res.Peers = phases[0], phases[1:]
+	}
+	if err != nil {
+		return res, err
 	}
 	if cfg.Ceiling && ctx.Err() == nil {
 		c, err := measureCeiling(ctx, addrs, cfg)
@@ -434,6 +443,58 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Interrupted = ctx.Err() != nil
 	return res, nil
+}
+
+// runTargets measures each target, in cfg.Rounds alternating slices of
+// cfg.Duration/cfg.Rounds, and returns one combined Phase per target. With
+// one round each target's locker lives only for its own phase.
+func runTargets(ctx context.Context, cfg Config, targets, addrs []string, label func(string) string) ([]Phase, error) {
+	slice := cfg
+	slice.Duration = cfg.Duration / time.Duration(cfg.Rounds)
+	phases := make([]Phase, 0, len(targets))
+	recs := make([]*recorder, len(targets))
+	lockers := make([]locker, len(targets))
+	defer func() {
+		for _, l := range lockers {
+			if l != nil {
+				l.close()
+			}
+		}
+	}()
+	for round := 0; round < cfg.Rounds; round++ {
+		for i, t := range targets {
+			if ctx.Err() != nil {
+				return phases, nil
+			}
+			if lockers[i] == nil {
+				l, err := newLocker(ctx, t, addrs, cfg)
+				if err != nil {
+					return phases, err
+				}
+				lockers[i] = l
+				recs[i] = newRecorder(min(cfg.Concurrency, 8*runtime.GOMAXPROCS(0)))
+			}
+			name := label(t)
+			if cfg.Rounds > 1 {
+				name = fmt.Sprintf("%s %d/%d", name, round+1, cfg.Rounds)
+			}
+			p := runPhase(ctx, slice, name, lockers[i], recs[i])
+			p.Target = t
+			if round == 0 {
+				phases = append(phases, p)
+			} else {
+				phases[i] = combine(phases[i], p)
+			}
+			if cfg.Rounds > 1 {
+				phases[i].RoundCyclesPerSec = append(phases[i].RoundCyclesPerSec, p.CyclesPerSec)
+			}
+			if cfg.Rounds == 1 {
+				lockers[i].close()
+				lockers[i] = nil
+			}
+		}
+	}
+	return phases, nil
 }
 
 func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (locker, error) {

@@ -27,6 +27,8 @@ func TestConfigValidation(t *testing.T) {
 		{"workload", Config{Workload: "burst"}, `unknown workload "burst"`},
 		{"duration", Config{Duration: -time.Second}, "negative duration"},
 		{"warmup", Config{Warmup: -time.Second}, "negative warmup"},
+		{"rounds", Config{Rounds: -1}, "negative rounds"},
+		{"rounds too many", Config{Rounds: 100, Duration: time.Second}, "shorter than 100ms"},
 		{"concurrency", Config{Concurrency: -1}, "concurrency must be"},
 		{"rate", Config{Rate: -5}, "rate must be"},
 		{"keys", Config{Keys: -1}, "keys must be positive"},
@@ -220,6 +222,49 @@ func TestRunCompareAndCeiling(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestRunRounds interleaves the target and a peer in slices: each target
+// gets one throughput per round, the totals cover every slice, and the
+// table shows the per-round ratios.
+func TestRunRounds(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Duration: 600 * time.Millisecond, Rounds: 3,
+		Concurrency: 8, Compare: []string{PeerRedsync}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range r.phases() {
+		checkPhase(t, p)
+		if len(p.RoundCyclesPerSec) != 3 {
+			t.Fatalf("%s: rounds %v, want 3", p.Target, p.RoundCyclesPerSec)
+		}
+		// Three slices of ~200ms: the duration and the count add up.
+		if !within(p.DurationS, 0.6, 0.2) {
+			t.Errorf("%s: duration %.3fs, want ~0.6s", p.Target, p.DurationS)
+		}
+		if got := float64(p.Cycle.Count) / p.DurationS; !within(got, p.CyclesPerSec, 0.001) {
+			t.Errorf("%s: cycles/s %.0f vs count/duration %.0f", p.Target, p.CyclesPerSec, got)
+		}
+		sum := 0.0
+		for _, c := range p.RoundCyclesPerSec {
+			if c <= 0 {
+				t.Fatalf("%s: a round without cycles: %v", p.Target, p.RoundCyclesPerSec)
+			}
+			sum += c
+		}
+		// Equal slices: the overall rate is (about) the mean of the rounds'.
+		if !within(p.CyclesPerSec, sum/3, 0.1) {
+			t.Errorf("%s: %.0f cycles/s vs rounds %v", p.Target, p.CyclesPerSec, p.RoundCyclesPerSec)
+		}
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "engine ÷ redsync per round:") || !strings.Contains(b.String(), "median") {
+		t.Errorf("table lacks the per-round ratios:\n%s", b.String())
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -122,9 +121,10 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 // runPhase drives l for cfg.Warmup plus cfg.Duration, with cfg.Concurrency
 // closed-loop workers or, when cfg.Rate is set, an open loop at that rate
 // with at most cfg.Concurrency operations in flight.
-func runPhase(ctx context.Context, cfg Config, name string, l locker) Phase {
-	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0,
-		rec: newRecorder(min(cfg.Concurrency, 8*runtime.GOMAXPROCS(0)))}
+// Latencies are recorded into rec, which may hold earlier slices of the
+// same target: the returned latency summaries cover all of them.
+func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recorder) Phase {
+	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0, rec: rec}
 	s.acqPrefix = fmt.Sprintf("redlock:bench:acq:%s:%d:", name, s.base.UnixNano())
 	if cfg.Workload != WorkloadAcquire {
 		s.keys = makeKeys(cfg.Keys)
@@ -181,8 +181,7 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker) Phase {
 	close(stop)
 	wg.Wait()
 
-	elapsed := end - cfg.Warmup
-	p := Phase{Target: name, PerSecond: perSecond, DurationS: max(elapsed, 0).Seconds()}
+	p := Phase{Target: name, PerSecond: perSecond}
 	acq, rel, cyc := s.rec.merged()
 	p.Acquire, p.Release, p.Cycle = summarize(acq), summarize(rel), summarize(cyc)
 	p.Acquired, p.FailedAcquires, p.Errors = s.acquired.Load(), s.failed.Load(), s.errs.Load()
@@ -192,19 +191,50 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker) Phase {
 	if lim != nil {
 		p.Missed = lim.missed.Load()
 	}
-	if elapsed > 0 {
-		p.CyclesPerSec = float64(s.cycles.Load()) / elapsed.Seconds()
-		p.AttemptsPerSec = float64(s.attempts.Load()) / elapsed.Seconds()
+	p.cycles, p.attempts, p.reqs, p.writes = s.cycles.Load(), s.attempts.Load(), reqs, writes
+	p.cpu, p.elapsed = cpu, max(end-cfg.Warmup, 0)
+	p.derive()
+	return p
+}
+
+// derive computes p's rates and ratios from its raw totals and latency
+// summaries.
+func (p *Phase) derive() {
+	p.DurationS = p.elapsed.Seconds()
+	if p.elapsed > 0 {
+		p.CyclesPerSec = float64(p.cycles) / p.elapsed.Seconds()
+		p.AttemptsPerSec = float64(p.attempts) / p.elapsed.Seconds()
 	}
-	if writes > 0 {
-		p.RequestsPerWrite = math.Round(float64(reqs)/float64(writes)*10) / 10
+	if p.writes > 0 {
+		p.RequestsPerWrite = math.Round(float64(p.reqs)/float64(p.writes)*10) / 10
 	}
-	if n := s.cycles.Load(); n > 0 {
-		p.ClientCPUPerCycle = math.Round(float64(cpu.Microseconds())/float64(n)*100) / 100
+	if p.cycles > 0 {
+		p.ClientCPUPerCycle = math.Round(float64(p.cpu.Microseconds())/float64(p.cycles)*100) / 100
 	}
 	p.AcquireP50, p.AcquireP99 = p.Acquire.P50, p.Acquire.P99
 	p.CycleP50, p.CycleP99 = p.Cycle.P50, p.Cycle.P99
-	return p
+}
+
+// combine adds the slice next to the target's phase so far, acc. next's
+// latency summaries already cover every slice (they share a recorder).
+func combine(acc, next Phase) Phase {
+	next.PerSecond = append(acc.PerSecond, next.PerSecond...)
+	next.Acquired += acc.Acquired
+	next.FailedAcquires += acc.FailedAcquires
+	next.Errors += acc.Errors
+	next.Missed += acc.Missed
+	if acc.FirstError != "" {
+		next.FirstError = acc.FirstError
+	}
+	next.cycles += acc.cycles
+	next.attempts += acc.attempts
+	next.reqs += acc.reqs
+	next.writes += acc.writes
+	next.cpu += acc.cpu
+	next.elapsed += acc.elapsed
+	next.RoundCyclesPerSec = acc.RoundCyclesPerSec
+	next.derive()
+	return next
 }
 
 // openWindow records the counters the measured window's figures start from.

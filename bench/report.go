@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -41,6 +42,16 @@ func (r Result) WriteTable(w io.Writer) error {
 	}
 	if len(r.Peers) > 0 {
 		fmt.Fprintf(w, "(vs %s: the %s's cycles/s divided by the row's)\n", r.Target, r.Target)
+	}
+	for _, p := range r.Peers {
+		if rs := r.roundRatios(p); len(rs) > 1 {
+			fmt.Fprintf(w, "%s ÷ %s per round:", r.Target, p.Target)
+			for _, x := range rs {
+				fmt.Fprintf(w, " %.2fx", x)
+			}
+			s := slices.Sorted(slices.Values(rs))
+			fmt.Fprintf(w, "  (min %.2fx, median %.2fx)\n", s[0], median(s))
+		}
 	}
 	fmt.Fprintln(w, "(cpu µs/cycle: this process's CPU time in the measured window per cycle)")
 	if r.Ceiling != nil {
@@ -103,6 +114,31 @@ func (s *SweepResult) writeTable(w io.Writer) error {
 
 // ratio renders the target's cycles/s divided by p's ("1.00x" for the
 // target itself, "-" when p completed nothing).
+// roundRatios returns the target's cycles/s over p's in each round of an
+// interleaved run (nil without rounds).
+func (r Result) roundRatios(p Phase) []float64 {
+	t, q := r.RoundCyclesPerSec, p.RoundCyclesPerSec
+	if len(t) != len(q) || len(t) < 2 {
+		return nil
+	}
+	out := make([]float64, len(t))
+	for i := range t {
+		if q[i] > 0 {
+			out[i] = t[i] / q[i]
+		}
+	}
+	return out
+}
+
+// median returns the median of sorted s (s not empty).
+func median(s []float64) float64 {
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 func (r Result) ratio(p Phase) string {
 	switch {
 	case p.Target == r.Target:

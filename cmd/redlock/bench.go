@@ -25,6 +25,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys)")
 	fs.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load before each measured phase, not measured")
+	fs.IntVar(&cfg.Rounds, "rounds", 1, "split --duration into this many slices per target, run alternately with the --compare peers (evens out a drifting host)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "closed-loop workers; with --rate, the cap on operations in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start operations at this fixed rate per second (0: closed loop)")
 	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (default %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
