@@ -112,8 +112,6 @@ func (s *SweepResult) writeTable(w io.Writer) error {
 	return tw.Flush()
 }
 
-// ratio renders the target's cycles/s divided by p's ("1.00x" for the
-// target itself, "-" when p completed nothing).
 // roundRatios returns the target's cycles/s over p's in each round of an
 // interleaved run (nil without rounds).
 func (r Result) roundRatios(p Phase) []float64 {
@@ -139,6 +137,8 @@ func median(s []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// ratio renders the target's cycles/s divided by p's ("1.00x" for the
+// target itself, "-" when p completed nothing).
 func (r Result) ratio(p Phase) string {
 	switch {
 	case p.Target == r.Target:
