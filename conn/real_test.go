@@ -20,6 +20,21 @@ import (
 )
 
 // realConn starts one local master and a Conn to it, both closed when t ends.
+// restartAndReconnect restarts m and waits until c is connected to it again.
+func restartAndReconnect(t testing.TB, m *localmaster.Master, c *conn.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := m.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	if err := c.WaitConnected(wctx); err != nil {
+		t.Fatalf("WaitConnected after restart: %v", err)
+	}
+}
+
 func realConn(t testing.TB, cfg conn.Config) (*conn.Conn, *localmaster.Master, *localmaster.Set) {
 	t.Helper()
 	set := mastertest.Start(t, 1)
@@ -186,16 +201,7 @@ func TestRealMasterDies(t *testing.T) {
 				t.Errorf("Exec with the master dead: %v, want ErrDown", err)
 			}
 
-			ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			if err := m.Restart(ctx); err != nil {
-				t.Fatal(err)
-			}
-			wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer wcancel()
-			if err := c.WaitConnected(wctx); err != nil {
-				t.Fatalf("WaitConnected after restart: %v", err)
-			}
+			restartAndReconnect(t, m, c)
 			if newID := c.Info().RunID; newID == oldID || !runIDRe.MatchString(newID) {
 				t.Errorf("RunID after restart %q (before %q)", newID, oldID)
 			}
@@ -437,16 +443,7 @@ func TestRealExactlyOnceAcrossKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	phase("after kill", 100*time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := m.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer wcancel()
-	if err := c.WaitConnected(wctx); err != nil {
-		t.Fatal(err)
-	}
+	restartAndReconnect(t, m, c)
 	phase("after restart", 150*time.Millisecond)
 	close(stop)
 	wg.Wait()
