@@ -537,6 +537,14 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 func (c *Conn) readLoop(rd *resp.Reader) error {
 	for {
 		rep, err := rd.ReadReply()
+		if errors.Is(err, resp.ErrTooLarge) {
+			// The reader dropped the oversized reply whole and kept its
+			// place: fail that one request, keep the connection.
+			if !c.failFront(err) {
+				return fmt.Errorf("%w: oversized reply with no request pending", resp.ErrProtocol)
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -567,6 +575,24 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			cb.Complete(tag, rep, nil)
 		}
 	}
+}
+
+// failFront completes the oldest pending request with err. It reports
+// false when nothing was pending.
+func (c *Conn) failFront(err error) bool {
+	c.mu.Lock()
+	if c.q.len() == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	p := c.q.front()
+	cb, tag, done := p.cb, p.tag, p.done
+	c.q.pop()
+	c.mu.Unlock()
+	if !done {
+		cb.Complete(tag, resp.Reply{}, err)
+	}
+	return true
 }
 
 // expireLoop fails requests whose deadline passed, even when the master

@@ -465,3 +465,30 @@ func TestRealExactlyOnceAcrossKill(t *testing.T) {
 		t.Error("no request succeeded")
 	}
 }
+
+// TestRealOversizedReply: a script whose reply is nested deeper than the
+// codec accepts fails only its own request; the connection stays up and
+// the requests pipelined behind it get their replies.
+func TestRealOversizedReply(t *testing.T) {
+	c, _, _ := realConn(t, conn.Config{})
+	deep := "local t = 1 for i = 1, 100 do t = {t} end return t"
+	rec := newRecorder()
+	for i, args := range [][]string{{"SET", "k", "v"}, {"EVAL", deep, "0"}, {"GET", "k"}, {"EVAL", "return string.rep('x', 100)", "0"}} {
+		if err := c.Do(conn.Request{Cmd: cmd(args...), Callback: rec, Tag: uint64(i), Deadline: time.Now().Add(5 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := rec.wait(t, 4, 5*time.Second)
+	if o := byTag(got, 1); len(o) != 1 || !errors.Is(o[0].err, resp.ErrTooLarge) {
+		t.Fatalf("deep reply: %+v; want an error matching resp.ErrTooLarge", o)
+	}
+	if o := byTag(got, 2); len(o) != 1 || o[0].err != nil || o[0].rep.Text() != "v" {
+		t.Fatalf("GET after the deep reply: %+v", o)
+	}
+	if o := byTag(got, 3); len(o) != 1 || o[0].err != nil || len(o[0].rep.Text()) != 100 {
+		t.Fatalf("EVAL after the deep reply: %+v", o)
+	}
+	if st := c.Stats(); st.Connects != 1 || st.Broken != 0 {
+		t.Fatalf("the connection was torn down: %+v", st)
+	}
+}

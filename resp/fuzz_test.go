@@ -229,3 +229,30 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReaderLimits: a reply over a limit is dropped whole. Read with tight
+// limits, continuing past limit errors, every reply that the fuzz limits
+// decode must come back either equal or as one limit error, in the same
+// place: the stream never loses its position.
+func FuzzReaderLimits(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	f.Add([]byte("*2\r\n$20\r\n01234567890123456789\r\n:1\r\n+after\r\n"))
+	f.Add([]byte("*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n:2\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := fuzzRead(t, newFuzzReader(bytes.NewReader(data), 16), data)
+		r := newFuzzReader(bytes.NewReader(data), 16)
+		r.MaxBulkLen, r.MaxArrayLen, r.MaxDepth = 8, 3, 3
+		for i, w := range want.replies {
+			got, err := r.ReadReply()
+			switch {
+			case errors.Is(err, resp.ErrTooLarge):
+			case err != nil:
+				t.Fatalf("reply %d (%v): %v; want it or a limit error", i, w, err)
+			case !got.Equal(w):
+				t.Fatalf("reply %d: got %v, want %v: the stream lost its place", i, got, w)
+			}
+		}
+	})
+}

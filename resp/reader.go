@@ -79,8 +79,11 @@ func (r *Reader) Buffered() int { return r.br.Buffered() }
 // valid until the next call. Server error replies are returned as a Reply of
 // type [TypeError] with a nil error; the error result is reserved for I/O
 // errors (io.EOF before a reply starts, io.ErrUnexpectedEOF inside one) and
-// protocol errors (matching [ErrProtocol]). After an error the stream
-// position is undefined: the connection should be closed.
+// protocol errors (matching [ErrProtocol]). A reply over a limit
+// (MaxBulkLen, MaxArrayLen, MaxDepth) is read to its end and dropped: the
+// error matches [ErrTooLarge] and the next call reads the next reply, so
+// one oversized reply fails one request, not the connection. After any
+// other error the stream position is undefined: close the connection.
 func (r *Reader) ReadReply() (Reply, error) {
 	if r.br == nil {
 		return Reply{}, errNoSource
@@ -156,6 +159,12 @@ func (r *Reader) read(depth int) (Reply, error) {
 			return r.readAggregate(t, body, depth)
 		case '|': // attribute: parse and drop it, then read the reply it annotates
 			if _, err := r.readAggregate(TypeMap, body, depth); err != nil {
+				if errors.Is(err, ErrTooLarge) {
+					// The attribute was dropped: drop the reply it annotates.
+					if serr := r.skip(1); serr != nil {
+						return Reply{}, serr
+					}
+				}
 				return Reply{}, err
 			}
 			first = false // EOF after an attribute truncates the reply
@@ -190,6 +199,10 @@ func (r *Reader) readLongLine(part []byte) ([]byte, error) {
 	r.bytes = append(r.bytes, part...)
 	for {
 		if len(r.bytes)-start > r.maxBulk() {
+			r.bytes = r.bytes[:start]
+			if err := r.discardLine(); err != nil {
+				return nil, err
+			}
 			return nil, limitErr("line exceeds MaxBulkLen")
 		}
 		more, err := r.br.ReadSlice('\n')
@@ -246,6 +259,9 @@ func (r *Reader) readBulk(t Type, body []byte) (Reply, error) {
 		return Reply{Type: TypeNull}, nil
 	}
 	if n > int64(r.maxBulk()) {
+		if err := r.discard(n + 2); err != nil {
+			return Reply{}, err
+		}
 		return Reply{}, limitErr("bulk length " + strconv.FormatInt(n, 10) + " exceeds MaxBulkLen")
 	}
 	size := int(n) + 2
@@ -305,36 +321,136 @@ func (r *Reader) readAggregate(t Type, body []byte, depth int) (Reply, error) {
 		}
 		return Reply{Type: TypeNull}, nil
 	}
+	count := n
+	if t == TypeMap {
+		count *= 2
+	}
 	if n > int64(r.maxArray()) {
+		if err := r.skip(count); err != nil {
+			return Reply{}, err
+		}
 		return Reply{}, limitErr("aggregate length " + strconv.FormatInt(n, 10) + " exceeds MaxArrayLen")
 	}
 	if depth+1 > r.maxDepth() {
+		if err := r.skip(count); err != nil {
+			return Reply{}, err
+		}
 		return Reply{}, limitErr("nesting exceeds MaxDepth")
-	}
-	count := int(n)
-	if t == TypeMap {
-		count *= 2
 	}
 	// Do not trust a large header: allocating it up front at every nesting
 	// level would let a few bytes of input claim gigabytes. Beyond
 	// maxPreallocElems the slice grows as elements actually arrive.
 	var elems []Reply
 	if count <= maxPreallocElems {
-		elems = r.grabElems(count)[:0]
+		elems = r.grabElems(int(count))[:0]
 	} else {
 		elems = make([]Reply, 0, maxPreallocElems)
 	}
-	for len(elems) < count {
+	for int64(len(elems)) < count {
 		e, err := r.read(depth + 1)
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
+			}
+			if errors.Is(err, ErrTooLarge) {
+				// The element was dropped whole: drop its siblings too,
+				// so the stream stays at the next reply.
+				if serr := r.skip(count - int64(len(elems)) - 1); serr != nil {
+					return Reply{}, serr
+				}
 			}
 			return Reply{}, err
 		}
 		elems = append(elems, e)
 	}
 	return Reply{Type: t, Int: n, Elems: elems}, nil
+}
+
+// skip reads and drops n replies without storing them, iteratively (no
+// recursion, however deep the nesting).
+func (r *Reader) skip(n int64) error {
+	for n > 0 {
+		n--
+		line, err := r.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if err := r.discardLine(); err != nil {
+				return err
+			}
+			continue // a long simple line: nothing more to drop
+		}
+		if err != nil {
+			return eofIn(err)
+		}
+		if len(line) < 3 || line[len(line)-2] != '\r' {
+			return protoErr("line not terminated by CRLF", line)
+		}
+		t, body := Type(line[0]), line[1:len(line)-2]
+		switch t {
+		case TypeSimpleString, TypeError, TypeBigNumber, TypeInteger, TypeNull, TypeBoolean, TypeDouble:
+		case TypeBulkString, TypeBlobError, TypeVerbatim:
+			m, ok := parseInt(body)
+			if !ok || m < -1 {
+				return protoErr("invalid bulk length", body)
+			}
+			if m >= 0 {
+				if err := r.discard(m + 2); err != nil {
+					return err
+				}
+			}
+		case TypeArray, TypeSet, TypePush, TypeMap, '|':
+			m, ok := parseInt(body)
+			if !ok || m < -1 || m > 1<<40 {
+				return protoErr("invalid aggregate length", body)
+			}
+			if t == TypeMap || t == '|' {
+				m *= 2
+			}
+			if t == '|' {
+				m++ // the reply the attribute annotates
+			}
+			if m > 0 {
+				if n > 1<<60 {
+					return protoErr("aggregate too large to skip", body)
+				}
+				n += m
+			}
+		default:
+			return protoErr("unknown reply type", line)
+		}
+	}
+	return nil
+}
+
+// discard drops n bytes of the stream.
+func (r *Reader) discard(n int64) error {
+	for n > 0 {
+		k, err := r.br.Discard(int(min(n, 1<<30)))
+		n -= int64(k)
+		if err != nil {
+			return eofIn(err)
+		}
+	}
+	return nil
+}
+
+// discardLine drops the stream up to and including the next '\n'.
+func (r *Reader) discardLine() error {
+	for {
+		_, err := r.br.ReadSlice('\n')
+		if err == nil {
+			return nil
+		}
+		if err != bufio.ErrBufferFull {
+			return eofIn(err)
+		}
+	}
+}
+
+func eofIn(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // maxPreallocElems is the largest aggregate whose elements are reserved in

@@ -442,7 +442,6 @@ func TestLimits(t *testing.T) {
 	}{
 		{"bulk at MaxBulkLen", "$10\r\n0123456789\r\n", func(r *resp.Reader) { r.MaxBulkLen = 10 }, ""},
 		{"bulk over MaxBulkLen", "$11\r\n0123456789a\r\n", func(r *resp.Reader) { r.MaxBulkLen = 10 }, "exceeds MaxBulkLen"},
-		{"huge bulk with defaults", "$536870913\r\n", nil, "exceeds MaxBulkLen"},
 		{"verbatim over MaxBulkLen", "=11\r\ntxt:0123456\r\n", func(r *resp.Reader) { r.MaxBulkLen = 10 }, "exceeds MaxBulkLen"},
 		{"blob error over MaxBulkLen", "!11\r\nERR 0123456\r\n", func(r *resp.Reader) { r.MaxBulkLen = 10 }, "exceeds MaxBulkLen"},
 		// MaxBulkLen bounds lines that do not fit the read buffer (16 KiB by default).
@@ -451,12 +450,11 @@ func TestLimits(t *testing.T) {
 		{"long line under MaxBulkLen", "+" + strings.Repeat("x", 40000) + "\r\n", func(r *resp.Reader) { r.MaxBulkLen = 50000 }, ""},
 		{"array at MaxArrayLen", "*2\r\n:1\r\n:2\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, ""},
 		{"array over MaxArrayLen", "*3\r\n:1\r\n:2\r\n:3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
-		{"huge array with defaults", "*1048577\r\n", nil, "exceeds MaxArrayLen"},
 		{"set over MaxArrayLen", "~3\r\n:1\r\n:2\r\n:3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
 		{"push over MaxArrayLen", ">3\r\n:1\r\n:2\r\n:3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
 		{"map over MaxArrayLen", "%3\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
-		{"attribute over MaxArrayLen", "|3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
-		{"nested array over MaxArrayLen", "*1\r\n*3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
+		{"attribute over MaxArrayLen", "|3\r\n+a\r\n:1\r\n+b\r\n:2\r\n+c\r\n:3\r\n:7\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
+		{"nested array over MaxArrayLen", "*1\r\n*3\r\n:1\r\n:2\r\n:3\r\n", func(r *resp.Reader) { r.MaxArrayLen = 2 }, "exceeds MaxArrayLen"},
 		{"depth at MaxDepth", nest(3), func(r *resp.Reader) { r.MaxDepth = 3 }, ""},
 		{"depth over MaxDepth", nest(4), func(r *resp.Reader) { r.MaxDepth = 3 }, "nesting exceeds MaxDepth"},
 		{"depth at default", nest(resp.DefaultMaxDepth), nil, ""},
@@ -464,11 +462,15 @@ func TestLimits(t *testing.T) {
 		{"depth of maps", "%1\r\n+k\r\n%1\r\n+k\r\n%1\r\n+k\r\n:1\r\n", func(r *resp.Reader) { r.MaxDepth = 2 }, "nesting exceeds MaxDepth"},
 		{"depth through attribute", "*1\r\n|1\r\n*1\r\n:1\r\n:2\r\n:3\r\n", func(r *resp.Reader) { r.MaxDepth = 2 }, "nesting exceeds MaxDepth"},
 		{"null array is not nesting", "*1\r\n*1\r\n*-1\r\n", func(r *resp.Reader) { r.MaxDepth = 2 }, ""},
+		{"over limit inside a deep tree", "*2\r\n*2\r\n$11\r\n0123456789a\r\n*1\r\n$3\r\nabc\r\n%1\r\n+k\r\n~1\r\n:1\r\n", func(r *resp.Reader) { r.MaxBulkLen = 10 }, "exceeds MaxBulkLen"},
+		{"deep tree past MaxDepth", strings.Repeat("*2\r\n", 200) + strings.Repeat(":1\r\n", 201), func(r *resp.Reader) { r.MaxDepth = 3 }, "nesting exceeds MaxDepth"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, nm := range readerMakers {
-				r := nm.fn(strings.NewReader(tc.in))
+				// Each input is one whole reply; a limit error must leave the
+				// stream at the next one.
+				r := nm.fn(strings.NewReader(tc.in + ":42\r\n"))
 				if tc.setup != nil {
 					tc.setup(r)
 				}
@@ -492,10 +494,37 @@ func TestLimits(t *testing.T) {
 				if !strings.Contains(err.Error(), tc.reason) {
 					t.Errorf("%s: error %q does not mention %q", nm.name, err, tc.reason)
 				}
+				if next, err := r.ReadReply(); err != nil || next.Int != 42 {
+					t.Errorf("%s: after the limit error: %v, %v; want :42 (the stream lost its place)", nm.name, next, err)
+				}
+			}
+		})
+	}
+	// The defaults, with replies too large to run through every reader.
+	for _, tc := range []struct {
+		name, reason string
+		in           io.Reader
+	}{
+		{"huge bulk with defaults", "exceeds MaxBulkLen", io.MultiReader(strings.NewReader("$536870913\r\n"),
+			io.LimitReader(zeros{}, 536870913), strings.NewReader("\r\n:42\r\n"))},
+		{"huge array with defaults", "exceeds MaxArrayLen", io.MultiReader(strings.NewReader("*1048577\r\n"),
+			strings.NewReader(strings.Repeat(":1\r\n", 1048577)+":42\r\n"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := resp.NewReader(tc.in)
+			if _, err := r.ReadReply(); !errors.Is(err, resp.ErrTooLarge) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("err = %v; want a limit error mentioning %q", err, tc.reason)
+			}
+			if next, err := r.ReadReply(); err != nil || next.Int != 42 {
+				t.Fatalf("after the limit error: %v, %v; want :42", next, err)
 			}
 		})
 	}
 }
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 func TestTruncatedInput(t *testing.T) {
 	cases := []struct{ name, in string }{
