@@ -37,6 +37,12 @@ var ErrTooManyExtensions = errors.New("engine: extension limit reached")
 // non-positive TTL, empty token).
 var ErrBadArgument = errors.New("engine: invalid argument")
 
+// ErrDuplicateMaster is matched by the error of [Engine.CheckDistinct] when
+// two configured addresses reach the same Redis server (the same run_id):
+// that server would vote twice, and a quorum would not be a majority of
+// independent masters.
+var ErrDuplicateMaster = errors.New("engine: one server listed under two addresses")
+
 // MasterError is one master's failure inside an operation.
 type MasterError struct {
 	Master int    // index in Config.Addrs

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperProxy(addrs []string) int {
-	srv, err := New(Config{Addrs: addrs, MaxClients: 20000, MasterTimeout: time.Second})
+	srv, err := New(Config{Engine: engine.Config{Addrs: addrs, MasterTimeout: time.Second}, MaxClients: 20000})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

@@ -9,10 +9,6 @@ var ErrServerClosed = errors.New("proxy: server closed")
 // ErrBadConfig is matched by the errors of [New] for invalid settings.
 var ErrBadConfig = errors.New("proxy: invalid config")
 
-// errRequestTooLarge ends a connection whose pending request exceeded
-// Config.MaxRequestBytes.
-var errRequestTooLarge = errors.New("proxy: request larger than max-request-bytes")
-
 // Reply texts shared by several commands (Redis wording where Redis has one).
 const (
 	msgNoAuth       = "NOAUTH Authentication required."
@@ -26,4 +22,5 @@ const (
 	msgShuttingDown = "ERR proxy shutting down"
 	msgSetForm      = "ERR redlock proxy: only SET key value NX PX milliseconds | NX EX seconds (a lock acquisition) is supported"
 	msgBadExpire    = "ERR invalid expire time in 'set' command"
+	msgScriptsOff   = "other scripts are disabled (start the proxy with --allow-scripts to run them on every master)"
 )

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/proxy"
 )
@@ -25,7 +26,7 @@ func Example() {
 	}
 	defer masters.Close()
 
-	srv, err := proxy.New(proxy.Config{Addrs: masters.Addrs()})
+	srv, err := proxy.New(proxy.Config{Engine: engine.Config{Addrs: masters.Addrs()}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
@@ -27,7 +28,7 @@ func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 	t.Helper()
 	set := mastertest.Start(t, n)
 	// Generous per-master timeouts: -race on 2 noisy cores.
-	cfg := Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}
+	cfg := Config{Engine: engine.Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -43,6 +44,11 @@ func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 	go func() { served <- srv.Serve(ln) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Every master connected (and no server listed twice), so that a
+	// test can expect a grant on every master.
+	if err := srv.CheckMasters(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -9,50 +9,23 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/resp"
 )
 
-// readTimeout is the per-master timeout of reads and non-library scripts.
-const readTimeout = 50 * time.Millisecond
-
-// masterTimeout is the per-master timeout of an operation on a ttl: like
-// the engine's default, max(5ms, min(50ms, ttl/100)).
-func (s *Server) masterTimeout(ttl time.Duration) time.Duration {
-	if s.cfg.MasterTimeout > 0 {
-		return s.cfg.MasterTimeout
-	}
-	if ttl <= 0 {
-		return readTimeout
-	}
-	return max(engine.MinMasterTimeout, min(engine.MaxMasterTimeout, ttl/100))
-}
-
-func (s *Server) readTimeout() time.Duration {
-	if s.cfg.MasterTimeout > 0 {
-		return s.cfg.MasterTimeout
-	}
-	return readTimeout
-}
-
 // drift is the engine's allowance, so script acquisitions and SET NX PX
-// (engine TryLock) compute validity alike, also with a shared Config.Engine.
+// (engine TryLock) compute validity alike, also with a Shared engine.
 func (s *Server) drift(ttl time.Duration) time.Duration { return s.eng.Drift(ttl) }
 
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.
+// The caller checked ls.fits(keys, argv).
 func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte) []byte {
-	if len(keys) == 0 || (!ls.MultiKey && len(keys) != 1) || ls.TokenArg >= len(argv) ||
-		ls.TTLArg >= len(argv) || (ls.AddOrReplace && len(argv) < 3) {
-		// Not the shape the library sends: treat it like any script.
-		return s.runGeneric(ctx, ls.script, keys, argv)
-	}
 	token := argv[ls.TokenArg]
 	var ttl time.Duration
 	if ls.TTLArg >= 0 {
-		ms, err := strconv.ParseInt(string(argv[ls.TTLArg]), 10, 64)
-		if err != nil || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+		ms, ok := resp.ParseInt(argv[ls.TTLArg])
+		if !ok || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
 			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)")
 		}
 		ttl = time.Duration(ms) * time.Millisecond
@@ -76,7 +49,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 
 	cmd := appendEvalSha(nil, ls.script, keys, argv)
 	t1 := time.Now()
-	reps, err := s.eng.Broadcast(ctx, s.masterTimeout(ttl), ls.script, cmd)
+	reps, err := s.eng.Broadcast(ctx, s.eng.MasterTimeout(ttl), ls.script, cmd)
 	if err != nil {
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
@@ -171,49 +144,19 @@ func pttlReply(ls *libScript, reps []engine.MasterReply, q int) []byte {
 }
 
 // cleanup deletes keys holding token on every master (partial grants of a
-// failed acquisition), waiting at most CleanupTimeout. It ignores the
+// failed acquisition), waiting at most the engine's CleanupTimeout. It ignores the
 // command's cancellation.
 func (s *Server) cleanup(keys [][]byte, token []byte) {
 	cmd := appendEvalSha(nil, cleanupScript, keys, [][]byte{token})
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CleanupTimeout+10*time.Millisecond)
+	timeout := s.eng.Config().CleanupTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.eng.Broadcast(ctx, s.cfg.CleanupTimeout, cleanupScript, cmd)
-}
-
-// runGeneric runs any other script on every master; the reply is the one
-// a quorum of masters agrees on (byte for byte), else an error.
-func (s *Server) runGeneric(ctx context.Context, sc *conn.Script, keys, argv [][]byte) []byte {
-	cmd := appendEvalSha(nil, sc, keys, argv)
-	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), sc, cmd)
-	if err != nil {
-		return engineErr(err)
-	}
-	return s.agreed(reps)
-}
-
-func (s *Server) agreed(reps []engine.MasterReply) []byte {
-	counts := map[string]int{}
-	best, bestN := "", 0
-	for _, r := range reps {
-		if r.Err != nil {
-			continue
-		}
-		k := string(resp.AppendReply(nil, r.Reply))
-		counts[k]++
-		if counts[k] > bestN {
-			best, bestN = k, counts[k]
-		}
-	}
-	if bestN >= s.eng.Quorum() {
-		return []byte(best)
-	}
-	return redcon.AppendError(nil, "ERR no quorum agreement among masters: best "+
-		strconv.Itoa(bestN)+"/"+strconv.Itoa(len(reps))+" agree, quorum "+strconv.Itoa(s.eng.Quorum()))
+	s.eng.Broadcast(ctx, timeout, cleanupScript, cmd)
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.
 func (s *Server) get(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("GET", key))
+	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("GET", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -232,7 +175,7 @@ func (s *Server) get(ctx context.Context, key []byte) []byte {
 // pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
 // holds the key without TTL; -2 otherwise.
 func (s *Server) pttl(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("PTTL", key))
+	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("PTTL", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -268,7 +211,7 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	}
 	n := 0
 	for _, k := range keys {
-		reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd(cmdName, k))
+		reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd(cmdName, k))
 		if err != nil {
 			return engineErr(err)
 		}
@@ -291,7 +234,7 @@ func countOnes(reps []engine.MasterReply) int {
 
 // pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL.
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
-	reps, err := s.eng.Broadcast(ctx, s.readTimeout(), nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
+	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -299,4 +242,14 @@ func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
 		return redcon.AppendInt(nil, 1)
 	}
 	return redcon.AppendInt(nil, 0)
+}
+
+// appendCmd encodes a command from a name and byte arguments.
+func appendCmd(name string, args ...[]byte) []byte {
+	dst := resp.AppendArrayHeader(nil, 1+len(args))
+	dst = resp.AppendBulkString(dst, name)
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
 }

@@ -3,8 +3,6 @@ package proxy
 import (
 	"crypto/sha1"
 	"encoding/hex"
-	"strings"
-	"sync"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
@@ -50,6 +48,13 @@ type libScript struct {
 	// (engine extend), "0" adds to each master's current TTL (broadcast).
 	AddOrReplace bool
 	script       *conn.Script
+}
+
+// fits reports whether keys and argv have the shape the library sends, the
+// only shape the proxy maps to a quorum operation.
+func (ls *libScript) fits(keys, argv [][]byte) bool {
+	return len(keys) > 0 && (ls.MultiKey || len(keys) == 1) && ls.TokenArg < len(argv) &&
+		ls.TTLArg < len(argv) && (!ls.AddOrReplace || len(argv) >= 3)
 }
 
 // libTable lists every recognised script. Each entry's text is atomic per
@@ -147,50 +152,6 @@ func LibraryScripts() []LibraryScript {
 func sha1Hex(src []byte) string {
 	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])
-}
-
-// scriptCache holds scripts clients loaded (SCRIPT LOAD) or sent (EVAL)
-// that are not library scripts, so EVALSHA finds them like on Redis.
-type scriptCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]*conn.Script // guarded by mu
-}
-
-func (c *scriptCache) get(sha string) *conn.Script {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[sha]
-}
-
-// put stores src; when the cache is full the script is still usable for
-// this call but not remembered (EVALSHA then answers NOSCRIPT).
-func (c *scriptCache) put(src []byte) *conn.Script {
-	sha := sha1Hex(src)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.m[sha]; ok {
-		return s
-	}
-	s := conn.NewScript(string(src))
-	if len(c.m) < c.max {
-		c.m[sha] = s
-	}
-	return s
-}
-
-func (c *scriptCache) exists(sha string) bool {
-	sha = strings.ToLower(sha)
-	if libBySHA[sha] != nil {
-		return true
-	}
-	return c.get(sha) != nil
-}
-
-func (c *scriptCache) flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.m)
 }
 
 // appendEvalSha encodes EVALSHA sha numkeys keys... args... .

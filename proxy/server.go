@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -20,88 +20,127 @@ import (
 const (
 	DefaultListen          = "127.0.0.1:7380"
 	DefaultMaxClients      = 10000
-	DefaultMaxRequestBytes = 4 << 20         // bytes of one pending request
-	DefaultCommandTimeout  = 5 * time.Second // safety net; engine operations end by their per-master timeouts
-	DefaultMaxPipeline     = 1024            // commands in flight per connection
-	DefaultMaxScripts      = 1024            // non-library scripts remembered for EVALSHA
-	DefaultCleanupTimeout  = 100 * time.Millisecond
+	DefaultMaxRequestBytes = 1 << 20   // bytes of one request's arguments
+	DefaultMaxArgs         = 1024      // arguments of one request
+	DefaultMaxPipeline     = 1024      // unanswered commands per connection
+	DefaultMaxInFlight     = 10000     // commands running on the masters, all clients together
+	DefaultMaxClientMemory = 256 << 20 // bytes of requests and replies held for all clients
+	DefaultMaxScripts      = 1024      // opted-in scripts remembered for EVALSHA
+	DefaultMaxAuthFailures = 5         // wrong passwords before a connection is closed
 )
 
-// Config configures a [Server]. Either Addrs or Engine is required.
+// Limits that apply before a client has authenticated (when RequirePass
+// is set): Redis's own for unauthenticated clients.
+const (
+	unauthMaxArgs    = 10
+	unauthMaxBulkLen = 16 << 10
+)
+
+// freeClientBytes is what each connection may hold (request and reply
+// bytes) without drawing on Config.MaxClientMemory, so that ordinary small
+// commands are never refused because large ones used up the budget.
+const freeClientBytes = 16 << 10
+
+// writeTimeout bounds one write of replies to a client; a client that does
+// not read for this long is closed.
+const writeTimeout = 10 * time.Second
+
+// Config configures a [Server]. Engine.Addrs (or Shared) is required.
 type Config struct {
-	// Addrs are the masters' host:port; the server creates (and closes) its
-	// own engine for them.
-	Addrs []string
-	// Conn configures the engine's master connections (AUTH, TLS...) when
-	// Addrs is used.
-	Conn conn.Config
-	// Engine, if set, is used instead of Addrs and is not closed by the server.
-	Engine *engine.Engine
+	// Engine configures the engine the server creates (and closes) for its
+	// masters: Engine.Addrs, master AUTH/TLS in Engine.Conn, per-master
+	// timeout, drift, connections per master. Defaults and validation are
+	// the engine's ([engine.Config]). Ignored when Shared is set.
+	Engine engine.Config
+	// Shared, if set, is the engine the server drives instead of creating
+	// one; the server does not close it. AllowScripts needs Engine.Addrs.
+	Shared *engine.Engine
 	// Listen is the address ListenAndServe listens on (default [DefaultListen]).
 	Listen string
 	// RequirePass, if set, makes clients AUTH (or HELLO ... AUTH) first.
+	// Until then a request may have at most 10 arguments of at most 16 KiB
+	// each, as Redis allows unauthenticated clients.
 	RequirePass string
+	// MaxAuthFailures closes a connection after that many wrong passwords
+	// (default [DefaultMaxAuthFailures]).
+	MaxAuthFailures int
 	// MaxClients bounds concurrent client connections (default [DefaultMaxClients]);
 	// the next one gets "-ERR max number of clients reached" and is closed.
 	MaxClients int
-	// MaxRequestBytes bounds the bytes of one pending (incomplete) request
-	// (default [DefaultMaxRequestBytes]); above it the client gets a
-	// protocol error and is closed.
+	// MaxRequestBytes bounds the arguments of one request in bytes (default
+	// [DefaultMaxRequestBytes]); an inline request is also bounded by 64 KiB.
+	// Above it the client gets "-ERR Protocol error: ..." and is closed.
 	MaxRequestBytes int
+	// MaxArgs bounds the arguments of one request (default [DefaultMaxArgs]).
+	MaxArgs int
+	// MaxPipeline bounds the commands of one connection that are read but
+	// not answered yet (default [DefaultMaxPipeline]); above it, and while
+	// the connection holds more than MaxRequestBytes of unanswered requests
+	// and unwritten replies, the server stops reading that client.
+	MaxPipeline int
+	// MaxInFlight bounds the commands running on the masters for all
+	// clients together (default [DefaultMaxInFlight]); above it readers wait.
+	MaxInFlight int
+	// MaxClientMemory bounds the bytes of requests and replies the server
+	// holds for all clients (default [DefaultMaxClientMemory]); each
+	// connection's first 16 KiB are not counted. A client whose request
+	// would go over it gets "-ERR ... client memory limit reached" and is
+	// closed.
+	MaxClientMemory int
 	// IdleTimeout closes connections idle this long (0: never).
 	IdleTimeout time.Duration
-	// MaxPipeline bounds commands in flight per connection (default
-	// [DefaultMaxPipeline]); the server stops reading that client above it.
-	MaxPipeline int
-	// MaxScripts bounds remembered non-library scripts (default [DefaultMaxScripts]).
+	// AllowScripts runs scripts that are not recognised lock scripts on
+	// every master (EVAL, EVALSHA, SCRIPT LOAD). It gives every client
+	// full write access to every master. Off by default: such scripts get
+	// an error and reach no master.
+	AllowScripts bool
+	// ScriptTimeout is the per-master timeout of opted-in scripts (default:
+	// the engine's per-master timeout for reads, 50ms unless
+	// Engine.MasterTimeout is set).
+	ScriptTimeout time.Duration
+	// MaxScripts bounds remembered opted-in scripts (default [DefaultMaxScripts]).
 	MaxScripts int
-	// MasterTimeout is the per-master timeout (0: max(5ms, min(50ms,
-	// ttl/100)) like the engine; 50ms for reads). With Addrs it is also the
-	// engine's Config.MasterTimeout.
-	MasterTimeout time.Duration
-	// DriftFactor and DriftMin define the clock drift allowance (defaults
-	// [engine.DefaultDriftFactor], [engine.DefaultDriftMin]) of the engine
-	// the proxy creates; every acquisition, SET or script, uses the engine's
-	// allowance ([engine.Engine.Drift]). Ignored when Engine is set.
-	DriftFactor float64
-	DriftMin    time.Duration
-	// CleanupTimeout bounds the release after a failed script acquisition
-	// (default 100ms).
-	CleanupTimeout time.Duration
+	// Logger receives the server's events (panics, refused clients);
+	// nil discards them. Passwords are never logged.
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Engine == nil && len(c.Addrs) == 0 {
-		return c, fmt.Errorf("%w: no masters (Addrs or Engine)", ErrBadConfig)
+	if c.Shared == nil && len(c.Engine.Addrs) == 0 {
+		return c, fmt.Errorf("%w: no masters (Engine.Addrs or Shared)", ErrBadConfig)
 	}
-	if c.MaxClients < 0 || c.MaxRequestBytes < 0 || c.IdleTimeout < 0 ||
-		c.MaxPipeline < 0 || c.MaxScripts < 0 || c.MasterTimeout < 0 || c.DriftFactor < 0 ||
-		c.DriftFactor >= 1 || c.DriftMin < 0 || c.CleanupTimeout < 0 {
-		return c, fmt.Errorf("%w: negative or out-of-range value", ErrBadConfig)
+	if c.AllowScripts && len(c.Engine.Addrs) == 0 {
+		return c, fmt.Errorf("%w: AllowScripts needs Engine.Addrs for its own master connections", ErrBadConfig)
+	}
+	for _, v := range []struct {
+		p    *int
+		def  int
+		name string
+	}{
+		{&c.MaxClients, DefaultMaxClients, "MaxClients"},
+		{&c.MaxRequestBytes, DefaultMaxRequestBytes, "MaxRequestBytes"},
+		{&c.MaxArgs, DefaultMaxArgs, "MaxArgs"},
+		{&c.MaxPipeline, DefaultMaxPipeline, "MaxPipeline"},
+		{&c.MaxInFlight, DefaultMaxInFlight, "MaxInFlight"},
+		{&c.MaxClientMemory, DefaultMaxClientMemory, "MaxClientMemory"},
+		{&c.MaxScripts, DefaultMaxScripts, "MaxScripts"},
+		{&c.MaxAuthFailures, DefaultMaxAuthFailures, "MaxAuthFailures"},
+	} {
+		if *v.p < 0 {
+			return c, fmt.Errorf("%w: negative %s", ErrBadConfig, v.name)
+		}
+		if *v.p == 0 {
+			*v.p = v.def
+		}
+	}
+	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 {
+		return c, fmt.Errorf("%w: negative timeout", ErrBadConfig)
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if c.MaxClients == 0 {
-		c.MaxClients = DefaultMaxClients
-	}
-	if c.MaxRequestBytes == 0 {
-		c.MaxRequestBytes = DefaultMaxRequestBytes
-	}
-	if c.MaxPipeline == 0 {
-		c.MaxPipeline = DefaultMaxPipeline
-	}
-	if c.MaxScripts == 0 {
-		c.MaxScripts = DefaultMaxScripts
-	}
-	if c.DriftFactor == 0 {
-		c.DriftFactor = engine.DefaultDriftFactor
-	}
-	if c.DriftMin == 0 {
-		c.DriftMin = engine.DefaultDriftMin
-	}
-	if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = DefaultCleanupTimeout
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }
@@ -112,8 +151,11 @@ type Server struct {
 	cfg       Config
 	eng       *engine.Engine
 	ownEngine bool
+	pass      *engine.Engine // opted-in scripts' own master connections (nil unless AllowScripts)
 	scripts   scriptCache
 	start     time.Time
+	log       *slog.Logger
+	inflight  chan struct{} // semaphore: commands running on the masters
 
 	baseCtx context.Context // cancelled by Close
 	cancel  context.CancelFunc
@@ -121,6 +163,7 @@ type Server struct {
 	shutting atomic.Bool
 	nextID   atomic.Int64
 	clients  atomic.Int64
+	mem      atomic.Int64   // bytes charged to MaxClientMemory
 	wg       sync.WaitGroup // serve loops and client goroutines
 	close    sync.Once
 
@@ -131,25 +174,33 @@ type Server struct {
 
 	// Counters for INFO.
 	accepted, rejected, commands, protoErrors atomic.Uint64
+	panics, authFailures, memRefused          atomic.Uint64
 }
 
-// New validates cfg and returns a Server; with Addrs it starts an engine
-// that connects to the masters in the background.
+// New validates cfg and returns a Server; with Engine.Addrs it starts an
+// engine that connects to the masters in the background.
 func New(cfg Config) (*Server, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, start: time.Now(),
+	s := &Server{cfg: cfg, eng: cfg.Shared, start: time.Now(), log: cfg.Logger,
+		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
-		s.eng, err = engine.New(engine.Config{Addrs: cfg.Addrs, Conn: cfg.Conn, MasterTimeout: cfg.MasterTimeout,
-			DriftFactor: cfg.DriftFactor, DriftMin: cfg.DriftMin, CleanupTimeout: cfg.CleanupTimeout})
-		if err != nil {
+		if s.eng, err = engine.New(cfg.Engine); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		s.ownEngine = true
+	}
+	if cfg.AllowScripts {
+		// Opted-in scripts never share a connection with lock traffic:
+		// their replies, stalls and timeouts stay on connections of their own.
+		if s.pass, err = engine.New(cfg.Engine); err != nil {
+			s.closeEngines()
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -157,6 +208,12 @@ func New(cfg Config) (*Server, error) {
 
 // Engine returns the engine the server drives.
 func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// CheckMasters waits until every master is connected or ctx ends and
+// returns an error matching [engine.ErrDuplicateMaster] when two configured
+// addresses reach the same server: it would vote twice. Call it before
+// serving; `redlock proxy` refuses to start on this error.
+func (s *Server) CheckMasters(ctx context.Context) error { return s.eng.CheckDistinct(ctx) }
 
 // Addr returns the address of the first listener, or nil before Serve.
 func (s *Server) Addr() net.Addr {
@@ -231,8 +288,7 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	c := &client{s: s, nc: nc, id: s.nextID.Add(1), authed: s.cfg.RequirePass == "",
-		calls: make(chan *call, s.cfg.MaxPipeline), created: time.Now()}
+	c := newClient(s, nc)
 	s.mu.Lock()
 	if s.shutting.Load() {
 		s.mu.Unlock()
@@ -245,6 +301,20 @@ func (s *Server) accept(nc net.Conn) {
 	s.mu.Unlock()
 	s.accepted.Add(1)
 	go c.serve()
+}
+
+// charge asks MaxClientMemory for n more bytes (n < 0 gives them back).
+func (s *Server) charge(n int64) bool {
+	if n <= 0 {
+		s.mem.Add(n)
+		return true
+	}
+	if s.mem.Add(n) > int64(s.cfg.MaxClientMemory) {
+		s.mem.Add(-n)
+		s.memRefused.Add(1)
+		return false
+	}
+	return true
 }
 
 // Shutdown stops accepting, stops reading new commands, lets in-flight
@@ -283,8 +353,8 @@ func (s *Server) stopAccepting() {
 
 // Close stops the server at once: listeners and client connections are
 // closed, in-flight commands are cancelled (an acquisition cancelled this
-// way is released by the engine), every goroutine is waited for, and an
-// engine the server created is closed. Idempotent.
+// way is released by the engine), every goroutine is waited for, and the
+// engines the server created are closed. Idempotent.
 func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.stopAccepting()
@@ -295,154 +365,16 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
-		if s.ownEngine {
-			s.eng.Close()
-		}
+		s.closeEngines()
 	})
 	return nil
 }
 
-// client is one client connection: a reader goroutine (serve) parses and
-// dispatches commands in order, a writer goroutine writes their replies in
-// the same order.
-type client struct {
-	s       *Server
-	nc      net.Conn
-	id      int64
-	created time.Time
-	calls   chan *call // dispatched commands in request order; closed by the reader
-
-	// Owned by the reader goroutine (commands that change them run there):
-	authed    bool
-	name      string
-	lib       string
-	lastByKey map[string]*call // last in-flight command per key
-}
-
-// call is one command's reply slot.
-type call struct {
-	done       chan struct{} // closed when out is final
-	out        []byte
-	closeAfter bool // QUIT / protocol error: close after writing
-	flushAfter bool // last command of a read batch: flush after writing
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (c *client) serve() {
-	s := c.s
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.clients.Add(-1)
-		s.wg.Done()
-	}()
-	var wdone sync.WaitGroup
-	wdone.Add(1)
-	go func() { defer wdone.Done(); c.writeLoop() }()
-	c.readLoop()
-	close(c.calls)
-	wdone.Wait()
-	c.nc.Close()
-}
-
-// limitReader counts the bytes read since the last complete batch.
-type limitReader struct {
-	nc      net.Conn
-	pending int
-	max     int
-}
-
-func (r *limitReader) Read(p []byte) (int, error) {
-	n, err := r.nc.Read(p)
-	r.pending += n
-	if r.pending > r.max {
-		return n, errRequestTooLarge
+func (s *Server) closeEngines() {
+	if s.ownEngine {
+		s.eng.Close()
 	}
-	return n, err
-}
-
-func (c *client) readLoop() {
-	s := c.s
-	lr := &limitReader{nc: c.nc, max: s.cfg.MaxRequestBytes}
-	rd := redcon.NewReader(lr)
-	for {
-		if s.cfg.IdleTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		}
-		if s.shutting.Load() {
-			return
-		}
-		cmds, err := rd.ReadCommands()
-		if err != nil {
-			var ne net.Error
-			switch {
-			case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
-			case errors.Is(err, errRequestTooLarge):
-				s.protoErrors.Add(1)
-				c.push(&call{done: closedChan, out: redcon.AppendError(nil, "ERR Protocol error: request larger than max-request-bytes"), closeAfter: true})
-			default: // redcon's protocol errors ("Protocol error: ...")
-				s.protoErrors.Add(1)
-				c.push(&call{done: closedChan, out: redcon.AppendError(nil, "ERR "+err.Error()), closeAfter: true})
-			}
-			return
-		}
-		lr.pending = 0
-		for i, cmd := range cmds {
-			if len(cmd.Raw) > s.cfg.MaxRequestBytes {
-				s.protoErrors.Add(1)
-				c.push(&call{done: closedChan, out: redcon.AppendError(nil, "ERR Protocol error: request larger than max-request-bytes"), closeAfter: true})
-				return
-			}
-			s.commands.Add(1)
-			cl := c.dispatch(cmd.Args)
-			cl.flushAfter = i == len(cmds)-1
-			c.push(cl)
-			if cl.closeAfter {
-				return
-			}
-		}
+	if s.pass != nil {
+		s.pass.Close()
 	}
-}
-
-func (c *client) push(cl *call) { c.calls <- cl }
-
-// writeLoop writes replies in request order, with one write per read
-// batch: it flushes after the reply to the last command of each batch the
-// reader got from the socket (a pipeline), once every reply of the batch is
-// ready.
-func (c *client) writeLoop() {
-	var buf []byte
-	broken := false
-	flush := func() {
-		if len(buf) == 0 || broken {
-			buf = buf[:0]
-			return
-		}
-		c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := c.nc.Write(buf); err != nil {
-			broken = true
-			c.nc.Close() // unblocks the reader
-		}
-		if cap(buf) > 64<<10 {
-			buf = nil
-		} else {
-			buf = buf[:0]
-		}
-	}
-	for cl := range c.calls {
-		<-cl.done
-		if !broken {
-			buf = append(buf, cl.out...)
-		}
-		if cl.flushAfter || cl.closeAfter {
-			flush()
-		}
-		if cl.closeAfter {
-			broken = true
-			c.nc.Close()
-		}
-	}
-	flush()
 }

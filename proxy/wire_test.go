@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -109,15 +110,19 @@ func TestCommands(t *testing.T) {
 		{"get arity", []string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
 		{"pexpire zero", []string{"PEXPIRE", "c:1", "0"}, "-ERR invalid expire time*"},
 		{"pttl missing", []string{"PTTL", "nope"}, ":-2\r\n"},
-		{"evalsha unknown", []string{"EVALSHA", strings.Repeat("a", 40), "0"}, "-NOSCRIPT*"},
+		{"evalsha unknown", []string{"EVALSHA", strings.Repeat("a", 40), "0"}, "-ERR redlock proxy: not a recognised lock script; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"eval numkeys", []string{"EVAL", "return 1", "5", "a"}, "-ERR Number of keys can't be greater than number of args\r\n"},
-		{"eval generic", []string{"EVAL", "return 7", "0"}, ":7\r\n"},
-		{"evalsha generic cached", []string{"EVALSHA", sha1Hex([]byte("return 7")), "0"}, ":7\r\n"},
-		{"eval disagree", []string{"EVAL", "return redis.call('time')[2]", "0"}, "-ERR no quorum agreement*"},
-		{"script load", []string{"SCRIPT", "LOAD", "return 8"}, "$40\r\n" + sha1Hex([]byte("return 8")) + "\r\n"},
-		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA, "nope"}, "*3\r\n:1\r\n:1\r\n:0\r\n"},
+		{"eval numkeys leading zero", []string{"EVAL", "return 1", "01", "a"}, "-ERR value is not an integer or out of range\r\n"},
+		{"eval refused", []string{"EVAL", "redis.call('set', 'script:x', 'y') return 7", "0"}, "-ERR redlock proxy: not a recognised lock script; other scripts are disabled (start the proxy with --allow-scripts*"},
+		{"eval flushall refused", []string{"EVAL", "return redis.call('flushall')", "0"}, "-ERR redlock proxy: not a recognised lock script*"},
+		{"lib script in a foreign shape refused", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine) called in a shape its library never sends; other scripts are disabled (start the proxy with --allow-scripts*"},
+		{"fcall refused", []string{"FCALL", "f", "0"}, "-ERR redlock proxy: functions are not lock scripts; other scripts are disabled (start the proxy with --allow-scripts*"},
+		{"script load refused", []string{"SCRIPT", "LOAD", "return 8"}, "-ERR redlock proxy: not a recognised lock script*"},
+		{"script load library", []string{"SCRIPT", "LOAD", libTable[0].Source}, "$40\r\n" + libTable[0].SHA + "\r\n"},
+		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA, "nope"}, "*3\r\n:0\r\n:1\r\n:0\r\n"},
 		{"script flush", []string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
-		{"script exists after flush", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA}, "*2\r\n:0\r\n:1\r\n"},
+		{"set px leading zero", []string{"SET", "c:5", "t", "NX", "PX", "05"}, "-ERR value is not an integer or out of range\r\n"},
+		{"set px plus", []string{"SET", "c:5", "t", "NX", "PX", "+5"}, "-ERR value is not an integer or out of range\r\n"},
 		{"release wrong token", []string{"EVAL", libTable[0].Source, "1", "c:1", "t2"}, ":0\r\n"},
 		{"release", []string{"EVALSHA", libTable[0].SHA, "1", "c:1", "t1"}, ":1\r\n"},
 		{"config get", []string{"CONFIG", "GET", "save"}, "*0\r\n"},
@@ -125,6 +130,17 @@ func TestCommands(t *testing.T) {
 		{"quit", []string{"QUIT"}, "+OK\r\n"},
 		{"closed after quit", []string{"PING"}, ""},
 	}
+	defer func() {
+		// Nothing a refused script would have written reached a master.
+		for _, m := range e.masters {
+			if n, err := m.Exists(context.Background(), "script:x").Result(); err != nil || n != 0 {
+				t.Errorf("%s: refused script wrote script:x (%d, %v)", m.Options().Addr, n, err)
+			}
+			if n, _ := m.DBSize(context.Background()).Result(); n == 0 {
+				t.Errorf("%s: empty after the test: a refused FLUSHALL ran", m.Options().Addr)
+			}
+		}
+	}()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.cmd(tc.args...)
@@ -173,10 +189,10 @@ func TestBadInput(t *testing.T) {
 		{"bad multibulk", "*x\r\n", "-ERR Protocol error"},
 		{"bad bulk", "*1\r\n$abc\r\n", "-ERR Protocol error"},
 		{"not a bulk", "*1\r\n:1\r\n", "-ERR Protocol error"},
-		{"bulk over limit", "*2\r\n$3\r\nGET\r\n$999999999\r\n" + strings.Repeat("x", 70<<10), "-ERR Protocol error: request larger"},
+		{"bulk over limit", "*2\r\n$3\r\nGET\r\n$999999999\r\n" + strings.Repeat("x", 70<<10), "-ERR Protocol error: invalid bulk length"},
 		{"inline", "PING\r\n", "+PONG"},
 		{"inline unbalanced", "SET \"a\r\n", "-ERR Protocol error"},
-		{"inline long", strings.Repeat("a", 70<<10), "-ERR Protocol error: request larger"},
+		{"inline long", strings.Repeat("a", 70<<10), "-ERR Protocol error: too big inline request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -397,7 +413,7 @@ func TestRedisCLI(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	before := runtime.NumGoroutine()
 	set := startEnv(t, 3, nil).set // only for the masters
-	srv, err := New(Config{Addrs: set.Addrs()})
+	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +536,7 @@ func TestGarbage(t *testing.T) {
 // waits for its timeout (300ms here); ten of them pipelined must overlap,
 // not queue one after another.
 func TestSlowCommandsConcurrent(t *testing.T) {
-	e := startEnv(t, 5, nil)
+	e := startEnv(t, 5, func(c *Config) { c.AllowScripts = true })
 	mastertest.RequireReal(t, e.set)
 	m := e.set.Masters()[4]
 	if err := m.Pause(); err != nil {

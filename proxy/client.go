@@ -1,0 +1,383 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// readBufferSize is each connection's socket read buffer: a pipeline of
+// small lock commands fits; larger requests grow a buffer of their own
+// (counted against MaxClientMemory).
+const readBufferSize = 4 << 10
+
+// flushAt is the size of pending replies that is written without waiting
+// for the next reply to be ready.
+const flushAt = 64 << 10
+
+// maxTrackedKeys bounds the per-key ordering state of one connection (see
+// client.order): beyond it the reader waits for earlier commands.
+const maxTrackedKeys = 4096
+
+// client is one client connection: a reader goroutine (serve) parses and
+// dispatches commands in order, a writer goroutine writes their replies in
+// the same order.
+type client struct {
+	s       *Server
+	nc      net.Conn
+	remote  string
+	id      int64
+	created time.Time
+	rd      *resp.CommandReader
+	calls   chan *call    // dispatched commands in request order; closed by the reader
+	drained chan struct{} // the writer released bytes (cap 1)
+	wdone   chan struct{} // closed when the writer returns
+
+	memMu sync.Mutex
+	held  int64 // guarded by memMu: bytes of unanswered requests and unwritten replies
+
+	// Owned by the reader goroutine (commands that change them run there):
+	authed    bool
+	authFails int
+	name, lib string
+	lastByKey map[string]*call // last in-flight command per key
+}
+
+// call is one command's reply slot.
+type call struct {
+	done       chan struct{} // closed when out is final
+	out        []byte
+	size       int64 // bytes held for this call (request, then reply) until the writer took the reply
+	closeAfter bool  // QUIT, protocol error, panic: close after writing
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func newClient(s *Server, nc net.Conn) *client {
+	c := &client{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: s.nextID.Add(1), created: time.Now(),
+		authed: s.cfg.RequirePass == "", calls: make(chan *call, s.cfg.MaxPipeline),
+		drained: make(chan struct{}, 1), wdone: make(chan struct{})}
+	c.rd = resp.NewCommandReader(nc, readBufferSize)
+	c.rd.Grow = func(n int) bool { return c.hold(int64(n), true) }
+	return c
+}
+
+// hold adds n bytes (n < 0: gives them back) to what the connection holds;
+// the part beyond its free allowance is charged to MaxClientMemory. A
+// refusable growth fails, changing nothing, when the budget is exhausted.
+func (c *client) hold(n int64, refusable bool) bool {
+	c.memMu.Lock()
+	defer c.memMu.Unlock()
+	delta := max(0, c.held+n-freeClientBytes) - max(0, c.held-freeClientBytes)
+	if refusable && delta > 0 {
+		if !c.s.charge(delta) {
+			return false
+		}
+	} else if delta != 0 {
+		c.s.mem.Add(delta)
+	}
+	c.held += n
+	return true
+}
+
+func (c *client) holding() int64 {
+	c.memMu.Lock()
+	defer c.memMu.Unlock()
+	return c.held
+}
+
+func (c *client) serve() {
+	s := c.s
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.clients.Add(-1)
+		s.wg.Done()
+	}()
+	go c.writeLoop()
+	c.guard("reader", c.readLoop)
+	close(c.calls)
+	<-c.wdone
+	c.nc.Close()
+	c.hold(-c.holding(), false) // whatever a panic left accounted
+}
+
+// guard runs f; a panic in it is logged with the client's address, counted,
+// and ends this connection only.
+func (c *client) guard(where string, f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.panicked(where, p)
+			if where == "reader" {
+				c.push(errReply("ERR redlock proxy internal error; closing the connection", true))
+			}
+			c.nc.Close()
+		}
+	}()
+	f()
+}
+
+func (c *client) panicked(where string, p any) {
+	c.s.panics.Add(1)
+	c.s.log.Error("proxy: recovered a panic; closing that client's connection",
+		"remote", c.remote, "client", c.id, "in", where, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+}
+
+func (c *client) readLoop() {
+	s := c.s
+	for {
+		if s.shutting.Load() {
+			return
+		}
+		// Backpressure: a client holding more than one request's worth of
+		// unanswered requests and unwritten replies is not read until the
+		// writer catches up (a client that pipelines without reading).
+		for c.holding() > int64(s.cfg.MaxRequestBytes) {
+			select {
+			case <-c.drained:
+			case <-c.wdone:
+				return
+			}
+		}
+		c.setLimits()
+		if s.cfg.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
+		cmd, err := c.rd.ReadCommand()
+		if err != nil {
+			c.hold(-int64(cmd.Size), false)
+			if msg := c.readErr(err); msg != "" {
+				c.push(errReply(msg, true))
+			}
+			return
+		}
+		s.commands.Add(1)
+		cl := c.dispatch(cmd.Args)
+		cl.size += int64(cmd.Size)
+		c.push(cl)
+		if cl.closeAfter {
+			return
+		}
+	}
+}
+
+// setLimits applies the request limits of the connection's auth state.
+func (c *client) setLimits() {
+	cfg := &c.s.cfg
+	c.rd.MaxArgs, c.rd.MaxBulkLen = cfg.MaxArgs, cfg.MaxRequestBytes
+	if !c.authed {
+		c.rd.MaxArgs, c.rd.MaxBulkLen = min(cfg.MaxArgs, unauthMaxArgs), min(cfg.MaxRequestBytes, unauthMaxBulkLen)
+	}
+	c.rd.MaxCommandLen = cfg.MaxRequestBytes
+	c.rd.MaxInlineLen = min(cfg.MaxRequestBytes, resp.DefaultMaxInlineLen)
+}
+
+// readErr returns the error reply for a failed read ("" to close silently).
+func (c *client) readErr(err error) string {
+	var ne net.Error
+	var pe *resp.ProtocolError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
+		return ""
+	case errors.As(err, &pe):
+		c.s.protoErrors.Add(1)
+		reason := pe.Reason
+		switch {
+		case pe.Reason == resp.ReasonMemory:
+			c.s.log.Warn("proxy: client memory limit reached; closing the client", "remote", c.remote)
+			return "ERR redlock proxy: client memory limit reached (max-client-memory); closing the connection"
+		case !c.authed && pe.Limit && pe.Reason == resp.ReasonMultibulkLen:
+			reason = "unauthenticated multibulk length"
+		case !c.authed && pe.Limit && pe.Reason == resp.ReasonBulkLen:
+			reason = "unauthenticated bulk length"
+		case pe.Limit:
+			reason += " (max-request-bytes / max-args)"
+		}
+		return "ERR Protocol error: " + reason
+	}
+	return ""
+}
+
+func (c *client) push(cl *call) { c.calls <- cl }
+
+func reply(out []byte) *call { return &call{done: closedChan, out: out} }
+
+func errReply(msg string, closeAfter bool) *call {
+	return &call{done: closedChan, out: redcon.AppendError(nil, msg), closeAfter: closeAfter}
+}
+
+func errCall(msg string) *call { return errReply(msg, false) }
+
+// async runs f on its own goroutine with the server's context. Commands of
+// one connection run concurrently, except that a command waits for the
+// connection's earlier in-flight commands on the same keys (so a pipelined
+// SET then release of one key keep their order). At most MaxInFlight run
+// at once across all clients: beyond that the reader waits here.
+func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call {
+	cl := &call{done: make(chan struct{})}
+	after := c.order(keys, cl)
+	s := c.s
+	s.inflight <- struct{}{}
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.panicked("command", p)
+				cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
+				cl.closeAfter = true
+			}
+			c.hold(int64(len(cl.out)), false)
+			cl.size += int64(len(cl.out))
+			<-s.inflight
+			close(cl.done)
+		}()
+		for _, p := range after {
+			<-p.done
+		}
+		// Every engine operation ends by its per-master deadlines, so the
+		// server's context (cancelled by Close) is the only one needed.
+		cl.out = f(s.baseCtx)
+	}()
+	return cl
+}
+
+// order records cl as the last command on keys and returns the earlier
+// in-flight commands cl must wait for. The map is swept of finished
+// commands as it grows; when the connection has more than maxTrackedKeys
+// keys in flight, the reader waits for them.
+func (c *client) order(keys [][]byte, cl *call) []*call {
+	if len(keys) == 0 {
+		return nil
+	}
+	if c.lastByKey == nil {
+		c.lastByKey = map[string]*call{}
+	}
+	if len(c.lastByKey)+len(keys) > maxTrackedKeys {
+		for k, prev := range c.lastByKey {
+			select {
+			case <-prev.done:
+				delete(c.lastByKey, k)
+			default:
+			}
+		}
+		for k, prev := range c.lastByKey {
+			if len(c.lastByKey)+len(keys) <= maxTrackedKeys {
+				break
+			}
+			<-prev.done
+			delete(c.lastByKey, k)
+		}
+	}
+	var after []*call
+	for _, k := range keys {
+		if prev := c.lastByKey[string(k)]; prev != nil {
+			select {
+			case <-prev.done:
+			default:
+				after = append(after, prev)
+			}
+		}
+		c.lastByKey[string(k)] = cl
+	}
+	return after
+}
+
+// writeLoop writes replies in request order. It writes as soon as a reply
+// and every earlier one are ready, and flushes when it has nothing more
+// ready: when the next command has no reply yet or none is queued (or
+// flushAt bytes are pending). Replies that complete together go out in
+// one write.
+func (c *client) writeLoop() {
+	defer close(c.wdone)
+	var buf []byte
+	broken := false
+	flush := func() {
+		if len(buf) > 0 && !broken {
+			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if _, err := c.nc.Write(buf); err != nil {
+				broken = true
+				c.nc.Close() // unblocks the reader
+			}
+		}
+		if cap(buf) > flushAt {
+			buf = nil // shrink back after a large reply
+		} else {
+			buf = buf[:0]
+		}
+	}
+	c.guard("writer", func() {
+		for {
+			var cl *call
+			var ok bool
+			select {
+			case cl, ok = <-c.calls:
+			default:
+				flush()
+				cl, ok = <-c.calls
+			}
+			if !ok {
+				break
+			}
+			select {
+			case <-cl.done:
+			default:
+				flush()
+				<-cl.done
+			}
+			if !broken {
+				buf = append(buf, cl.out...)
+			}
+			c.hold(-cl.size, false)
+			select {
+			case c.drained <- struct{}{}:
+			default:
+			}
+			if cl.closeAfter || len(buf) >= flushAt {
+				flush()
+			}
+			if cl.closeAfter && !broken {
+				broken = true
+				c.nc.Close()
+			}
+		}
+		flush()
+	})
+	// After a panic: keep taking replies so the reader is never stuck.
+	for cl := range c.calls {
+		<-cl.done
+		c.hold(-cl.size, false)
+	}
+}
+
+// lower returns the ASCII lower-case form of a command name.
+func lower(b []byte) string {
+	for _, ch := range b {
+		if ch >= 'A' && ch <= 'Z' {
+			return strings.ToLower(string(b))
+		}
+	}
+	return string(b)
+}
+
+// printable shortens a client-supplied name for an error message.
+func printable(b []byte) string {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, string(b))
+}

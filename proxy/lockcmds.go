@@ -1,0 +1,200 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Lock commands: SET NX PX, the recognised lock scripts, and quorum reads.
+
+// cmdSet accepts SET key value NX PX ms | NX EX s (any order, any case).
+func (c *client) cmdSet(args [][]byte) *call {
+	var nx bool
+	var ttl time.Duration
+	for i := 3; i < len(args); i++ {
+		switch opt := lower(args[i]); opt {
+		case "nx":
+			if nx {
+				return errCall(msgSyntax)
+			}
+			nx = true
+		case "px", "ex":
+			if ttl != 0 || i+1 >= len(args) {
+				return errCall(msgSyntax)
+			}
+			n, ok := resp.ParseInt(args[i+1])
+			if !ok {
+				return errCall(msgNotInteger)
+			}
+			unit := time.Millisecond
+			if opt == "ex" {
+				unit = time.Second
+			}
+			if n <= 0 || n > int64(1<<62)/int64(unit) {
+				return errCall(msgBadExpire)
+			}
+			ttl = time.Duration(n) * unit
+			i++
+		default:
+			return errCall(msgSetForm)
+		}
+	}
+	if !nx || ttl == 0 {
+		return errCall(msgSetForm)
+	}
+	if len(args[2]) == 0 {
+		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
+	}
+	key, token := string(args[1]), string(args[2])
+	s := c.s
+	return c.async(args[1:2], func(ctx context.Context) []byte {
+		_, err := s.eng.TryLock(ctx, key, ttl, engine.WithToken(token))
+		switch {
+		case err == nil:
+			return redcon.AppendOK(nil)
+		case errors.Is(err, engine.ErrNotAcquired):
+			return redcon.AppendNull(nil)
+		}
+		return engineErr(err)
+	})
+}
+
+// engineErr turns an engine error other than the expected outcomes into an
+// error reply.
+func engineErr(err error) []byte {
+	switch {
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
+		return redcon.AppendError(nil, msgShuttingDown)
+	case errors.Is(err, context.DeadlineExceeded):
+		return redcon.AppendError(nil, "ERR redlock proxy: command timed out")
+	case errors.Is(err, engine.ErrBadArgument):
+		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
+	}
+	return redcon.AppendError(nil, "ERR redlock proxy: "+err.Error())
+}
+
+func (c *client) cmdGet(args [][]byte) *call {
+	key, s := args[1], c.s
+	return c.async(args[1:2], func(ctx context.Context) []byte { return s.get(ctx, key) })
+}
+
+func (c *client) cmdPTTL(args [][]byte) *call {
+	key, s := args[1], c.s
+	return c.async(args[1:2], func(ctx context.Context) []byte { return s.pttl(ctx, key) })
+}
+
+// cmdCountKeys runs EXISTS and DEL.
+func (c *client) cmdCountKeys(args [][]byte) *call {
+	name, keys, s := lower(args[0]), args[1:], c.s
+	return c.async(keys, func(ctx context.Context) []byte { return s.countKeys(ctx, name, keys) })
+}
+
+func (c *client) cmdPExpire(args [][]byte) *call {
+	ms, ok := resp.ParseInt(args[2])
+	if !ok {
+		return errCall(msgNotInteger)
+	}
+	if ms <= 0 {
+		return errCall("ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
+	}
+	key, s := args[1], c.s
+	return c.async(args[1:2], func(ctx context.Context) []byte { return s.pexpire(ctx, key, ms) })
+}
+
+// scriptArgs splits EVAL/EVALSHA/FCALL arguments: name-or-sha numkeys
+// keys... args... .
+func scriptArgs(args [][]byte) (keys, argv [][]byte, bad *call) {
+	nkeys, ok := resp.ParseInt(args[2])
+	switch {
+	case !ok:
+		return nil, nil, errCall(msgNotInteger)
+	case nkeys < 0:
+		return nil, nil, errCall("ERR Number of keys can't be negative")
+	case nkeys > int64(len(args)-3):
+		return nil, nil, errCall("ERR Number of keys can't be greater than number of args")
+	}
+	return args[3 : 3+nkeys], args[3+nkeys:], nil
+}
+
+// cmdEval handles EVAL script numkeys ... and EVALSHA sha numkeys ... . A
+// recognised lock script becomes a quorum operation; any other script is
+// refused unless the operator opted in (passthrough.go).
+func (c *client) cmdEval(args [][]byte) *call {
+	keys, argv, bad := scriptArgs(args)
+	if bad != nil {
+		return bad
+	}
+	name := lower(args[0])
+	var sha string
+	if name == "eval" {
+		sha = sha1Hex(args[1])
+	} else {
+		sha = strings.ToLower(string(args[1]))
+	}
+	if ls := libBySHA[sha]; ls != nil {
+		if !ls.fits(keys, argv) {
+			if !c.s.cfg.AllowScripts {
+				return errCall("ERR redlock proxy: " + ls.Name + " called in a shape its library never sends; " + msgScriptsOff)
+			}
+			return c.passthrough(ls.script, keys, argv)
+		}
+		s := c.s
+		return c.async(keys, func(ctx context.Context) []byte { return s.runLib(ctx, ls, keys, argv) })
+	}
+	if !c.s.cfg.AllowScripts {
+		return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
+	}
+	sc := c.s.scripts.get(sha)
+	if sc == nil {
+		if name == "evalsha" {
+			return errCall(msgNoScript)
+		}
+		sc = c.s.scripts.put(args[1])
+	}
+	return c.passthrough(sc, keys, argv)
+}
+
+func (c *client) cmdScript(args [][]byte) *call {
+	s := c.s
+	switch lower(args[1]) {
+	case "load":
+		if len(args) != 3 {
+			return arityErr("script|load")
+		}
+		sha := sha1Hex(args[2])
+		if libBySHA[sha] == nil {
+			if !s.cfg.AllowScripts {
+				return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
+			}
+			s.scripts.put(args[2])
+		}
+		return reply(redcon.AppendBulkString(nil, sha))
+	case "exists":
+		if len(args) < 3 {
+			return arityErr("script|exists")
+		}
+		out := redcon.AppendArray(nil, len(args)-2)
+		for _, a := range args[2:] {
+			v := 0
+			if s.scripts.exists(string(a)) {
+				v = 1
+			}
+			out = redcon.AppendInt(out, int64(v))
+		}
+		return reply(out)
+	case "flush":
+		if len(args) > 3 || (len(args) == 3 && lower(args[2]) != "sync" && lower(args[2]) != "async") {
+			return errCall(msgSyntax)
+		}
+		s.scripts.flush()
+		return reply(redcon.AppendOK(nil))
+	}
+	return errCall("ERR unknown or unsupported command 'SCRIPT " + sub(args) + "'")
+}

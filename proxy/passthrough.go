@@ -1,0 +1,121 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Opted-in passthrough (Config.AllowScripts): scripts and functions that
+// are not lock scripts run on every master, on master connections of their
+// own, and answer with the reply a quorum of masters agrees on.
+
+// passthrough runs sc on every master for the client.
+func (c *client) passthrough(sc *conn.Script, keys, argv [][]byte) *call {
+	s := c.s
+	return c.async(keys, func(ctx context.Context) []byte {
+		return s.broadcastAgreed(ctx, sc, appendEvalSha(nil, sc, keys, argv))
+	})
+}
+
+// cmdFcall runs FCALL / FCALL_RO of a function the operator loaded on the
+// masters, when scripts are allowed.
+func (c *client) cmdFcall(args [][]byte) *call {
+	if !c.s.cfg.AllowScripts {
+		return errCall("ERR redlock proxy: functions are not lock scripts; " + msgScriptsOff)
+	}
+	keys, _, bad := scriptArgs(args)
+	if bad != nil {
+		return bad
+	}
+	cmd, s := resp.AppendCommand(nil, args...), c.s
+	return c.async(keys, func(ctx context.Context) []byte { return s.broadcastAgreed(ctx, nil, cmd) })
+}
+
+// broadcastAgreed sends cmd on the passthrough connections and answers
+// the reply a quorum agrees on.
+func (s *Server) broadcastAgreed(ctx context.Context, sc *conn.Script, cmd []byte) []byte {
+	timeout := s.cfg.ScriptTimeout
+	if timeout == 0 {
+		timeout = s.pass.MasterTimeout(0)
+	}
+	reps, err := s.pass.Broadcast(ctx, timeout, sc, cmd)
+	if err != nil {
+		return engineErr(err)
+	}
+	return s.agreed(reps)
+}
+
+// agreed returns the reply a quorum of masters agrees on, byte for byte,
+// else an error naming how far they were from agreeing.
+func (s *Server) agreed(reps []engine.MasterReply) []byte {
+	counts := map[string]int{}
+	best, bestN := "", 0
+	for _, r := range reps {
+		if r.Err != nil {
+			continue
+		}
+		k := string(resp.AppendReply(nil, r.Reply))
+		counts[k]++
+		if counts[k] > bestN {
+			best, bestN = k, counts[k]
+		}
+	}
+	if bestN >= s.eng.Quorum() {
+		return []byte(best)
+	}
+	return redcon.AppendError(nil, "ERR no quorum agreement among masters: best "+
+		strconv.Itoa(bestN)+"/"+strconv.Itoa(len(reps))+" agree, quorum "+strconv.Itoa(s.eng.Quorum()))
+}
+
+// scriptCache holds scripts clients loaded (SCRIPT LOAD) or sent (EVAL)
+// that are not library scripts, so EVALSHA finds them like on Redis. Only
+// used with AllowScripts.
+type scriptCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*conn.Script // guarded by mu
+}
+
+func (c *scriptCache) get(sha string) *conn.Script {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[sha]
+}
+
+// put stores src; when the cache is full the script is still usable for
+// this call but not remembered (EVALSHA then answers NOSCRIPT).
+func (c *scriptCache) put(src []byte) *conn.Script {
+	sha := sha1Hex(src)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.m[sha]; ok {
+		return s
+	}
+	s := conn.NewScript(string(src))
+	if len(c.m) < c.max {
+		c.m[sha] = s
+	}
+	return s
+}
+
+func (c *scriptCache) exists(sha string) bool {
+	sha = strings.ToLower(sha)
+	if libBySHA[sha] != nil {
+		return true
+	}
+	return c.get(sha) != nil
+}
+
+func (c *scriptCache) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+}

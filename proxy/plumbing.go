@@ -1,0 +1,294 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Connection plumbing: the commands clients send around their locks.
+
+// serverVersion is what HELLO and INFO report: a Redis version whose
+// command set the clients expect, tagged as the proxy.
+const serverVersion = "7.0.0"
+
+func (c *client) cmdPing(args [][]byte) *call {
+	switch len(args) {
+	case 1:
+		return reply([]byte("+PONG\r\n"))
+	case 2:
+		return reply(redcon.AppendBulk(nil, args[1]))
+	}
+	return arityErr("ping")
+}
+
+func (c *client) cmdEcho(args [][]byte) *call { return reply(redcon.AppendBulk(nil, args[1])) }
+
+// cmdAuth answers AUTH [user] pass. The password is compared in constant
+// time (of SHA-256 digests, so its length does not leak either); after
+// MaxAuthFailures wrong passwords the connection is closed.
+func (c *client) cmdAuth(args [][]byte) *call {
+	var user, pass []byte
+	switch len(args) {
+	case 2:
+		user, pass = []byte("default"), args[1]
+	case 3:
+		user, pass = args[1], args[2]
+	default:
+		return arityErr("auth")
+	}
+	if c.s.cfg.RequirePass == "" {
+		return errCall(msgNoPassword)
+	}
+	got, want := sha256.Sum256(pass), sha256.Sum256([]byte(c.s.cfg.RequirePass))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 || string(user) != "default" {
+		c.s.authFailures.Add(1)
+		c.authFails++
+		if c.authFails >= c.s.cfg.MaxAuthFailures {
+			c.s.log.Warn("proxy: too many wrong passwords; closing the client", "remote", c.remote, "failures", c.authFails)
+			return errReply(msgWrongPass+" Too many failures: closing the connection.", true)
+		}
+		return errCall(msgWrongPass)
+	}
+	c.authed = true
+	return reply(redcon.AppendOK(nil))
+}
+
+// cmdHello answers HELLO [2 [AUTH user pass] [SETNAME name]] in RESP2;
+// HELLO 3 gets NOPROTO so clients (go-redis) fall back to RESP2.
+func (c *client) cmdHello(args [][]byte) *call {
+	if len(args) >= 2 {
+		v, ok := resp.ParseInt(args[1])
+		if !ok {
+			return errCall("ERR Protocol version is not an integer or out of range")
+		}
+		if v != 2 {
+			return errCall(msgNoProto)
+		}
+	}
+	name, setName := "", false
+	for i := 2; i < len(args); i++ {
+		switch lower(args[i]) {
+		case "auth":
+			if i+2 >= len(args) {
+				return errCall(msgSyntax)
+			}
+			if r := c.cmdAuth([][]byte{args[0], args[i+1], args[i+2]}); r.out[0] == '-' {
+				return r
+			}
+			i += 2
+		case "setname":
+			if i+1 >= len(args) {
+				return errCall(msgSyntax)
+			}
+			name, setName = string(args[i+1]), true
+			i++
+		default:
+			return errCall(msgSyntax)
+		}
+	}
+	if !c.authed {
+		return errCall(msgNoAuth)
+	}
+	if setName {
+		c.name = name
+	}
+	out := redcon.AppendArray(nil, 14)
+	out = redcon.AppendBulkString(out, "server")
+	out = redcon.AppendBulkString(out, "redis")
+	out = redcon.AppendBulkString(out, "version")
+	out = redcon.AppendBulkString(out, serverVersion)
+	out = redcon.AppendBulkString(out, "proto")
+	out = redcon.AppendInt(out, 2)
+	out = redcon.AppendBulkString(out, "id")
+	out = redcon.AppendInt(out, c.id)
+	out = redcon.AppendBulkString(out, "mode")
+	out = redcon.AppendBulkString(out, "standalone")
+	out = redcon.AppendBulkString(out, "role")
+	out = redcon.AppendBulkString(out, "master")
+	out = redcon.AppendBulkString(out, "modules")
+	out = redcon.AppendArray(out, 0)
+	return reply(out)
+}
+
+func (c *client) cmdClient(args [][]byte) *call {
+	switch lower(args[1]) {
+	case "setname":
+		if len(args) != 3 {
+			return arityErr("client|setname")
+		}
+		for _, ch := range args[2] {
+			if ch <= ' ' || ch > '~' {
+				return errCall("ERR Client names cannot contain spaces, newlines or special characters.")
+			}
+		}
+		c.name = string(args[2])
+		return reply(redcon.AppendOK(nil))
+	case "getname":
+		if c.name == "" {
+			return reply(redcon.AppendNull(nil))
+		}
+		return reply(redcon.AppendBulkString(nil, c.name))
+	case "setinfo":
+		if len(args) != 4 {
+			return arityErr("client|setinfo")
+		}
+		switch lower(args[2]) {
+		case "lib-name":
+			c.lib = printable(args[3])
+		case "lib-ver":
+		default:
+			return errCall("ERR Unrecognized option '" + printable(args[2]) + "'")
+		}
+		return reply(redcon.AppendOK(nil))
+	case "id":
+		return reply(redcon.AppendInt(nil, c.id))
+	}
+	return errCall("ERR unknown or unsupported command 'CLIENT " + sub(args) + "'")
+}
+
+func (c *client) cmdSelect(args [][]byte) *call {
+	n, ok := resp.ParseInt(args[1])
+	if !ok {
+		return errCall(msgNotInteger)
+	}
+	if n != 0 {
+		return errCall("ERR DB index is out of range (the redlock proxy has only DB 0)")
+	}
+	return reply(redcon.AppendOK(nil))
+}
+
+// commandReply is COMMAND's reply, rendered once from commandTable (in
+// init: commandTable's handlers include cmdCommand).
+var (
+	commandReply []byte
+	commandCount int
+)
+
+func init() {
+	out := redcon.AppendArray(nil, len(commandTable))
+	for _, ct := range commandTable {
+		out = redcon.AppendArray(out, 6)
+		out = redcon.AppendBulkString(out, ct.name)
+		out = redcon.AppendInt(out, int64(ct.arity))
+		out = redcon.AppendArray(out, len(ct.flags))
+		for _, f := range ct.flags {
+			out = redcon.AppendString(out, f)
+		}
+		out = redcon.AppendInt(out, int64(ct.first))
+		out = redcon.AppendInt(out, int64(ct.last))
+		out = redcon.AppendInt(out, int64(ct.step))
+	}
+	commandReply, commandCount = out, len(commandTable)
+}
+
+func (c *client) cmdCommand(args [][]byte) *call {
+	if len(args) == 1 {
+		return reply(commandReply)
+	}
+	switch lower(args[1]) {
+	case "count":
+		return reply(redcon.AppendInt(nil, int64(commandCount)))
+	case "docs", "info":
+		// No documentation is served: an empty reply lets redis-cli and
+		// clients proceed without hints.
+		return reply([]byte("*0\r\n"))
+	}
+	return errCall("ERR unknown or unsupported command 'COMMAND " + sub(args) + "'")
+}
+
+// cmdConfig: CONFIG GET answers an empty list (benchmarks and clients
+// probe it); everything else is unsupported.
+func (c *client) cmdConfig(args [][]byte) *call {
+	if len(args) >= 3 && lower(args[1]) == "get" {
+		return reply([]byte("*0\r\n"))
+	}
+	return errCall("ERR unknown or unsupported command 'CONFIG " + sub(args) + "'")
+}
+
+func (c *client) cmdQuit(args [][]byte) *call {
+	return &call{done: closedChan, out: redcon.AppendOK(nil), closeAfter: true}
+}
+
+func (c *client) cmdReset(args [][]byte) *call {
+	c.name, c.lib = "", ""
+	c.authed = c.s.cfg.RequirePass == ""
+	return reply([]byte("+RESET\r\n"))
+}
+
+func (c *client) cmdInfo(args [][]byte) *call {
+	return reply(redcon.AppendBulkString(nil, c.s.info(args[1:])))
+}
+
+// infoSections are INFO's sections in order.
+var infoSections = []string{"server", "clients", "proxy", "masters"}
+
+// info renders INFO [section ...]: the proxy's state and every master's
+// health. No section, "all", "default" or "everything" select all.
+func (s *Server) info(sections [][]byte) string {
+	want := map[string]bool{}
+	for _, a := range sections {
+		switch sec := lower(a); sec {
+		case "all", "default", "everything":
+			for _, n := range infoSections {
+				want[n] = true
+			}
+		default:
+			want[sec] = true
+		}
+	}
+	if len(sections) == 0 {
+		for _, n := range infoSections {
+			want[n] = true
+		}
+	}
+	var b strings.Builder
+	if want["server"] {
+		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy:1\r\nprocess_id:%d\r\nuptime_in_seconds:%d\r\nloading:0\r\n\r\n",
+			serverVersion, os.Getpid(), int64(time.Since(s.start).Seconds()))
+	}
+	if want["clients"] {
+		fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nclient_memory_bytes:%d\r\nmax_client_memory:%d\r\n\r\n",
+			s.clients.Load(), s.cfg.MaxClients, s.mem.Load(), s.cfg.MaxClientMemory)
+	}
+	if want["proxy"] {
+		st := s.eng.Stats()
+		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
+			s.accepted.Load(), s.rejected.Load(), s.commands.Load(), s.protoErrors.Load())
+		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\n",
+			s.panics.Load(), s.authFailures.Load(), s.memRefused.Load(), b2i(s.cfg.AllowScripts))
+		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n\r\n",
+			st.Acquired, st.Failed, st.Released, st.Lost, st.Extended, st.ExtendFailed, s.eng.Quorum())
+	}
+	if want["masters"] {
+		st := s.eng.Stats()
+		b.WriteString("# Masters\r\n")
+		up := 0
+		for i, addr := range s.eng.Masters() {
+			cs := s.eng.Conns(i)
+			state := "down"
+			if cs[0].Connected() {
+				state = "up"
+				up++
+			}
+			inf := cs[0].Info()
+			fmt.Fprintf(&b, "master%d:addr=%s,state=%s,run_id=%s,version=%s,errors=%d\r\n", i, addr, state, inf.RunID, inf.Version, st.MasterErrors[i])
+		}
+		fmt.Fprintf(&b, "masters_up:%d\r\nmasters_total:%d\r\n", up, len(s.eng.Masters()))
+	}
+	return b.String()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,88 @@
+package proxy
+
+// command is one entry of the proxy's command table: what COMMAND reports
+// and how dispatch runs it.
+type command struct {
+	name string
+	// arity follows Redis: n means exactly n arguments (name included),
+	// -n at least n. dispatch checks it; handlers check subcommands only.
+	arity             int
+	first, last, step int      // key positions, for COMMAND
+	flags             []string // for COMMAND
+	noAuth            bool     // allowed before AUTH
+	run               func(c *client, args [][]byte) *call
+}
+
+// commandTable is the one list of the commands the proxy serves.
+var commandTable = []*command{
+	// Lock commands (lockcmds.go).
+	{name: "set", arity: -3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdSet},
+	{name: "get", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdGet},
+	{name: "pttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdPTTL},
+	{name: "exists", arity: -2, first: 1, last: -1, step: 1, flags: []string{"readonly"}, run: (*client).cmdCountKeys},
+	{name: "del", arity: -2, first: 1, last: -1, step: 1, flags: []string{"write"}, run: (*client).cmdCountKeys},
+	{name: "pexpire", arity: 3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdPExpire},
+	{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdEval},
+	{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdEval},
+	{name: "script", arity: -2, flags: []string{"noscript"}, run: (*client).cmdScript},
+	// Opted-in passthrough only (passthrough.go).
+	{name: "fcall", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdFcall},
+	{name: "fcall_ro", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdFcall},
+	// Connection plumbing (plumbing.go).
+	{name: "ping", arity: -1, flags: []string{"fast"}, run: (*client).cmdPing},
+	{name: "echo", arity: 2, flags: []string{"fast"}, run: (*client).cmdEcho},
+	{name: "hello", arity: -1, flags: []string{"noauth", "fast"}, noAuth: true, run: (*client).cmdHello},
+	{name: "auth", arity: -2, flags: []string{"noauth", "fast"}, noAuth: true, run: (*client).cmdAuth},
+	{name: "client", arity: -2, flags: []string{"fast"}, run: (*client).cmdClient},
+	{name: "select", arity: 2, flags: []string{"fast"}, run: (*client).cmdSelect},
+	{name: "command", arity: -1, flags: []string{"loading"}, run: (*client).cmdCommand},
+	{name: "info", arity: -1, flags: []string{"loading"}, run: (*client).cmdInfo},
+	{name: "config", arity: -2, flags: []string{"admin"}, run: (*client).cmdConfig},
+	{name: "quit", arity: -1, flags: []string{"noauth", "fast"}, noAuth: true, run: (*client).cmdQuit},
+	{name: "reset", arity: 1, flags: []string{"noauth", "fast"}, noAuth: true, run: (*client).cmdReset},
+}
+
+// commandsByName indexes commandTable.
+var commandsByName = func() map[string]*command {
+	m := make(map[string]*command, len(commandTable))
+	for _, c := range commandTable {
+		m[c.name] = c
+	}
+	return m
+}()
+
+// testHook, when set by a test, runs at the start of every dispatch (it
+// lets tests make a command panic).
+var testHook func(args [][]byte)
+
+// dispatch runs one command. Commands that touch the masters run
+// asynchronously; connection plumbing runs here, in request order. As in
+// Redis: an unknown command or a wrong arity is reported before NOAUTH.
+func (c *client) dispatch(args [][]byte) *call {
+	if testHook != nil {
+		testHook(args)
+	}
+	name := lower(args[0])
+	cmd := commandsByName[name]
+	if cmd == nil {
+		return errCall("ERR unknown or unsupported command '" + printable(args[0]) + "'")
+	}
+	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) {
+		return arityErr(name)
+	}
+	if !c.authed && !cmd.noAuth {
+		return errCall(msgNoAuth)
+	}
+	return cmd.run(c, args)
+}
+
+func arityErr(name string) *call {
+	return errCall("ERR wrong number of arguments for '" + name + "' command")
+}
+
+func sub(args [][]byte) string {
+	if len(args) < 2 {
+		return ""
+	}
+	return printable(args[1])
+}
