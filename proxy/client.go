@@ -57,7 +57,7 @@ type client struct {
 type call struct {
 	done       chan struct{} // closed when out is final
 	out        []byte
-	size       int64 // bytes held for this call (request, then reply) until the writer took the reply
+	size       int64 // bytes of the request, held with len(out) until the writer took the reply
 	closeAfter bool  // QUIT, protocol error, panic: close after writing
 }
 
@@ -120,7 +120,9 @@ func (c *client) guard(where string, f func()) {
 		if p := recover(); p != nil {
 			c.panicked(where, p)
 			if where == "reader" {
+				// The writer sends this, then closes the connection.
 				c.push(errReply("ERR redlock proxy internal error; closing the connection", true))
+				return
 			}
 			c.nc.Close()
 		}
@@ -164,7 +166,11 @@ func (c *client) readLoop() {
 		}
 		s.commands.Add(1)
 		cl := c.dispatch(cmd.Args)
-		cl.size += int64(cmd.Size)
+		cl.size = int64(cmd.Size)
+		if cl.done != closedChan { // its goroutine owns out and closeAfter until done
+			c.calls <- cl
+			continue
+		}
 		c.push(cl)
 		if cl.closeAfter {
 			return
@@ -209,7 +215,12 @@ func (c *client) readErr(err error) string {
 	return ""
 }
 
-func (c *client) push(cl *call) { c.calls <- cl }
+// push queues a reply that is ready (a synchronous command's), holding its
+// bytes until the writer takes it.
+func (c *client) push(cl *call) {
+	c.hold(int64(len(cl.out)), false)
+	c.calls <- cl
+}
 
 func reply(out []byte) *call { return &call{done: closedChan, out: out} }
 
@@ -237,12 +248,14 @@ func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call 
 				cl.closeAfter = true
 			}
 			c.hold(int64(len(cl.out)), false)
-			cl.size += int64(len(cl.out))
 			<-s.inflight
 			close(cl.done)
 		}()
 		for _, p := range after {
 			<-p.done
+		}
+		if h := testHook.Load(); h != nil {
+			(*h)("async", nil)
 		}
 		// Every engine operation ends by its per-master deadlines, so the
 		// server's context (cancelled by Close) is the only one needed.
@@ -337,7 +350,7 @@ func (c *client) writeLoop() {
 			if !broken {
 				buf = append(buf, cl.out...)
 			}
-			c.hold(-cl.size, false)
+			c.hold(-cl.size-int64(len(cl.out)), false)
 			select {
 			case c.drained <- struct{}{}:
 			default:
@@ -355,7 +368,7 @@ func (c *client) writeLoop() {
 	// After a panic: keep taking replies so the reader is never stuck.
 	for cl := range c.calls {
 		<-cl.done
-		c.hold(-cl.size, false)
+		c.hold(-cl.size-int64(len(cl.out)), false)
 	}
 }
 

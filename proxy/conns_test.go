@@ -22,7 +22,9 @@ func TestMain(m *testing.M) {
 	if addrs := os.Getenv("REDLOCK_PROXY_HELPER"); addrs != "" {
 		os.Exit(helperProxy(strings.Split(addrs, ",")))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
 
 func helperProxy(addrs []string) int {

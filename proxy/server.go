@@ -24,7 +24,7 @@ const (
 	DefaultMaxArgs         = 1024      // arguments of one request
 	DefaultMaxPipeline     = 1024      // unanswered commands per connection
 	DefaultMaxInFlight     = 10000     // commands running on the masters, all clients together
-	DefaultMaxClientMemory = 256 << 20 // bytes of requests and replies held for all clients
+	DefaultMaxClientMemory = 128 << 20 // bytes of requests and replies held for all clients
 	DefaultMaxScripts      = 1024      // opted-in scripts remembered for EVALSHA
 	DefaultMaxAuthFailures = 5         // wrong passwords before a connection is closed
 )

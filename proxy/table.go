@@ -1,5 +1,7 @@
 package proxy
 
+import "sync/atomic"
+
 // command is one entry of the proxy's command table: what COMMAND reports
 // and how dispatch runs it.
 type command struct {
@@ -51,16 +53,17 @@ var commandsByName = func() map[string]*command {
 	return m
 }()
 
-// testHook, when set by a test, runs at the start of every dispatch (it
-// lets tests make a command panic).
-var testHook func(args [][]byte)
+// testHook, when set by a test, runs at the start of every dispatch
+// (where "dispatch", with the command) and of every asynchronous command
+// (where "async"): it lets tests make the serving code panic.
+var testHook atomic.Pointer[func(where string, args [][]byte)]
 
 // dispatch runs one command. Commands that touch the masters run
 // asynchronously; connection plumbing runs here, in request order. As in
 // Redis: an unknown command or a wrong arity is reported before NOAUTH.
 func (c *client) dispatch(args [][]byte) *call {
-	if testHook != nil {
-		testHook(args)
+	if h := testHook.Load(); h != nil {
+		(*h)("dispatch", args)
 	}
 	name := lower(args[0])
 	cmd := commandsByName[name]

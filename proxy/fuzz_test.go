@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// fuzzInputTimeout bounds one input's round trip: a connection that has
+// not answered and closed by then is a finding (a spin or a hang).
+const fuzzInputTimeout = 5 * time.Second
+
+// FuzzServe sends arbitrary bytes through the real request path — a TCP
+// connection, the connection's reader and writer, dispatch and the command
+// handlers, an engine over in-process masters — then half-closes. The
+// proxy must answer and close within fuzzInputTimeout, recover no panic,
+// and give back every byte it charged to its memory budget.
+//
+// CI runs it for a fixed time (make fuzz); crashers found are kept as
+// regression seeds in testdata/fuzz/FuzzServe.
+func FuzzServe(f *testing.F) {
+	for _, s := range []string{
+		"*1\r\n$9223372036854775807\r\n", // crashed redcon's reader
+		"*9223372036854775807\r\n",       // spun redcon's reader
+		"PING\r\n",
+		"*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n",
+		"*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n",
+		"SET k v NX PX 10000\r\nGET k\r\nPTTL k\r\nEXISTS k\r\nDEL k\r\n",
+		"EVAL \"return 1\" 0\r\nSCRIPT LOAD x\r\nSCRIPT EXISTS a\r\nFCALL f 0\r\n",
+		"HELLO 2 AUTH default x SETNAME n\r\nCLIENT SETNAME a\r\nCLIENT GETNAME\r\nCLIENT ID\r\n",
+		"INFO\r\nINFO masters\r\nCOMMAND\r\nCOMMAND COUNT\r\nCONFIG GET x\r\nSELECT 0\r\nRESET\r\nQUIT\r\n",
+		"*2\r\n$4\r\nECHO\r\n$3\r\n\x00\r\n\r\n",
+		"SET \"a\\x00b\" 'c d' NX EX 1\r\n",
+		"PEXPIRE k 100\r\nPEXPIRE k 0\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	masters, err := localmaster.Start(context.Background(), localmaster.Options{N: 3, Embedded: true, Notice: io.Discard})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { masters.Close() })
+	srv, err := New(Config{Engine: engine.Config{Addrs: masters.Addrs(), MasterTimeout: time.Second},
+		MaxRequestBytes: 64 << 10, MaxPipeline: 64})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	go srv.Serve(ln)
+	f.Cleanup(func() { srv.Close() })
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.CheckMasters(wctx); err != nil {
+		f.Fatal(err)
+	}
+	addr := ln.Addr().String()
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(fuzzInputTimeout))
+		go func() {
+			nc.Write(data)
+			nc.(*net.TCPConn).CloseWrite()
+		}()
+		rd := resp.NewReader(nc)
+		for {
+			if _, err := rd.ReadReply(); err != nil {
+				if strings.Contains(err.Error(), "timeout") {
+					t.Fatalf("no answer and no close within %v: %v", fuzzInputTimeout, err)
+				}
+				if err != io.EOF {
+					t.Fatalf("the proxy sent something that is not RESP: %v", err)
+				}
+				break
+			}
+		}
+		if n := srv.panics.Load(); n != 0 {
+			t.Fatalf("%d panics recovered", n)
+		}
+		// The connection is closed: everything it held is given back.
+		deadline := time.Now().Add(fuzzInputTimeout)
+		for srv.mem.Load() != 0 || srv.clients.Load() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after the connection closed: %d bytes still charged, %d clients", srv.mem.Load(), srv.clients.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}
