@@ -2,7 +2,7 @@
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet bench fmt
+.PHONY: test deps vet bench fmt fuzz
 
 # test installs redis-server when missing (Debian, as root), then vets and
 # runs every test with the race detector against real redis-server masters.
@@ -49,6 +49,17 @@ deps:
 			echo "chromium not found: the bench report browser test will skip (Debian: apt-get install chromium)" >&2; \
 		fi; \
 	fi
+
+# fuzz runs every fuzz target for FUZZTIME each (CI: 15s each). A finding
+# fails the run and is written under the package's testdata/fuzz.
+FUZZTIME ?= 15s
+RESP_FUZZ := FuzzCommandReader FuzzReader FuzzReaderLimits FuzzRoundTrip
+fuzz:
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzServe$$' -fuzztime $(FUZZTIME)
+	@for f in $(RESP_FUZZ); do \
+		echo "$(GO) test ./resp -fuzz ^$$f\$$ -fuzztime $(FUZZTIME)"; \
+		$(GO) test ./resp -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
 
 vet:
 	$(GO) vet ./...

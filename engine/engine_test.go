@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/relay"
 )
 
 func TestQuorum(t *testing.T) {
@@ -614,5 +615,41 @@ func TestManyGoroutines(t *testing.T) {
 	t.Logf("%d concurrent TryLock+Unlock in %v", goroutines, time.Since(t0).Round(time.Millisecond))
 	if st := v.e.Stats(); st.Acquired != goroutines || st.Released != goroutines || st.Failed != 0 {
 		t.Errorf("stats %+v, want %d acquired and released, 0 failed", st, goroutines)
+	}
+}
+
+// TestCheckDistinct: one server under two addresses would vote twice;
+// CheckDistinct finds it by run_id.
+func TestCheckDistinct(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	r, err := relay.Start(set.Addrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		dup   bool
+	}{
+		{"distinct", set.Addrs(), false},
+		{"one server twice", []string{set.Addrs()[0], set.Addrs()[1], r.Addr()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := engine.New(engine.Config{Addrs: tc.addrs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			err = e.CheckDistinct(ctx)
+			if got := errors.Is(err, engine.ErrDuplicateMaster); got != tc.dup {
+				t.Fatalf("CheckDistinct = %v; want a duplicate: %v", err, tc.dup)
+			}
+			if tc.dup && !strings.Contains(err.Error(), r.Addr()) {
+				t.Fatalf("the error does not name the second address: %v", err)
+			}
+		})
 	}
 }
