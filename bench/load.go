@@ -26,7 +26,7 @@ type phaseState struct {
 	keys []string
 	base time.Time // all times are durations since base (monotonic)
 	// the measured window [winStart, winEnd]: operations completing inside
-	// it are counted and recorded.
+	// it (in an open loop: also scheduled inside it) are counted and recorded.
 	winStart, winEnd atomic.Int64
 	rec              *recorder
 	open             bool   // open loop: latency from the scheduled start
@@ -70,7 +70,11 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 	}
 	h, contended, err := s.l.acquire(ctx, key)
 	t1 := s.now()
-	in := s.inWindow(t1)
+	// Open loop: an arrival scheduled during the warm-up is warm-up work,
+	// even when a stalled host makes it complete inside the window (it
+	// would inflate the measured rate by the backlog).
+	warm := s.open && int64(ref) < s.winStart.Load()
+	in := !warm && s.inWindow(t1)
 	if in {
 		s.attempts.Add(1)
 	}
@@ -106,7 +110,7 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 	// phase's CPU.
 	err = s.l.release(context.WithoutCancel(ctx), h)
 	t3 := s.now()
-	if !s.inWindow(t3) {
+	if warm || !s.inWindow(t3) {
 		return
 	}
 	if err != nil {

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -43,8 +44,7 @@ type client struct {
 	drained chan struct{} // the writer released bytes (cap 1)
 	wdone   chan struct{} // closed when the writer returns
 
-	memMu sync.Mutex
-	held  int64 // guarded by memMu: bytes of unanswered requests and unwritten replies
+	held atomic.Int64 // bytes of unanswered requests and unwritten replies
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
@@ -75,25 +75,20 @@ func newClient(s *Server, nc net.Conn) *client {
 // hold adds n bytes (n < 0: gives them back) to what the connection holds;
 // the part beyond its free allowance is charged to MaxClientMemory. A
 // refusable growth fails, changing nothing, when the budget is exhausted.
+// Lock-free: each change of held applies exactly its own share to the
+// server's count, so concurrent changes add up.
 func (c *client) hold(n int64, refusable bool) bool {
-	c.memMu.Lock()
-	defer c.memMu.Unlock()
-	delta := max(0, c.held+n-freeClientBytes) - max(0, c.held-freeClientBytes)
-	if refusable && delta > 0 {
-		if !c.s.charge(delta) {
-			return false
-		}
-	} else if delta != 0 {
-		c.s.mem.Add(delta)
+	now := c.held.Add(n)
+	delta := max(0, now-freeClientBytes) - max(0, now-n-freeClientBytes)
+	if delta == 0 {
+		return true
 	}
-	c.held += n
+	if c.s.mem.Add(delta) > int64(c.s.cfg.MaxClientMemory) && refusable && delta > 0 {
+		c.s.memRefused.Add(1)
+		c.hold(-n, false) // gives back delta too
+		return false
+	}
 	return true
-}
-
-func (c *client) holding() int64 {
-	c.memMu.Lock()
-	defer c.memMu.Unlock()
-	return c.held
 }
 
 func (c *client) serve() {
@@ -110,7 +105,7 @@ func (c *client) serve() {
 	close(c.calls)
 	<-c.wdone
 	c.nc.Close()
-	c.hold(-c.holding(), false) // whatever a panic left accounted
+	c.hold(-c.held.Load(), false) // whatever a panic left accounted
 }
 
 // guard runs f; a panic in it is logged with the client's address, counted,
@@ -139,13 +134,14 @@ func (c *client) panicked(where string, p any) {
 func (c *client) readLoop() {
 	s := c.s
 	for {
-		if s.shutting.Load() {
+		shutting := s.shutting.Load()
+		if shutting && c.rd.Buffered() == 0 {
 			return
 		}
 		// Backpressure: a client holding more than one request's worth of
 		// unanswered requests and unwritten replies is not read until the
 		// writer catches up (a client that pipelines without reading).
-		for c.holding() > int64(s.cfg.MaxRequestBytes) {
+		for c.held.Load() > int64(s.cfg.MaxRequestBytes) {
 			select {
 			case <-c.drained:
 			case <-c.wdone:
@@ -153,8 +149,16 @@ func (c *client) readLoop() {
 			}
 		}
 		c.setLimits()
-		if s.cfg.IdleTimeout > 0 {
+		switch {
+		case shutting:
+			// Commands already received still run (Shutdown lets them
+			// finish); the socket is not read again.
+			c.nc.SetReadDeadline(time.Now())
+		case s.cfg.IdleTimeout > 0:
 			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			if s.shutting.Load() { // Shutdown's deadline may just have been overwritten
+				c.nc.SetReadDeadline(time.Now())
+			}
 		}
 		cmd, err := c.rd.ReadCommand()
 		if err != nil {
@@ -308,8 +312,9 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 // writeLoop writes replies in request order. It writes as soon as a reply
 // and every earlier one are ready, and flushes when it has nothing more
 // ready: when the next command has no reply yet or none is queued (or
-// flushAt bytes are pending). Replies that complete together go out in
-// one write.
+// flushAt bytes are pending). Before such a flush it yields once, so that
+// replies completing at that moment (goroutines already runnable) join
+// the write: replies that complete together go out in one write.
 func (c *client) writeLoop() {
 	defer close(c.wdone)
 	var buf []byte
@@ -335,17 +340,27 @@ func (c *client) writeLoop() {
 			select {
 			case cl, ok = <-c.calls:
 			default:
-				flush()
-				cl, ok = <-c.calls
+				if len(buf) > 0 {
+					runtime.Gosched() // a reader about to queue a ready reply
+				}
+				select {
+				case cl, ok = <-c.calls:
+				default:
+					flush()
+					cl, ok = <-c.calls
+				}
 			}
 			if !ok {
 				break
 			}
-			select {
-			case <-cl.done:
-			default:
-				flush()
-				<-cl.done
+			if !ready(cl) {
+				if len(buf) > 0 {
+					runtime.Gosched() // completions already runnable
+				}
+				if !ready(cl) {
+					flush()
+					<-cl.done
+				}
 			}
 			if !broken {
 				buf = append(buf, cl.out...)
@@ -369,6 +384,15 @@ func (c *client) writeLoop() {
 	for cl := range c.calls {
 		<-cl.done
 		c.hold(-cl.size-int64(len(cl.out)), false)
+	}
+}
+
+func ready(cl *call) bool {
+	select {
+	case <-cl.done:
+		return true
+	default:
+		return false
 	}
 }
 

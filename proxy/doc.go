@@ -10,18 +10,27 @@
 // the SHA1 of their exact text (EVAL, EVALSHA, SCRIPT LOAD/EXISTS/FLUSH)
 // and mapped to quorum operations that answer in each library's reply
 // contract; multi-key scripts are all-or-nothing per master and succeed
-// only with a quorum of masters granting every key. Any other script runs
-// on every master and gets the reply a quorum agrees on. GET, EXISTS,
-// PTTL, PEXPIRE and DEL have quorum semantics (see docs/proxy.md).
+// only with a quorum of masters granting every key. Any other script is
+// refused and reaches no master, unless [Config.AllowScripts] is set: then
+// it runs on every master, on master connections of its own, and gets the
+// reply a quorum agrees on. GET, EXISTS, PTTL, PEXPIRE and DEL have quorum
+// semantics (see docs/proxy.md).
+//
+// Client bytes are untrusted: requests are parsed by [resp.CommandReader]
+// with every length checked before use, and memory, arguments, pipelined
+// commands and in-flight commands are bounded per client and in total
+// ([Config]). A panic while serving a connection is recovered, logged and
+// counted, and closes that connection only.
 //
 // Pipelined commands of one connection run concurrently; replies go back in
-// request order, flushed when the next reply is not ready yet (one write
-// per batch that completes together).
+// request order, each written as soon as it and every earlier one are
+// ready, flushed when nothing more is ready (one write per batch that
+// completes together).
 //
 // Guarantees: a reply of success means a quorum of masters performed the
 // operation (and, for acquire/extend, within the validity ttl − elapsed −
 // drift); no error path leaves a key without TTL; malformed input gets an
-// error reply or a clean close. [Server.Shutdown] finishes in-flight
+// error reply and a clean close. [Server.Shutdown] finishes in-flight
 // commands and releases nothing clients hold.
 //
 // Not guaranteed: the client library computes its own validity from its own

@@ -303,20 +303,6 @@ func (s *Server) accept(nc net.Conn) {
 	go c.serve()
 }
 
-// charge asks MaxClientMemory for n more bytes (n < 0 gives them back).
-func (s *Server) charge(n int64) bool {
-	if n <= 0 {
-		s.mem.Add(n)
-		return true
-	}
-	if s.mem.Add(n) > int64(s.cfg.MaxClientMemory) {
-		s.mem.Add(-n)
-		s.memRefused.Add(1)
-		return false
-	}
-	return true
-}
-
 // Shutdown stops accepting, stops reading new commands, lets in-flight
 // commands finish and their replies be written, then closes every client
 // connection — like http.Server.Shutdown. Locks clients hold are not

@@ -220,10 +220,14 @@ func (r *CommandReader) readBulk(total *int) error {
 // that many small arguments do not reallocate once each.
 const argSlack = 256
 
+// minCommandBuf is a command buffer's first size when its arguments may
+// need it: a whole lock command (SET key token NX PX ms) in one allocation.
+const minCommandBuf = 128
+
 // grow makes room for at least need more bytes in buf, doubling but to at
 // most upto more bytes, asking Grow first.
 func (r *CommandReader) grow(need, upto int) error {
-	c := max(min(2*cap(r.buf), len(r.buf)+upto), len(r.buf)+need)
+	c := max(min(2*cap(r.buf), len(r.buf)+upto), len(r.buf)+need, min(len(r.buf)+upto, minCommandBuf))
 	if r.Grow != nil && !r.Grow(c-cap(r.buf)) {
 		return limitErr(ReasonMemory)
 	}
