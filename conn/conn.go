@@ -88,6 +88,26 @@ type Config struct {
 	ReadBufferSize int
 	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnState, if set, is called on the Conn's goroutine each time it
+	// comes up or goes down: once per change, not once per failed
+	// reconnect attempt. It must not block.
+	OnState func(StateChange)
+}
+
+// StateChange is a Conn's move between connected and not connected.
+type StateChange struct {
+	Addr string
+	// Up reports whether the Conn is connected now.
+	Up bool
+	// Info is the server's identity, when Up.
+	Info ServerInfo
+	// Restarted is set, when Up, if the server's run_id differs from the
+	// one of the previous connection: the master restarted (and may have
+	// lost its data).
+	Restarted bool
+	// Err is why the Conn is down (the dial error, or what broke the
+	// session), when not Up.
+	Err error
 }
 
 func (c Config) withDefaults() Config {
@@ -152,6 +172,7 @@ type Conn struct {
 	mu sync.Mutex
 	// Guarded by mu:
 	up           bool
+	connecting   bool // the first connect attempt is in progress: Do queues
 	closed       bool
 	downErr      error         // returned by Do while !up
 	upCh         chan struct{} // closed while up; replaced on disconnect
@@ -168,8 +189,12 @@ type Conn struct {
 	connects, timeouts, broken, writes atomic.Uint64
 }
 
-// New returns a Conn to addr that connects in the background. Requests fail
-// with [ErrDown] until it is connected; see [Conn.WaitConnected].
+// New returns a Conn to addr that connects in the background. Requests
+// made during the first connect attempt are queued and sent once it
+// succeeds (a dial in progress is not a refusal); they fail with its error
+// if it fails, or with [ErrTimeout] at their deadline. Later, while the Conn
+// is not connected, requests fail at once with [ErrDown]. See
+// [Conn.WaitConnected].
 func New(addr string, cfg Config) *Conn {
 	c := &Conn{
 		addr:     addr,
@@ -180,6 +205,8 @@ func New(addr string, cfg Config) *Conn {
 		upCh:     make(chan struct{}),
 		firstTry: make(chan struct{}),
 		downErr:  fmt.Errorf("%w: %s: connecting", ErrDown, addr),
+
+		connecting: true,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -284,7 +311,7 @@ func (c *Conn) Do(req Request) error {
 	case c.closed:
 		c.mu.Unlock()
 		return ErrClosed
-	case !c.up:
+	case !c.up && !c.connecting:
 		err := c.downErr
 		c.mu.Unlock()
 		return err
@@ -393,21 +420,39 @@ func (c *Conn) Close() error {
 // back off, reconnect; until Close.
 func (c *Conn) run(ctx context.Context) {
 	defer c.wg.Done()
+	defer c.failAll(ErrClosed) // requests queued while connecting, after Close
 	backoff := c.cfg.ReconnectMin
+	downReported := false
+	var runID string
 	for {
 		nc, rd, info, err := c.connect(ctx)
 		if err == nil {
 			start := time.Now()
 			c.connects.Add(1)
-			c.session(nc, rd, info)
+			c.notify(StateChange{Up: true, Info: info, Restarted: runID != "" && info.RunID != runID})
+			runID, downReported = info.RunID, false
+			if cause := c.session(nc, rd, info); cause != nil {
+				c.notify(StateChange{Err: cause})
+				downReported = true
+			}
 			if time.Since(start) > fastReconnectWindow {
 				backoff = c.cfg.ReconnectMin
 			}
 		} else {
 			c.mu.Lock()
 			c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, err)
+			first := c.connecting
+			c.connecting = false
+			down := c.downErr
 			c.mu.Unlock()
 			c.firstAttemptDone(err)
+			if first {
+				c.failAll(down) // what was queued for the first attempt
+			}
+			if !downReported && ctx.Err() == nil {
+				c.notify(StateChange{Err: err})
+				downReported = true
+			}
 		}
 		// Full jitter in [backoff/2, backoff).
 		d := backoff/2 + rand.N(backoff/2+1)
@@ -422,14 +467,23 @@ func (c *Conn) run(ctx context.Context) {
 	}
 }
 
-// session runs reader and writer on nc until either fails or Close.
-func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
+func (c *Conn) notify(sc StateChange) {
+	if c.cfg.OnState != nil {
+		sc.Addr = c.addr
+		c.cfg.OnState(sc)
+	}
+}
+
+// session runs reader and writer on nc until either fails or Close. It
+// returns what ended it (nil for Close).
+func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 	c.mu.Lock()
+	c.connecting = false
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
 		c.firstAttemptDone(ErrClosed)
-		return
+		return nil
 	}
 	c.nc, c.up, c.info = nc, true, info
 	close(c.upCh)
@@ -467,6 +521,10 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) {
 		failErr = ErrClosed
 	}
 	c.failAll(failErr)
+	if closed {
+		return nil
+	}
+	return cause
 }
 
 // failAll completes every queued request with err and empties the queue.

@@ -846,3 +846,72 @@ func TestExec(t *testing.T) {
 		t.Errorf("Exec PING: %v %v", rep, err)
 	}
 }
+
+// TestFirstDialInProgress: a request made while the first dial is in
+// progress waits for it (within its deadline) instead of failing with
+// ErrDown; if the first dial fails, the request fails with its cause.
+func TestFirstDialInProgress(t *testing.T) {
+	t.Run("queued until connected", func(t *testing.T) {
+		f := newFake(t)
+		slow := func(ctx context.Context, network, addr string) (netConn, error) {
+			time.Sleep(30 * time.Millisecond)
+			return f.Dial(ctx, network, addr)
+		}
+		c := conn.New("fake:6379", conn.Config{Dialer: slow})
+		defer c.Close()
+		rec := newRecorder()
+		if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Deadline: time.Now().Add(5 * time.Second)}); err != nil {
+			t.Fatalf("Do during the first dial: %v", err)
+		}
+		got := rec.wait(t, 1, 5*time.Second)
+		if got[0].err != nil || got[0].rep.Text() != "PONG" {
+			t.Fatalf("PING sent during the first dial: %+v", got[0])
+		}
+	})
+	t.Run("first dial fails", func(t *testing.T) {
+		errRefused := errors.New("fake: refused")
+		refuse := func(ctx context.Context, network, addr string) (netConn, error) {
+			time.Sleep(20 * time.Millisecond)
+			return nil, errRefused
+		}
+		c := conn.New("fake:6379", conn.Config{Dialer: refuse})
+		defer c.Close()
+		rec := newRecorder()
+		start := time.Now()
+		if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Deadline: time.Now().Add(5 * time.Second)}); err != nil {
+			t.Fatalf("Do during the first dial: %v", err)
+		}
+		got := rec.wait(t, 1, 5*time.Second)
+		if !errors.Is(got[0].err, conn.ErrDown) || !errors.Is(got[0].err, errRefused) {
+			t.Fatalf("request queued for a failed first dial: %v, want ErrDown wrapping the dial error", got[0].err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("failed after %v: it waited for its deadline, not for the dial", d)
+		}
+		// After the first attempt, a down master fails requests at once.
+		if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec}); !errors.Is(err, conn.ErrDown) {
+			t.Fatalf("Do after the first attempt failed: %v, want ErrDown", err)
+		}
+	})
+	t.Run("closed while connecting", func(t *testing.T) {
+		block := make(chan struct{})
+		dialer := func(ctx context.Context, _, _ string) (netConn, error) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-block:
+				return nil, errors.New("unblocked")
+			}
+		}
+		c := conn.New("fake:6379", conn.Config{Dialer: dialer})
+		rec := newRecorder()
+		if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec}); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		close(block)
+		if got := rec.wait(t, 1, 5*time.Second); got[0].err == nil {
+			t.Fatalf("queued request after Close: %+v", got[0])
+		}
+	})
+}

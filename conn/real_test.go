@@ -492,3 +492,28 @@ func TestRealOversizedReply(t *testing.T) {
 		t.Fatalf("the connection was torn down: %+v", st)
 	}
 }
+
+// TestRealStateChanges: OnState reports up, down (once, however many
+// reconnect attempts fail) and up again with Restarted after a restart.
+func TestRealStateChanges(t *testing.T) {
+	var mu sync.Mutex
+	var got []conn.StateChange
+	c, m, _ := realConn(t, conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 5 * time.Millisecond, OnState: func(sc conn.StateChange) {
+		mu.Lock()
+		got = append(got, sc)
+		mu.Unlock()
+	}})
+	if err := m.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // dozens of failed reconnects
+	restartAndReconnect(t, m, c)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 || !got[0].Up || got[0].Restarted || got[1].Up || got[1].Err == nil || !got[2].Up || !got[2].Restarted {
+		t.Fatalf("state changes: %+v; want up, down (with a cause), up restarted", got)
+	}
+	if got[0].Info.RunID == got[2].Info.RunID || got[2].Addr != m.Addr() {
+		t.Fatalf("run_ids %s then %s at %s", got[0].Info.RunID, got[2].Info.RunID, got[2].Addr)
+	}
+}
