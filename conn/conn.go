@@ -251,6 +251,21 @@ func (c *Conn) firstAttemptDone(err error) {
 // Addr returns the master's address.
 func (c *Conn) Addr() string { return c.addr }
 
+// WaitFirstAttempt blocks until the Conn's first connect attempt is over
+// and returns its error (nil: it connected; else an error matching
+// [ErrDown] that wraps the dial or handshake error), or ctx's error.
+func (c *Conn) WaitFirstAttempt(ctx context.Context) error {
+	select {
+	case <-c.firstTry:
+		if c.firstErr != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDown, c.addr, c.firstErr)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // WaitConnected blocks until the Conn is connected, ctx ends (ctx.Err()) or
 // the Conn is closed ([ErrClosed]).
 func (c *Conn) WaitConnected(ctx context.Context) error {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -55,6 +56,9 @@ type Config struct {
 	CleanupTimeout time.Duration
 	// MaxExtensions bounds successful Extend calls per lock (default 1<<20).
 	MaxExtensions int
+	// Logger receives master state changes (down, up, restarted) and quorum
+	// lost / regained; nil discards them (the library is quiet by default).
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -92,6 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxExtensions == 0 {
 		c.MaxExtensions = DefaultMaxExtensions
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
 }

@@ -7,8 +7,12 @@
 // (N/2+1) of grants is a candidate success, N-Q+1 refusals or failures a
 // failure. The lock is valid for ttl - elapsed - drift, where drift is
 // ttl*DriftFactor + DriftMin; a candidate whose validity is not positive
-// fails. On any failure the token is released on every master (including
-// those that refused or timed out) before the call returns.
+// fails. On any failure the token is released, before the call returns, on
+// every master whose SET may have written it: all of them except those
+// that answered nil (SET NX wrote nothing there; a release could only
+// delete a lock holding the same token). Masters that timed out are
+// included. Too few answers to tell held from free is reported as
+// [ErrUnavailable], not [ErrNotAcquired].
 //
 // Release and extend are compare-and-delete / compare-and-pexpire scripts
 // sent with EVALSHA (scripts are loaded once per connection; NOSCRIPT falls

@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
@@ -40,14 +41,25 @@ type Engine struct {
 	close  sync.Once
 
 	closed                            atomic.Bool
-	acquired, failed, released, lost  atomic.Uint64
+	acquired, failed, unavailable     atomic.Uint64
+	released, lost                    atomic.Uint64
 	extended, extendFailed, cancelled atomic.Uint64
 	masterErrs                        []atomic.Uint64
+
+	// Master state, followed through the first connection of each master
+	// (see watch).
+	up         atomic.Int64
+	wasUp      []atomic.Bool
+	lastLog    []atomic.Int64 // unix ns of the last logged change, per master
+	suppressed []atomic.Int64 // changes not logged since, per master
+	quorumLost atomic.Bool
 }
 
 // New connects to the masters in the background and returns the Engine at
-// once: operations fail fast on masters that are not connected yet. Use
-// [Engine.WaitReady] to wait for a quorum of connections.
+// once. Operations started while a master's first connect attempt is in
+// progress wait for it within their per-master timeout; a master that is
+// down after that fails fast. Use [Engine.WaitReady] to wait for a quorum
+// of connections, [Engine.Probe] to see every master's first dial result.
 func New(cfg Config) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -59,11 +71,24 @@ func New(cfg Config) (*Engine, error) {
 	e.ops.New = func() any {
 		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), skip: make([]bool, e.n), cmd: make([]byte, 0, 128)}
 	}
-	cc := cfg.Conn
-	cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript)
+	e.wasUp = make([]atomic.Bool, e.n)
+	e.lastLog = make([]atomic.Int64, e.n)
+	e.suppressed = make([]atomic.Int64, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
 	for i, a := range cfg.Addrs {
+		cc := cfg.Conn
+		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript)
+		user := cfg.Conn.OnState
+		cc.OnState = func(sc conn.StateChange) {
+			e.watch(i, sc)
+			if user != nil {
+				user(sc)
+			}
+		}
 		for k := 0; k < cfg.ConnsPerMaster; k++ {
+			if k > 0 {
+				cc.OnState = user // the master's state is followed on its first connection
+			}
 			e.conns[i] = append(e.conns[i], conn.New(a, cc))
 		}
 	}
@@ -156,8 +181,11 @@ func (e *Engine) pick(i int, cix uint32) Master {
 }
 
 // TryLock makes one attempt to acquire key for ttl. It returns the Lock,
-// an error matching [ErrNotAcquired] (a [*QuorumError] with per-master
-// causes), ctx's error as it is, or [ErrBadArgument]/[ErrClosed]. On every
+// an error matching [ErrNotAcquired] (a quorum of masters answered: the key
+// is held) or [ErrUnavailable] (too few masters answered to tell) — both a
+// [*QuorumError] with per-master causes —, ctx's error as it is, or
+// [ErrBadArgument]/[ErrClosed]. Masters still on their first connect
+// attempt are waited for within the per-master timeout. On every
 // failure the token has been released on all masters before it returns.
 func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	var co callOpts
@@ -169,8 +197,8 @@ func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 
 // Lock acquires key for ttl, retrying after a random delay in
 // [RetryDelay, 2*RetryDelay) until it succeeds, ctx ends (ctx.Err() is
-// returned) or MaxTries attempts failed (the last ErrNotAcquired is
-// returned).
+// returned) or MaxTries attempts failed (the last attempt's error, matching
+// [ErrNotAcquired] or [ErrUnavailable], is returned).
 func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
 	if len(opts) > 0 {
@@ -182,7 +210,7 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	var timer *time.Timer
 	for try := 1; ; try++ {
 		l, err := e.tryLock(ctx, key, ttl, co)
-		if err == nil || !isNotAcquired(err) || (co.maxTries > 0 && try >= co.maxTries) {
+		if err == nil || !retryable(err) || (co.maxTries > 0 && try >= co.maxTries) {
 			if timer != nil {
 				timer.Stop()
 			}
@@ -203,9 +231,11 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 }
 
-func isNotAcquired(err error) bool {
+// retryable reports whether Lock tries again after err: the key was held,
+// or too few masters answered (they may be back by the next try).
+func retryable(err error) bool {
 	qe, ok := err.(*QuorumError)
-	return ok && qe.sentinel == ErrNotAcquired
+	return ok && (qe.sentinel == ErrNotAcquired || qe.unavailable)
 }
 
 func applyOpts(opts []Option) callOpts { return applyOptsTo(callOpts{}, opts) }
@@ -287,9 +317,15 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if o.granted() >= e.q {
 		extra = ErrValidityExpired
 	}
-	qerr := o.quorumError(ErrNotAcquired, extra)
-	e.failed.Add(1)
+	// cleanup waits for every master's answer (bounded by the per-master
+	// timeout): the error then tells "held" from "unavailable" on all of them.
 	e.cleanup(o, key, l.token, l.cix)
+	qerr := o.quorumError(ErrNotAcquired, extra)
+	if errors.Is(qerr, ErrUnavailable) {
+		e.unavailable.Add(1)
+	} else {
+		e.failed.Add(1)
+	}
 	o.unref()
 	return nil, qerr
 }
@@ -342,7 +378,8 @@ func appendExtend(dst []byte, key, token string, ms int64) []byte {
 // Stats are counters of an Engine since New.
 type Stats struct {
 	Acquired     uint64   // successful acquisitions
-	Failed       uint64   // acquisitions without quorum or validity
+	Failed       uint64   // acquisitions a quorum refused (held) or granted too late
+	Unavailable  uint64   // acquisitions too few masters answered
 	Cancelled    uint64   // acquisitions abandoned because ctx ended
 	Released     uint64   // unlocks confirmed by a quorum
 	Lost         uint64   // unlocks that found the lock gone
@@ -354,7 +391,7 @@ type Stats struct {
 // Stats returns the Engine's counters.
 func (e *Engine) Stats() Stats {
 	s := Stats{
-		Acquired: e.acquired.Load(), Failed: e.failed.Load(), Cancelled: e.cancelled.Load(),
+		Acquired: e.acquired.Load(), Failed: e.failed.Load(), Unavailable: e.unavailable.Load(), Cancelled: e.cancelled.Load(),
 		Released: e.released.Load(), Lost: e.lost.Load(), Extended: e.extended.Load(),
 		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
 	}

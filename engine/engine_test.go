@@ -618,9 +618,9 @@ func TestManyGoroutines(t *testing.T) {
 	}
 }
 
-// TestCheckDistinct: one server under two addresses would vote twice;
-// CheckDistinct finds it by run_id.
-func TestCheckDistinct(t *testing.T) {
+// TestProbeDuplicates: one server under two addresses would vote twice;
+// Probe finds it by run_id.
+func TestProbeDuplicates(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	r, err := relay.Start(set.Addrs()[0])
 	if err != nil {
@@ -643,9 +643,9 @@ func TestCheckDistinct(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			err = e.CheckDistinct(ctx)
+			_, err = e.Probe(ctx)
 			if got := errors.Is(err, engine.ErrDuplicateMaster); got != tc.dup {
-				t.Fatalf("CheckDistinct = %v; want a duplicate: %v", err, tc.dup)
+				t.Fatalf("Probe = %v; want a duplicate: %v", err, tc.dup)
 			}
 			if tc.dup && !strings.Contains(err.Error(), r.Addr()) {
 				t.Fatalf("the error does not name the second address: %v", err)

@@ -6,9 +6,19 @@ import (
 	"strings"
 )
 
-// ErrNotAcquired is matched by the error of an acquisition that did not get a
-// quorum within the lock's validity. See [NotAcquiredError].
+// ErrNotAcquired is matched by the error of an acquisition that a quorum of
+// masters answered without granting it within the lock's validity: the key
+// is held (or the grants came too late). When too few masters answered to
+// tell, the error matches [ErrUnavailable] instead.
 var ErrNotAcquired = errors.New("engine: lock not acquired")
+
+// ErrUnavailable is matched by the error of an operation for which fewer
+// than a quorum of masters answered at all (down, unreachable, timed out):
+// the engine cannot tell whether the lock is free or held. An acquisition
+// that fails this way matches ErrUnavailable and not [ErrNotAcquired]; an
+// Unlock or Extend matches both ErrUnavailable and [ErrLockLost] (the
+// holder can no longer count on it).
+var ErrUnavailable = errors.New("engine: no quorum of masters answered")
 
 // ErrLockLost is matched by the error of Unlock or Extend when a quorum of
 // masters no longer holds the lock's token (it expired or was taken over).
@@ -60,20 +70,30 @@ func (e *MasterError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that did not reach a quorum. It matches
 // its sentinel (ErrNotAcquired for acquire, ErrLockLost for release and
-// extend) and unwraps to the per-master errors.
+// extend) — or, when fewer than a quorum answered at all, ErrUnavailable
+// (for acquire instead of ErrNotAcquired, for release and extend as well
+// as ErrLockLost) — and unwraps to the per-master errors.
 type QuorumError struct {
 	Op       string // "acquire", "release", "extend"
 	Granted  int    // masters that said yes
+	Answered int    // masters that answered yes or no (not down, not timed out)
 	Total    int    // masters contacted
 	Quorum   int    // yes answers needed
 	Masters  []error
 	sentinel error
+	// unavailable: fewer than Quorum answered; the error also matches
+	// ErrUnavailable.
+	unavailable bool
 }
 
 // Error implements the error interface.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s: %d/%d masters (quorum %d)", e.sentinel, e.Op, e.Granted, e.Total, e.Quorum)
+	if e.unavailable {
+		fmt.Fprintf(&b, "%v: %s: %d/%d masters answered, %d granted (quorum %d)", ErrUnavailable, e.Op, e.Answered, e.Total, e.Granted, e.Quorum)
+	} else {
+		fmt.Fprintf(&b, "%v: %s: %d/%d masters (quorum %d)", e.sentinel, e.Op, e.Granted, e.Total, e.Quorum)
+	}
 	for i, m := range e.Masters {
 		if i == 0 {
 			b.WriteString(": ")
@@ -85,8 +105,11 @@ func (e *QuorumError) Error() string {
 	return b.String()
 }
 
-// Is matches the operation's sentinel.
-func (e *QuorumError) Is(target error) bool { return target == e.sentinel }
+// Is matches the operation's sentinel, and ErrUnavailable when fewer than
+// a quorum of masters answered.
+func (e *QuorumError) Is(target error) bool {
+	return target == e.sentinel || (e.unavailable && target == ErrUnavailable)
+}
 
 // Unwrap returns the per-master errors.
 func (e *QuorumError) Unwrap() []error { return e.Masters }

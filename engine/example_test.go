@@ -4,27 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster"
 )
 
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	// Five local masters (redis-server processes, or embedded ones).
-	masters, err := localmaster.Start(ctx, localmaster.Options{N: 5, Notice: io.Discard})
-	if err != nil {
-		fmt.Println(err)
-		return
+	// Five independent masters: in-process miniredis servers here, your
+	// redis-server hosts in production.
+	var addrs []string
+	for range 5 {
+		m, err := miniredis.Run()
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		defer m.Close()
+		addrs = append(addrs, m.Addr())
 	}
-	defer masters.Close()
 
 	e, err := engine.New(engine.Config{
-		Addrs: masters.Addrs(),
+		Addrs: addrs,
 		// Generous for a busy test machine; the default is ttl/100
 		// clamped to [5ms, 50ms].
 		MasterTimeout: 500 * time.Millisecond,
@@ -34,10 +39,6 @@ func Example() {
 		return
 	}
 	defer e.Close()
-	if err := e.WaitReady(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
 
 	l, err := e.TryLock(ctx, "orders:42", 10*time.Second)
 	fmt.Println("acquired:", err == nil)

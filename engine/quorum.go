@@ -183,17 +183,30 @@ func (o *op) wait(ctx context.Context) error {
 // granted returns the yes count.
 func (o *op) granted() int { return int(uint32(o.counts.Load())) }
 
-// quorumError builds the error of a failed op from the answers so far.
+// quorumError builds the error of a failed op from the answers so far:
+// with fewer than a quorum of answers (yes, or a master's "no": held / not
+// held) it also matches ErrUnavailable, and an acquisition then matches
+// ErrUnavailable instead of ErrNotAcquired.
 func (o *op) quorumError(sentinel error, extra error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	e := &QuorumError{Op: opNames[o.kind], Granted: o.granted(), Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
+	e.Answered = e.Granted
 	if extra != nil {
 		e.Masters = append(e.Masters, extra)
 	}
 	for i, r := range o.results {
 		if r.state == -1 {
+			if r.err == ErrHeld || r.err == ErrNotHeld {
+				e.Answered++
+			}
 			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: r.err})
+		}
+	}
+	if e.Answered < e.Quorum {
+		e.unavailable = true
+		if sentinel == ErrNotAcquired {
+			e.sentinel = ErrUnavailable
 		}
 	}
 	return e

@@ -297,7 +297,7 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 	}
 	var after []*call
 	for _, k := range keys {
-		if prev := c.lastByKey[string(k)]; prev != nil {
+		if prev := c.lastByKey[string(k)]; prev != nil && prev != cl { // a key named twice: not itself
 			select {
 			case <-prev.done:
 			default:

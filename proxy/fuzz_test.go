@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func FuzzServe(f *testing.F) {
 	f.Cleanup(func() { srv.Close() })
 	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.CheckMasters(wctx); err != nil {
+	if _, err := srv.CheckMasters(wctx); err != nil {
 		f.Fatal(err)
 	}
 	addr := ln.Addr().String()
@@ -95,7 +96,9 @@ func FuzzServe(f *testing.F) {
 		deadline := time.Now().Add(fuzzInputTimeout)
 		for srv.mem.Load() != 0 || srv.clients.Load() != 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("after the connection closed: %d bytes still charged, %d clients", srv.mem.Load(), srv.clients.Load())
+				buf := make([]byte, 1<<20)
+				t.Fatalf("after the connection closed: %d bytes still charged, %d clients; goroutines:\n%s",
+					srv.mem.Load(), srv.clients.Load(), buf[:runtime.Stack(buf, true)])
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -46,7 +46,7 @@ func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 	defer cancel()
 	// Every master connected (and no server listed twice), so that a
 	// test can expect a grant on every master.
-	if err := srv.CheckMasters(ctx); err != nil {
+	if _, err := srv.CheckMasters(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Engine().WaitReady(ctx); err != nil {

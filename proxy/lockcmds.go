@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -66,10 +67,23 @@ func (c *client) cmdSet(args [][]byte) *call {
 	})
 }
 
+// unavailableReply is the error a client gets when too few masters
+// answered to decide: never the nil of "held".
+func unavailableReply(answered, total, quorum int, cause error) []byte {
+	msg := fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, quorum %d", answered, total, quorum)
+	if cause != nil {
+		msg += " (" + strings.ReplaceAll(cause.Error(), "\r\n", " ") + ")"
+	}
+	return redcon.AppendError(nil, msg)
+}
+
 // engineErr turns an engine error other than the expected outcomes into an
 // error reply.
 func engineErr(err error) []byte {
+	var qe *engine.QuorumError
 	switch {
+	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
+		return unavailableReply(qe.Answered, qe.Total, qe.Quorum, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
 		return redcon.AppendError(nil, msgShuttingDown)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -41,7 +41,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 		switch {
 		case err == nil:
 			return success(ls, len(keys))
-		case errors.Is(err, engine.ErrLockLost):
+		case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
 			return failure(ls)
 		}
 		return engineErr(err)
@@ -57,6 +57,18 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 		return engineErr(err)
 	}
 	q := s.eng.Quorum()
+	answered := 0
+	for _, r := range reps {
+		if r.Err == nil {
+			answered++
+		}
+	}
+	if answered < q {
+		if ls.Op == opAcquire {
+			s.cleanup(keys, token)
+		}
+		return unavailableReply(answered, len(reps), q, nil)
+	}
 	if ls.Op == opPTTL {
 		return pttlReply(ls, reps, q)
 	}

@@ -107,6 +107,8 @@ func TestCommands(t *testing.T) {
 		{"set arity", []string{"SET", "c:4"}, "-ERR wrong number of arguments for 'set' command\r\n"},
 		{"set binary", []string{"SET", "b:\x00\r\n\xff", "t\x00\r\n", "NX", "PX", "10000"}, "+OK\r\n"},
 		{"get binary", []string{"GET", "b:\x00\r\n\xff"}, "$4\r\nt\x00\r\n\r\n"},
+		{"del a key named twice", []string{"DEL", "dup:x", "dup:x"}, ":0\r\n"},
+		{"exists a key named twice", []string{"EXISTS", "c:1", "c:1"}, ":2\r\n"},
 		{"get arity", []string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
 		{"pexpire zero", []string{"PEXPIRE", "c:1", "0"}, "-ERR invalid expire time*"},
 		{"pttl missing", []string{"PTTL", "nope"}, ":-2\r\n"},
@@ -358,10 +360,11 @@ func TestMasterFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("3 of 5 down", func(t *testing.T) {
+		// "Cannot decide" is an error reply, never the nil of "held".
 		start := time.Now()
 		ok, err := c.SetNX(ctx, "f:2", "tok", 10*time.Second).Result()
-		if err != nil || ok {
-			t.Fatalf("SetNX: %v %v", ok, err)
+		if err == nil || ok || !strings.HasPrefix(err.Error(), "ERR redlock proxy: unavailable: 2/5 masters answered") {
+			t.Fatalf("SetNX: %v %v; want an unavailable error reply", ok, err)
 		}
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("took %v", d)
@@ -567,7 +570,7 @@ func TestSlowCommandsConcurrent(t *testing.T) {
 }
 
 // TestStalledMasters: 3 of 5 masters stalled (SIGSTOP) ⇒ SET NX PX
-// answers nil once the per-master timeout (300ms here) and the cleanup
+// answers an unavailable error once the per-master timeout (300ms here) and the cleanup
 // bound (100ms) passed.
 func TestStalledMasters(t *testing.T) {
 	e := startEnv(t, 5, nil)
@@ -582,8 +585,8 @@ func TestStalledMasters(t *testing.T) {
 	start := time.Now()
 	ok, err := c.SetNX(context.Background(), "st:1", "tok", 30*time.Second).Result()
 	d := time.Since(start)
-	if err != nil || ok {
-		t.Fatalf("SetNX with 3/5 stalled: %v %v", ok, err)
+	if err == nil || ok || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("SetNX with 3/5 stalled: %v %v; want an unavailable error reply", ok, err)
 	}
 	if d > time.Second {
 		t.Fatalf("took %v", d)

@@ -50,7 +50,8 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&ec.ConnsPerMaster, "conns-per-master", 1, "pipelined connections per master")
 	fs.DurationVar(&ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
 	fs.DurationVar(&ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
-	checkTimeout := fs.Duration("check-timeout", 3*time.Second, "how long start-up waits for every master before checking that no server is listed twice")
+	checkTimeout := fs.Duration("check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
+	waitMasters := fs.Bool("wait-masters", false, "start even when fewer than a quorum of masters are reachable (lock commands answer an error until they are)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -92,7 +93,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ec.Conn.Password = os.Getenv(envMasterPassword)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg.Logger = log
+	cfg.Logger, ec.Logger = log, log
 	srv, err := proxy.New(cfg)
 	if errors.Is(err, proxy.ErrBadConfig) {
 		return usageError{err}
@@ -102,14 +103,24 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer srv.Close()
 	cctx, cancel := context.WithTimeout(ctx, *checkTimeout)
-	err = srv.CheckMasters(cctx)
+	st, err := srv.CheckMasters(cctx)
 	cancel()
-	if errors.Is(err, engine.ErrDuplicateMaster) {
+	switch {
+	case errors.Is(err, engine.ErrDuplicateMaster):
 		return usageError{err}
-	}
-	if err != nil {
+	case errors.Is(err, engine.ErrUnavailable) && *waitMasters:
+		log.Warn("starting without a quorum of masters (--wait-masters)", "err", err)
+	case errors.Is(err, engine.ErrUnavailable):
+		return fmt.Errorf("%w (start anyway with --wait-masters)", err)
+	case err != nil:
 		return err
 	}
+	for _, m := range st {
+		if !m.Up {
+			log.Warn("master unreachable at start", "master", m.Index, "addr", m.Addr, "err", m.Err)
+		}
+	}
+	warnTopology(log, len(ec.Addrs))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -134,4 +145,17 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = serr
 	}
 	return err
+}
+
+// warnTopology warns about master counts that make a weak lock group.
+func warnTopology(log *slog.Logger, n int) {
+	q := n/2 + 1
+	switch {
+	case q == 1:
+		log.Warn("one master: quorum 1, no fault tolerance (use 5 independent masters, or at least 3)", "masters", n)
+	case n < 3:
+		log.Warn("fewer than 3 masters: no master may fail (use 5, or at least 3)", "masters", n, "quorum", q)
+	case n%2 == 0:
+		log.Warn("an even number of masters tolerates no more failures than one fewer", "masters", n, "quorum", q, "tolerates", n-q)
+	}
 }

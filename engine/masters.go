@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+// MasterTimeout returns the per-master timeout of an operation on a lock
+// of ttl: [Config.MasterTimeout] when set, else max(5ms, min(50ms,
+// ttl/100)); for ttl ≤ 0 (reads, other commands) the 50ms cap.
+func (e *Engine) MasterTimeout(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = 100 * MaxMasterTimeout
+	}
+	return e.cfg.masterTimeout(ttl)
+}
+
+// Config returns the engine's configuration with every default filled in.
+func (e *Engine) Config() Config {
+	c := e.cfg
+	c.Addrs = append([]string(nil), c.Addrs...)
+	return c
+}
+
+// MasterStatus is one master's connection state, as [Engine.Probe] and
+// [Engine.Status] report it.
+type MasterStatus struct {
+	Index int
+	Addr  string
+	Up    bool
+	Info  conn.ServerInfo // identity of the server, when Up
+	Err   error           // why it is down, when not Up (the dial error)
+}
+
+// Status returns every master's state now.
+func (e *Engine) Status() []MasterStatus {
+	out := make([]MasterStatus, e.n)
+	for i, cs := range e.conns {
+		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info()}
+		if !out[i].Up {
+			out[i].Err = cs[0].WaitFirstAttempt(closedCtx)
+			if out[i].Err == nil || errors.Is(out[i].Err, context.Canceled) {
+				out[i].Err = fmt.Errorf("%w: %s: not connected", conn.ErrDown, e.addrs[i])
+			}
+		}
+	}
+	return out
+}
+
+// closedCtx is a context that has ended: WaitFirstAttempt with it does not
+// wait.
+var closedCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Probe waits until every master's first connect attempt is over (or ctx
+// ends) and returns their states. Its error matches [ErrDuplicateMaster]
+// when two addresses reached the same server (the same run_id: it would
+// vote twice; exact duplicate addresses are already refused by [New], but
+// "localhost:6379" and "127.0.0.1:6379" only by asking the servers), or
+// [ErrUnavailable] when fewer than a quorum are up. Call it at start-up to
+// report every master's dial result and refuse to run on a bad topology.
+func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
+	for _, cs := range e.conns {
+		if err := cs[0].WaitFirstAttempt(ctx); err != nil && ctx.Err() != nil {
+			break // the rest are reported as they are now
+		}
+	}
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	st := e.Status()
+	seen := map[string]int{}
+	up := 0
+	for i, m := range st {
+		if !m.Up {
+			continue
+		}
+		up++
+		if m.Info.RunID == "" {
+			continue
+		}
+		if j, ok := seen[m.Info.RunID]; ok {
+			return st, fmt.Errorf("%w: masters %d (%s) and %d (%s) are the same server (run_id %s)",
+				ErrDuplicateMaster, j, e.addrs[j], i, e.addrs[i], m.Info.RunID)
+		}
+		seen[m.Info.RunID] = i
+	}
+	if up < e.q {
+		var errs []error
+		for _, m := range st {
+			if !m.Up {
+				errs = append(errs, m.Err)
+			}
+		}
+		return st, fmt.Errorf("%w: %d/%d masters reachable, quorum %d: %w", ErrUnavailable, up, e.n, e.q, errors.Join(errs...))
+	}
+	return st, nil
+}
+
+// watch is called by master i's connection on every state change: it logs
+// the change (at most once a second per master; the suppressed count goes
+// with the next line) and logs losing and regaining the quorum.
+func (e *Engine) watch(i int, sc conn.StateChange) {
+	up := e.up.Load()
+	if sc.Up {
+		up = e.up.Add(1)
+	} else if e.wasUp[i].Load() {
+		up = e.up.Add(-1)
+	}
+	e.wasUp[i].Store(sc.Up)
+	log := e.cfg.Logger
+	now := time.Now().UnixNano()
+	if last := e.lastLog[i].Load(); now-last >= int64(time.Second) && e.lastLog[i].CompareAndSwap(last, now) {
+		attrs := []any{"master", i, "addr", sc.Addr}
+		if n := e.suppressed[i].Swap(0); n > 0 {
+			attrs = append(attrs, "suppressed_changes", n)
+		}
+		switch {
+		case sc.Up && sc.Restarted:
+			log.Warn("engine: master restarted (new run_id: it may have lost its keys)", append(attrs, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime)...)
+		case sc.Up:
+			log.Info("engine: master up", append(attrs, "run_id", sc.Info.RunID, "version", sc.Info.Version)...)
+		default:
+			log.Warn("engine: master down", append(attrs, "err", sc.Err)...)
+		}
+	} else {
+		e.suppressed[i].Add(1)
+	}
+	if sc.Up && up == int64(e.q) {
+		if e.quorumLost.CompareAndSwap(true, false) {
+			log.Info("engine: quorum regained", "up", up, "masters", e.n, "quorum", e.q)
+		}
+	}
+	if !sc.Up && up == int64(e.q)-1 && e.quorumLost.CompareAndSwap(false, true) {
+		log.Error("engine: quorum lost: locks cannot be taken until masters come back", "up", up, "masters", e.n, "quorum", e.q)
+	}
+}
