@@ -48,11 +48,10 @@ type Engine struct {
 
 	// Master state, followed through the first connection of each master
 	// (see watch).
-	up         atomic.Int64
-	wasUp      []atomic.Bool
-	lastLog    []atomic.Int64 // unix ns of the last logged change, per master
-	suppressed []atomic.Int64 // changes not logged since, per master
-	quorumLost atomic.Bool
+	logMu      sync.Mutex
+	mlog       []masterLog // guarded by logMu
+	upCount    int         // guarded by logMu
+	quorumLost bool        // guarded by logMu
 }
 
 // New connects to the masters in the background and returns the Engine at
@@ -71,9 +70,7 @@ func New(cfg Config) (*Engine, error) {
 	e.ops.New = func() any {
 		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), skip: make([]bool, e.n), cmd: make([]byte, 0, 128)}
 	}
-	e.wasUp = make([]atomic.Bool, e.n)
-	e.lastLog = make([]atomic.Int64, e.n)
-	e.suppressed = make([]atomic.Int64, e.n)
+	e.mlog = make([]masterLog, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
 	for i, a := range cfg.Addrs {
 		cc := cfg.Conn

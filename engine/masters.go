@@ -104,23 +104,47 @@ func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
 	return st, nil
 }
 
+// Log rate limit for master state changes: at most logBurst lines per
+// master in each logWindow; the rest are counted and the count goes with
+// the next line logged.
+const (
+	logBurst  = 5
+	logWindow = 10 * time.Second
+)
+
+// masterLog is the log state of one master (guarded by Engine.logMu).
+type masterLog struct {
+	up         bool
+	window     time.Time
+	lines      int
+	suppressed int
+}
+
 // watch is called by master i's connection on every state change: it logs
-// the change (at most once a second per master; the suppressed count goes
-// with the next line) and logs losing and regaining the quorum.
+// the change (rate-limited per master) and logs losing and regaining the
+// quorum (always).
 func (e *Engine) watch(i int, sc conn.StateChange) {
-	up := e.up.Load()
-	if sc.Up {
-		up = e.up.Add(1)
-	} else if e.wasUp[i].Load() {
-		up = e.up.Add(-1)
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	m := &e.mlog[i]
+	switch {
+	case sc.Up && !m.up:
+		e.upCount++
+	case !sc.Up && m.up:
+		e.upCount--
 	}
-	e.wasUp[i].Store(sc.Up)
+	m.up = sc.Up
 	log := e.cfg.Logger
-	now := time.Now().UnixNano()
-	if last := e.lastLog[i].Load(); now-last >= int64(time.Second) && e.lastLog[i].CompareAndSwap(last, now) {
+	now := time.Now()
+	if now.Sub(m.window) >= logWindow {
+		m.window, m.lines = now, 0
+	}
+	if m.lines < logBurst {
+		m.lines++
 		attrs := []any{"master", i, "addr", sc.Addr}
-		if n := e.suppressed[i].Swap(0); n > 0 {
-			attrs = append(attrs, "suppressed_changes", n)
+		if m.suppressed > 0 {
+			attrs = append(attrs, "suppressed_changes", m.suppressed)
+			m.suppressed = 0
 		}
 		switch {
 		case sc.Up && sc.Restarted:
@@ -131,14 +155,14 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 			log.Warn("engine: master down", append(attrs, "err", sc.Err)...)
 		}
 	} else {
-		e.suppressed[i].Add(1)
+		m.suppressed++
 	}
-	if sc.Up && up == int64(e.q) {
-		if e.quorumLost.CompareAndSwap(true, false) {
-			log.Info("engine: quorum regained", "up", up, "masters", e.n, "quorum", e.q)
-		}
-	}
-	if !sc.Up && up == int64(e.q)-1 && e.quorumLost.CompareAndSwap(false, true) {
-		log.Error("engine: quorum lost: locks cannot be taken until masters come back", "up", up, "masters", e.n, "quorum", e.q)
+	switch {
+	case e.upCount >= e.q && e.quorumLost:
+		e.quorumLost = false
+		log.Info("engine: quorum regained", "up", e.upCount, "masters", e.n, "quorum", e.q)
+	case e.upCount < e.q && !e.quorumLost && !sc.Up:
+		e.quorumLost = true
+		log.Error("engine: quorum lost: locks cannot be taken until masters come back", "up", e.upCount, "masters", e.n, "quorum", e.q)
 	}
 }

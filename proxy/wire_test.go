@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os/exec"
@@ -592,4 +593,54 @@ func TestStalledMasters(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 	t.Logf("nil after %v", d)
+}
+
+// TestMasterStateLog: a master that dies, and one that comes back empty
+// (new run_id), are each logged once, as is losing and regaining the
+// quorum.
+func TestMasterStateLog(t *testing.T) {
+	var logs syncBuffer
+	e := startEnv(t, 3, func(c *Config) {
+		c.Engine.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 10*time.Millisecond
+	})
+	mastertest.RequireReal(t, e.set)
+	ms := e.set.Masters()
+	waitLog := func(what string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(logs.String(), what) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %d× %q in the log:\n%s", n, what, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitLog("engine: master up", 3)
+	for _, m := range ms[:2] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog("engine: master down", 2)
+	waitLog("engine: quorum lost", 1)
+	time.Sleep(100 * time.Millisecond) // dozens of failed reconnects: not one more line
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, m := range ms[:2] {
+		if err := m.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog("engine: master restarted", 2)
+	waitLog("engine: quorum regained", 1)
+	out := logs.String()
+	for what, n := range map[string]int{"engine: master down": 2, "engine: master up": 3, "engine: quorum lost": 1} {
+		if got := strings.Count(out, what); got != n {
+			t.Errorf("%q logged %d times, want %d:\n%s", what, got, n, out)
+		}
+	}
+	if !strings.Contains(out, "addr="+ms[0].Addr()) {
+		t.Errorf("the log does not name %s:\n%s", ms[0].Addr(), out)
+	}
 }
