@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 )
 
@@ -278,6 +279,7 @@ func ParseSweep(s string) (string, []int, error) {
 type Result struct {
 	Phase
 	Masters     int          `json:"masters"`
+	MastersUp   int          `json:"masters_up"` // connected when the run started
 	Concurrency int          `json:"concurrency"`
 	Keys        int          `json:"keys"`
 	TTLMillis   int64        `json:"ttl_ms"`
@@ -293,7 +295,7 @@ type Result struct {
 	// Sweep holds the points of a sweep, in order.
 	Sweep *SweepResult `json:"sweep,omitempty"`
 	// Interrupted is set when the context ended the run early.
-	Interrupted bool `json:"interrupted,omitempty"`
+	Interrupted bool `json:"interrupted"`
 	// Env describes the machine and versions.
 	Env Env `json:"env"`
 	// Profiles lists the profile files written; TopFlat and TopCum the
@@ -320,7 +322,7 @@ type Phase struct {
 	Errors         uint64  `json:"errors"`
 	// Missed counts open-loop arrivals dropped because Concurrency
 	// operations were in flight (the target could not keep up).
-	Missed uint64 `json:"missed,omitempty"`
+	Missed uint64 `json:"missed"`
 	// ClientCPUPerCycle is the bench process's CPU time (user + system)
 	// in the measured window divided by the cycles: the client's cost of
 	// one cycle, steadier than throughput on a shared host. It includes
@@ -334,7 +336,7 @@ type Phase struct {
 	Release          Latency `json:"release"`
 	Cycle            Latency `json:"cycle"`
 	// PerSecond is the number of completed cycles in each second.
-	PerSecond []uint64 `json:"per_second,omitempty"`
+	PerSecond []uint64 `json:"per_second"`
 	// FirstError is the first non-contention error seen, if any.
 	FirstError string `json:"first_error,omitempty"`
 	// RoundCyclesPerSec has the cycles/s of each slice when Config.Rounds > 1.
@@ -411,6 +413,11 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Masters = len(addrs)
 	if len(addrs) > 0 {
+		up, err := probeMasters(ctx, addrs, cfg)
+		if err != nil {
+			return res, err
+		}
+		res.MastersUp = up
 		res.Env.RedisVersion = redisVersion(ctx, addrs[0])
 	}
 	label := func(name string) string {
@@ -507,6 +514,36 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 		return newRedsyncLocker(addrs, cfg), nil
 	}
 	return nil, fmt.Errorf("%w: unknown target %q", ErrBadConfig, target)
+}
+
+// probeMasters connects to every master once before the run: a dial error
+// shows at once (not after a wait), an unreachable master is reported on
+// cfg.Notice, and the run is refused without a quorum or with one server
+// listed under two addresses. It returns the masters connected.
+func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) {
+	e, err := engine.New(engine.Config{Addrs: addrs})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	defer e.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := e.Probe(pctx)
+	if errors.Is(err, engine.ErrDuplicateMaster) {
+		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bench: %w", err)
+	}
+	up := 0
+	for _, m := range st {
+		if m.Up {
+			up++
+		} else if cfg.Notice != nil {
+			fmt.Fprintf(cfg.Notice, "bench: master %d unreachable: %v\n", m.Index, m.Err)
+		}
+	}
+	return up, nil
 }
 
 // phases returns the target's phase followed by the peers'.

@@ -218,9 +218,18 @@ func TestRunCompareAndCeiling(t *testing.T) {
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"engine", "redsync", "ceiling", "vs engine", "of it", "cpu µs/cycle"} {
+	for _, want := range []string{"engine", "redsync", "ceiling", "engine÷row", "masters 3/3 up"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := r.WriteWideTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"attempts/s", "cycle p99.9 µs", "cpu µs/cycle", "engine÷row"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("wide table lacks %q:\n%s", want, b.String())
 		}
 	}
 }

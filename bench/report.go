@@ -6,42 +6,72 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
-// WriteTable writes r as human-readable tables: one row per target with
-// throughput ratios against the primary target, the ceiling when
-// measured, the sweep when there is one, and the hottest functions of the
-// CPU profile.
-func (r Result) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "masters=%d concurrency=%d keys=%d ttl=%dms hold=%gms workload=%s gomaxprocs=%d",
-		r.Masters, r.Concurrency, r.Keys, r.TTLMillis, r.HoldMillis, r.Workload, r.GOMAXPROCS)
+// WriteTable writes the result as a table that fits 80 columns: one row
+// per target with throughput, the ratio to the target, acquire and cycle
+// latency, refusals, errors and client CPU; then notes. [Result.WriteWideTable]
+// writes every column.
+func (r Result) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
+
+// WriteWideTable writes the table with every column (attempts, more
+// percentiles, release latency, acquired and missed counts).
+func (r Result) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
+
+func (r Result) writeTable(w io.Writer, wide bool) error {
+	masters := fmt.Sprintf("masters %d/%d up", r.MastersUp, r.Masters)
+	if r.Target == TargetProxy && r.Masters == 0 {
+		masters = "masters behind the proxy"
+	}
+	fmt.Fprintf(w, "%s  workers %d  keys %d  ttl %v  hold %v  %s  procs %d\n",
+		masters, r.Concurrency, r.Keys, time.Duration(r.TTLMillis)*time.Millisecond,
+		time.Duration(r.HoldMillis*1e6), r.Workload, r.GOMAXPROCS)
+	var notes []string
 	if r.Rate > 0 {
-		fmt.Fprintf(w, " rate=%.0f/s (open loop)", r.Rate)
+		notes = append(notes, fmt.Sprintf("open loop at %.0f/s", r.Rate))
 	}
 	if r.Embedded {
-		fmt.Fprint(w, " (embedded masters: not representative)")
+		notes = append(notes, "embedded masters: not representative")
 	}
 	if r.Interrupted {
-		fmt.Fprint(w, " (interrupted)")
+		notes = append(notes, "interrupted")
 	}
-	fmt.Fprintln(w)
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "(%s)\n", strings.Join(notes, "; "))
+	}
+	ratioHead := r.Target + "÷row"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target\tcycles/s\tvs %s\tattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\t\n", r.Target)
+	if wide {
+		fmt.Fprintf(tw, "target\tcycles/s\t%s\tattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\tcpu µs/cycle\t\n", ratioHead)
+	} else {
+		fmt.Fprintf(tw, "target\tcycles/s\t%s\tacq p99\tcyc p50\tcyc p99\tfailed\terrors\t\n", ratioHead)
+	}
 	for _, p := range r.phases() {
 		ratio := r.ratio(p)
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.1f\t\n",
-			p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
-			p.CycleP50, p.Cycle.P90, p.CycleP99, p.Cycle.P999, p.Cycle.Max,
-			p.Acquired, p.FailedAcquires, p.Errors, p.Missed, p.ClientCPUPerCycle)
+		if wide {
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.1f\t\n",
+				p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
+				p.CycleP50, p.Cycle.P90, p.CycleP99, p.Cycle.P999, p.Cycle.Max,
+				p.Acquired, p.FailedAcquires, p.Errors, p.Missed, p.ClientCPUPerCycle)
+		} else {
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%d\t%d\t\n",
+				p.Target, p.CyclesPerSec, ratio, p.AcquireP99, p.CycleP50, p.CycleP99, p.FailedAcquires, p.Errors)
+		}
 	}
 	if c := r.Ceiling; c != nil {
-		fmt.Fprintf(tw, "ceiling\t%.0f\t%s = %.2f of it\t\t\t\t\t\t\t\t\t\t\t\t%d\t\t\t\n", c.CyclesPerSec, r.Target, r.CeilingFraction, c.Errors)
+		fmt.Fprintf(tw, "ceiling\t%.0f\t%.2fx\t\n", c.CyclesPerSec, r.CeilingFraction)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(r.Peers) > 0 {
-		fmt.Fprintf(w, "(vs %s: the %s's cycles/s divided by the row's)\n", r.Target, r.Target)
+	if wide {
+		fmt.Fprintln(w, "(latencies in µs; cpu µs/cycle: this process's CPU time per cycle)")
+	} else {
+		fmt.Fprintln(w, "(latencies in µs; --wide for more columns)")
+	}
+	if len(r.Peers) > 0 || r.Ceiling != nil {
+		fmt.Fprintf(w, "(%s÷row: the %s's cycles/s divided by the row's)\n", r.Target, r.Target)
 	}
 	for _, p := range r.Peers {
 		if rs := r.roundRatios(p); len(rs) > 1 {
@@ -53,13 +83,19 @@ func (r Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(w, "  (min %.2fx, median %.2fx)\n", s[0], median(s))
 		}
 	}
-	fmt.Fprintln(w, "(cpu µs/cycle: this process's CPU time in the measured window per cycle)")
+	if r.Ceiling != nil && r.Ceiling.Errors > 0 {
+		fmt.Fprintf(w, "ceiling errors: %d\n", r.Ceiling.Errors)
+	}
 	if r.Ceiling != nil {
-		fmt.Fprintf(w, "(ceiling: SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once; slowest master %.0f/s)\n", r.Ceiling.Window, r.Ceiling.SlowestPerSec)
+		fmt.Fprintf(w, "(ceiling: SET NX PX + compare-and-delete EVALSHA pairs/s of the\n quorum-th fastest master, %d deep pipeline, all masters at once;\n slowest master %.0f/s)\n", r.Ceiling.Window, r.Ceiling.SlowestPerSec)
 	}
 	for _, p := range r.phases() {
 		if p.FirstError != "" {
-			fmt.Fprintf(w, "%s first error: %s\n", p.Target, p.FirstError)
+			msg := p.Target + " first error: " + strings.Join(strings.Fields(p.FirstError), " ")
+			if r := []rune(msg); !wide && len(r) > 80 {
+				msg = string(r[:79]) + "…"
+			}
+			fmt.Fprintln(w, msg)
 		}
 	}
 	if r.Sweep != nil {

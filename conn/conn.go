@@ -256,14 +256,18 @@ func (c *Conn) Addr() string { return c.addr }
 // [ErrDown] that wraps the dial or handshake error), or ctx's error.
 func (c *Conn) WaitFirstAttempt(ctx context.Context) error {
 	select {
-	case <-c.firstTry:
-		if c.firstErr != nil {
-			return fmt.Errorf("%w: %s: %w", ErrDown, c.addr, c.firstErr)
+	case <-c.firstTry: // checked first: an ended ctx must not hide an ended attempt
+	default:
+		select {
+		case <-c.firstTry:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	if c.firstErr != nil {
+		return fmt.Errorf("%w: %s: %w", ErrDown, c.addr, c.firstErr)
+	}
+	return nil
 }
 
 // WaitConnected blocks until the Conn is connected, ctx ends (ctx.Err()) or
@@ -293,6 +297,17 @@ func (c *Conn) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.up
+}
+
+// DownErr returns why the Conn is not connected (matching [ErrDown] and
+// wrapping the last dial or session error), or nil while it is connected.
+func (c *Conn) DownErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.up {
+		return nil
+	}
+	return c.downErr
 }
 
 // Info returns the identity of the server as of the latest connect.

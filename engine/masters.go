@@ -42,22 +42,11 @@ func (e *Engine) Status() []MasterStatus {
 	for i, cs := range e.conns {
 		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info()}
 		if !out[i].Up {
-			out[i].Err = cs[0].WaitFirstAttempt(closedCtx)
-			if out[i].Err == nil || errors.Is(out[i].Err, context.Canceled) {
-				out[i].Err = fmt.Errorf("%w: %s: not connected", conn.ErrDown, e.addrs[i])
-			}
+			out[i].Err = cs[0].DownErr()
 		}
 	}
 	return out
 }
-
-// closedCtx is a context that has ended: WaitFirstAttempt with it does not
-// wait.
-var closedCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 // Probe waits until every master's first connect attempt is over (or ctx
 // ends) and returns their states. Its error matches [ErrDuplicateMaster]

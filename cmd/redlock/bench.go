@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,26 +11,39 @@ import (
 	"github.com/redlock-dev/redlock/bench"
 )
 
+const benchHelp = `redlock bench: measure lock throughput and latency over N Redis masters.
+
+usage: redlock bench [flags]
+
+Starts 5 local masters (redis-server, or embedded ones when it is missing)
+unless --masters is given, runs acquire+release cycles for --duration and
+prints a table that fits 80 columns (--wide: every column).
+
+Examples:
+  redlock bench
+  redlock bench --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --duration 30s
+  redlock bench --compare redsync --ceiling --rounds 5 --json
+`
+
 // benchCmd parses the bench flags and runs bench.Run. Errors from bad
 // flags or values are usageErrors (exit code 2).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("bench")
 	var cfg bench.Config
 	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones)")
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
 	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "what to measure: engine (embedded) or proxy (needs --proxy)")
 	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "proxy host:port for --target proxy")
 	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys)")
-	fs.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
-	fs.DurationVar(&cfg.Warmup, "warmup", 0, "load before each measured phase, not measured")
+	durationVar(fs, &cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
+	durationVar(fs, &cfg.Warmup, "warmup", 0, "load before each measured phase, not measured (0: none)")
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "split --duration into this many slices per target, run alternately with the --compare peers (evens out a drifting host)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "closed-loop workers; with --rate, the cap on operations in flight")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start operations at this fixed rate per second (0: closed loop)")
-	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (default %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
-	fs.DurationVar(&cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
-	fs.DurationVar(&cfg.Hold, "hold", 0, "time each lock is held before release")
-	fs.DurationVar(&cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
+	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (when not given: %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
+	durationVar(fs, &cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
+	durationVar(fs, &cfg.Hold, "hold", 0, "time each lock is held before release (0: release at once)")
+	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
 	compare := fs.String("compare", "", "peers to measure in the same run: redsync (and engine with --target proxy)")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
@@ -45,20 +57,30 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into this directory")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last stdout line")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
+	wide := fs.Bool("wide", false, "print every column (the default table fits 80 columns)")
+	if err := parseFlags(fs, args, stdout, benchHelp, "n", "duration", "rounds", "concurrency", "keys", "ttl", "conns"); err != nil {
+		return err
 	}
 	if *masters != "" {
 		cfg.Masters = splitList(*masters)
 		if len(cfg.Masters) == 0 {
 			return usageError{errors.New("--masters: no address given")}
 		}
+		if err := checkAddrs("masters", cfg.Masters); err != nil {
+			return err
+		}
+	}
+	if cfg.ProxyAddr != "" {
+		if err := checkAddrs("proxy", []string{cfg.ProxyAddr}); err != nil {
+			return err
+		}
+	}
+	n := cfg.N
+	if len(cfg.Masters) > 0 {
+		n = len(cfg.Masters)
+	}
+	if w := topologyWarning(n); w != "" && cfg.Target != bench.TargetProxy {
+		fmt.Fprintf(stderr, "redlock bench: warning: %s\n", w)
 	}
 	if *compare != "" {
 		for _, p := range strings.Split(*compare, ",") {
@@ -87,7 +109,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if res.Interrupted {
 		fmt.Fprintln(stderr, "redlock bench: interrupted; results so far:")
 	}
-	if err := res.WriteTable(stdout); err != nil {
+	write := res.WriteTable
+	if *wide {
+		write = res.WriteWideTable
+	}
+	if err := write(stdout); err != nil {
 		return err
 	}
 	if cfg.ReportDir != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
@@ -22,8 +24,19 @@ func TestBenchFlagValidation(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--bogus"}, "flag provided but not defined: -bogus"},
 		{"bad duration", []string{"--duration", "ten"}, `invalid value "ten" for flag -duration`},
-		{"negative duration", []string{"--duration", "-1s"}, "negative duration"},
-		{"zero concurrency", []string{"--concurrency", "-3"}, "concurrency must be 1..100000, got -3"},
+		{"negative duration", []string{"--duration", "-1s"}, `invalid value "-1s" for flag -duration: must not be negative`},
+		{"negative concurrency", []string{"--concurrency", "-3"}, "--concurrency must be positive, got -3"},
+		{"zero concurrency", []string{"--concurrency", "0"}, "--concurrency must be positive, got 0"},
+		{"zero duration", []string{"--duration", "0"}, "--duration must be a positive duration"},
+		{"zero ttl", []string{"--ttl", "0"}, "--ttl must be a positive duration"},
+		{"ttl without unit", []string{"--ttl", "30"}, `invalid value "30" for flag -ttl: want a duration with a unit, like 30s`},
+		{"zero keys", []string{"--keys", "0"}, "--keys must be positive, got 0"},
+		{"zero masters", []string{"--n", "0"}, "--n must be positive, got 0"},
+		{"masters port not a number", []string{"--masters", "127.0.0.1:abc"}, `--masters: "127.0.0.1:abc": port must be a number`},
+		{"masters bare port", []string{"--masters", "7601"}, `--masters: "7601" is not host:port`},
+		{"masters same server", []string{"--masters", "localhost:7601,127.0.0.1:7601,127.0.0.1:7602"}, "are the same server (127.0.0.1:7601)"},
+		{"masters listed twice", []string{"--masters", "127.0.0.1:7601,127.0.0.1:7601,127.0.0.1:7602"}, "127.0.0.1:7601 is listed twice"},
+		{"proxy address", []string{"--target", "proxy", "--proxy", "nope"}, `--proxy: "nope" is not host:port`},
 		{"bad workload", []string{"--workload", "burst"}, `unknown workload "burst" (known: cycle, acquire, contended)`},
 		{"bad target", []string{"--target", "etcd"}, `unknown target "etcd"`},
 		{"proxy without address", []string{"--target", "proxy"}, "needs a proxy address"},
@@ -53,6 +66,10 @@ func TestBenchFlagValidation(t *testing.T) {
 			if stdout.Len() != 0 {
 				t.Fatalf("stdout not empty: %q", stdout.String())
 			}
+			// One message, one prefix: no usage dump, no "bench: bench:".
+			if n := strings.Count(stderr.String(), tt.want); n != 1 || strings.Contains(stderr.String(), "bench: bench") {
+				t.Fatalf("the message appears %d times or stutters:\n%s", n, stderr.String())
+			}
 		})
 	}
 }
@@ -62,9 +79,13 @@ func TestBenchHelp(t *testing.T) {
 	if code := run([]string{"bench", "-h"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
+	if stderr.Len() != 0 || !strings.HasPrefix(stdout.String(), "redlock bench: measure lock throughput") ||
+		!strings.Contains(stdout.String(), "Examples:\n  redlock bench\n") {
+		t.Fatalf("help: stdout %q, stderr %q; want a description and examples on stdout", stdout.String(), stderr.String())
+	}
 	for _, flag := range []string{"-target", "-proxy", "-workload", "-rate", "-warmup", "-sweep", "-cpuprofile", "-memprofile",
 		"-mutexprofile", "-blockprofile", "-pprof-addr", "-report", "-quiet", "-json", "-ceiling", "-compare", "-hold"} {
-		if !strings.Contains(stderr.String(), flag) {
+		if !strings.Contains(stdout.String(), flag) {
 			t.Errorf("help lacks %s", flag)
 		}
 	}
@@ -86,7 +107,7 @@ func TestBenchJSONAndProfile(t *testing.T) {
 		t.Fatalf("last stdout line is not JSON: %v\n%s", err, stdout.String())
 	}
 	for _, k := range []string{"cycles_per_sec", "acquire_p50_us", "acquire_p99_us", "cycle_p50_us", "cycle_p99_us",
-		"acquired", "failed_acquires", "errors", "masters", "concurrency", "duration_s"} {
+		"acquired", "failed_acquires", "errors", "masters", "masters_up", "concurrency", "duration_s", "interrupted", "missed", "per_second"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}
@@ -135,7 +156,7 @@ func TestBenchQuietAndReport(t *testing.T) {
 			t.Errorf("report: %v", err)
 		}
 	}
-	if !strings.Contains(stdout.String(), "workload=contended") {
+	if !strings.Contains(stdout.String(), "  contended  ") {
 		t.Errorf("table:\n%s", stdout.String())
 	}
 }
@@ -209,4 +230,55 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestBenchFitsTerminal: the default table fits 80 columns.
+func TestBenchFitsTerminal(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "300ms", "--concurrency", "8",
+		"--compare", "redsync", "--ceiling", "--quiet"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("%d columns: %q", n, l)
+		}
+	}
+	if !strings.Contains(stdout.String(), "masters 3/3 up") {
+		t.Errorf("the table does not report the masters connected:\n%s", stdout.String())
+	}
+}
+
+// TestBenchUnreachable: a refused port shows the dial error at once (exit
+// 1), not after a wait; one unreachable master of three is reported and the
+// run goes on with the others.
+func TestBenchUnreachable(t *testing.T) {
+	set := mastertest.Start(t, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run([]string{"bench", "--masters", refused, "--duration", "200ms"}, &stdout, &stderr)
+	if d := time.Since(start); code != 1 || d > 5*time.Second || !strings.Contains(stderr.String(), "connection refused") {
+		t.Fatalf("exit %d after %v: %s; want exit 1 with the dial error, well within the 1s dial timeout + margin", code, d, stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = run([]string{"bench", "--masters", strings.Join(append(set.Addrs(), refused), ","), "--duration", "200ms", "--concurrency", "4", "--quiet"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "master 2 unreachable") || !strings.Contains(stdout.String(), "masters 2/3 up") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "redlock ") || !strings.Contains(stdout.String(), "go1.") {
+		t.Fatalf("exit %d: %q %q", code, stdout.String(), stderr.String())
+	}
 }

@@ -10,15 +10,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 )
 
-const usage = `usage: redlock <command> [flags]
+const usage = `redlock: distributed locks over N independent Redis masters (Redlock).
+
+usage: redlock <command> [flags]
 
 commands:
-  bench   run a lock load benchmark (starts 5 local masters unless --masters is given)
-  proxy   serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
+  bench     run a lock load benchmark (starts 5 local masters unless --masters is given)
+  proxy     serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
+  version   print the version (also --version)
 
 Run 'redlock <command> -h' for the command's flags.
 `
@@ -45,6 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
+		return 0
 	default:
 		fmt.Fprintf(stderr, "redlock: unknown command %q\n%s", args[0], usage)
 		return 2
@@ -56,10 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "redlock %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "redlock %s: %s\nRun 'redlock %s -h' for the flags.\n", args[0], cleanError(err), args[0])
 		return 2
 	default:
-		fmt.Fprintf(stderr, "redlock %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "redlock %s: %s\n", args[0], cleanError(err))
 		return 1
 	}
 }
@@ -80,4 +87,31 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// version describes this build: module version, VCS revision, Go version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "redlock (unknown version)"
+	}
+	v := "redlock " + bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return v + " " + bi.GoVersion
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,11 +23,23 @@ const (
 	envMasterPassword = "REDLOCK_MASTER_PASSWORD"
 )
 
+const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock quorum locks.
+
+usage: redlock proxy --masters host:port,... [flags]
+
+Unmodified clients send SET key value NX PX ms (or their lock library's
+scripts) and get a quorum-backed answer. Passwords may come from
+$REDLOCK_PROXY_PASSWORD and $REDLOCK_MASTER_PASSWORD instead of flags.
+
+Example:
+  REDLOCK_PROXY_PASSWORD=secret redlock proxy --listen 127.0.0.1:7380 \
+    --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
+`
+
 // proxyCmd runs `redlock proxy`: a RESP server mapping client lock commands
 // to Redlock quorum operations, until SIGINT/SIGTERM (graceful shutdown).
 func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("proxy")
 	var cfg proxy.Config
 	ec := &cfg.Engine
 	masters := fs.String("masters", "", "comma-separated host:port of the Redis masters (required)")
@@ -42,49 +53,29 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters, all clients together")
 	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "bytes of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")
-	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
+	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
 	fs.BoolVar(&cfg.AllowScripts, "allow-scripts", false, "run scripts that are not recognised lock scripts on every master: gives every client full write access to every master")
-	fs.DurationVar(&cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
-	fs.DurationVar(&ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
+	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
+	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift")
 	fs.IntVar(&ec.ConnsPerMaster, "conns-per-master", 1, "pipelined connections per master")
-	fs.DurationVar(&ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
-	fs.DurationVar(&ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
-	checkTimeout := fs.Duration("check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
+	durationVar(fs, &ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
+	durationVar(fs, &ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
+	checkTimeout := new(time.Duration)
+	durationVar(fs, checkTimeout, "check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
 	waitMasters := fs.Bool("wait-masters", false, "start even when fewer than a quorum of masters are reachable (lock commands answer an error until they are)")
-	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
+	shutdownTimeout := new(time.Duration)
+	durationVar(fs, shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
+	if err := parseFlags(fs, args, stdout, proxyHelp, "max-clients", "max-request-bytes", "max-args", "max-pipeline",
+		"max-in-flight", "max-client-memory", "max-auth-failures", "conns-per-master", "dial-timeout", "reconnect-max", "drift-factor"); err != nil {
+		return err
 	}
 	ec.Addrs = splitList(*masters)
 	if len(ec.Addrs) == 0 {
 		return usageError{errors.New("--masters is required")}
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"max-clients", cfg.MaxClients}, {"max-request-bytes", cfg.MaxRequestBytes}, {"max-args", cfg.MaxArgs},
-		{"max-pipeline", cfg.MaxPipeline}, {"max-in-flight", cfg.MaxInFlight}, {"max-client-memory", cfg.MaxClientMemory},
-		{"max-auth-failures", cfg.MaxAuthFailures}, {"conns-per-master", ec.ConnsPerMaster}} {
-		if f.v <= 0 {
-			return usageError{fmt.Errorf("--%s must be positive, got %d", f.name, f.v)}
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"idle-timeout", cfg.IdleTimeout}, {"script-timeout", cfg.ScriptTimeout}, {"master-timeout", ec.MasterTimeout},
-		{"dial-timeout", ec.Conn.DialTimeout}, {"reconnect-max", ec.Conn.ReconnectMax}, {"check-timeout", *checkTimeout},
-		{"shutdown-timeout", *shutdownTimeout}} {
-		if f.v < 0 {
-			return usageError{fmt.Errorf("--%s must not be negative, got %v", f.name, f.v)}
-		}
+	if err := checkAddrs("masters", ec.Addrs); err != nil {
+		return err
 	}
 	if cfg.RequirePass == "" {
 		cfg.RequirePass = os.Getenv(envProxyPassword)
@@ -120,7 +111,9 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("master unreachable at start", "master", m.Index, "addr", m.Addr, "err", m.Err)
 		}
 	}
-	warnTopology(log, len(ec.Addrs))
+	if w := topologyWarning(len(ec.Addrs)); w != "" {
+		log.Warn(w)
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -145,17 +138,4 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = serr
 	}
 	return err
-}
-
-// warnTopology warns about master counts that make a weak lock group.
-func warnTopology(log *slog.Logger, n int) {
-	q := n/2 + 1
-	switch {
-	case q == 1:
-		log.Warn("one master: quorum 1, no fault tolerance (use 5 independent masters, or at least 3)", "masters", n)
-	case n < 3:
-		log.Warn("fewer than 3 masters: no master may fail (use 5, or at least 3)", "masters", n, "quorum", q)
-	case n%2 == 0:
-		log.Warn("an even number of masters tolerates no more failures than one fewer", "masters", n, "quorum", q, "tolerates", n-q)
-	}
 }
