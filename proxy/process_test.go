@@ -66,8 +66,7 @@ type proxyProc struct {
 	cmd    *exec.Cmd
 	addr   string
 	exited chan struct{}
-	logMu  sync.Mutex
-	log    bytes.Buffer // stderr
+	log    syncBuffer // stderr
 }
 
 func startProxyProc(t *testing.T, env []string, masters []string, flags ...string) *proxyProc {
@@ -79,11 +78,7 @@ func startProxyProc(t *testing.T, env []string, masters []string, flags ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Stderr = writerFunc(func(b []byte) (int, error) {
-		p.logMu.Lock()
-		defer p.logMu.Unlock()
-		return p.log.Write(b)
-	})
+	p.cmd.Stderr = &p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -122,15 +117,7 @@ func startProxyProc(t *testing.T, env []string, masters []string, flags ...strin
 	return p
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
-
-func (p *proxyProc) stderr() string {
-	p.logMu.Lock()
-	defer p.logMu.Unlock()
-	return p.log.String()
-}
+func (p *proxyProc) stderr() string { return p.log.String() }
 
 func (p *proxyProc) alive() bool {
 	select {

@@ -64,6 +64,19 @@ func (c *rawConn) read() string {
 	return string(resp.AppendReply(nil, r))
 }
 
+// checkReply compares a reply with want: exact, or a prefix when want ends
+// in "*".
+func checkReply(t *testing.T, got, want string) {
+	t.Helper()
+	if p, ok := strings.CutSuffix(want, "*"); ok {
+		if !strings.HasPrefix(got, p) {
+			t.Fatalf("got %q, want prefix %q", got, p)
+		}
+	} else if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
 func TestCommands(t *testing.T) {
 	e := startEnv(t, 3, nil)
 	c := dialRaw(t, e.addr)
@@ -146,14 +159,7 @@ func TestCommands(t *testing.T) {
 	}()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := c.cmd(tc.args...)
-			if p, ok := strings.CutSuffix(tc.want, "*"); ok {
-				if !strings.HasPrefix(got, p) {
-					t.Fatalf("got %q, want prefix %q", got, p)
-				}
-			} else if got != tc.want {
-				t.Fatalf("got %q, want %q", got, tc.want)
-			}
+			checkReply(t, c.cmd(tc.args...), tc.want)
 		})
 	}
 }

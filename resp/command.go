@@ -320,7 +320,7 @@ func splitInline(dst []byte, offs []int, line []byte) ([]byte, []int, error) {
 						dst = append(dst, line[i])
 					}
 				case c == '"':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
+					if !closes(line, i) {
 						return dst, offs, protoErr(ReasonQuotes, line)
 					}
 					done = true
@@ -338,7 +338,7 @@ func splitInline(dst []byte, offs []int, line []byte) ([]byte, []int, error) {
 					dst = append(dst, '\'')
 					i++
 				case c == '\'':
-					if i+1 < len(line) && !isSpace(line[i+1]) {
+					if !closes(line, i) {
 						return dst, offs, protoErr(ReasonQuotes, line)
 					}
 					done = true
@@ -367,6 +367,10 @@ func splitInline(dst []byte, offs []int, line []byte) ([]byte, []int, error) {
 		offs = append(offs, start, len(dst))
 	}
 }
+
+// closes reports whether the quote at line[i] may close a word: it must be
+// followed by a space or the end of the line.
+func closes(line []byte, i int) bool { return i+1 == len(line) || isSpace(line[i+1]) }
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
