@@ -12,5 +12,5 @@ func (e *Engine) Attach(key, token string, ttl time.Duration) *Lock {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
-	return &Lock{e: e, key: key, token: token, ttl: ttl, cix: e.nextConn(), first: e.firstMaster()}
+	return &Lock{e: e, key: key, token: token, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
 }

@@ -26,6 +26,8 @@ const (
 	// timeout ttl/100.
 	MinMasterTimeout = 5 * time.Millisecond
 	MaxMasterTimeout = 50 * time.Millisecond
+	// MaxMasters bounds the number of masters (Config.Addrs).
+	MaxMasters = 64
 )
 
 // Config configures an [Engine].
@@ -64,6 +66,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if len(c.Addrs) == 0 {
 		return c, fmt.Errorf("%w: no masters", ErrBadArgument)
+	}
+	if len(c.Addrs) > MaxMasters {
+		return c, fmt.Errorf("%w: %d masters, at most %d", ErrBadArgument, len(c.Addrs), MaxMasters)
 	}
 	seen := map[string]bool{}
 	for _, a := range c.Addrs {

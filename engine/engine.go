@@ -68,7 +68,7 @@ func New(cfg Config) (*Engine, error) {
 	e.q = e.n/2 + 1
 	e.masterErrs = make([]atomic.Uint64, e.n)
 	e.ops.New = func() any {
-		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), skip: make([]bool, e.n), cmd: make([]byte, 0, 128)}
+		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), preset: make([]int8, e.n), cmd: make([]byte, 0, 128)}
 	}
 	e.mlog = make([]masterLog, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
@@ -151,10 +151,25 @@ func (e *Engine) Close() error {
 	return nil
 }
 
-// nextConn chooses the connection index (round robin) that one lock uses
-// on every master for all its commands: acquire, cleanup, extend and
-// release. Keeping a lock on one connection per master keeps its commands
-// in order there, so a release can never overtake the SET it undoes.
+// connFor chooses the connection index that every command on key uses on
+// every master: acquire, cleanup, extend and release, of every lock on that
+// key. One key's commands then reach a master in the order they were sent,
+// so the cleanup of a failed attempt can never overtake a later grant of
+// the same key (and same token, when callers reuse one) on another
+// connection, and a release never overtakes the SET it undoes.
+func (e *Engine) connFor(key string) uint32 {
+	if e.cfg.ConnsPerMaster == 1 {
+		return 0
+	}
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return h
+}
+
+// nextConn chooses a connection index round robin, for commands that are
+// not on one lock's key (Broadcast).
 func (e *Engine) nextConn() uint32 {
 	if e.cfg.ConnsPerMaster == 1 {
 		return 0
@@ -279,7 +294,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &Lock{e: e, key: key, ttl: ttl, cix: e.nextConn(), first: e.firstMaster()}
+	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
 	if co.token != "" {
 		l.token = co.token
 	} else {
@@ -342,7 +357,9 @@ func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 	o := e.getOp(opRelease, true, cix, acq.first)
 	acq.mu.Lock()
 	for i, r := range acq.results {
-		o.skip[i] = r.state == -1 && r.err == ErrHeld
+		if r.state == -1 && r.err == ErrHeld {
+			o.preset[i] = 1 // nothing written there: not sent, counted as done
+		}
 	}
 	acq.mu.Unlock()
 	o.cmd = appendRelease(o.cmd[:0], key, token)

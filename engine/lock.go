@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -17,7 +18,15 @@ type Lock struct {
 	tokenBuf   [TokenLen]byte
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
 	extensions atomic.Int64
-	unlocked   atomic.Bool
+	unlocked   atomic.Bool // Unlock was called: not Valid, no Extend
+
+	relMu sync.Mutex // serialises Unlock calls
+	// Guarded by relMu: per master, what its release answered (0 unknown:
+	// not answered, timed out, failed; 1 deleted; -1 did not hold it), nil
+	// before the first Unlock; released: a quorum confirmed the release.
+	relState []int8
+	released bool
+	relBuf   [8]int8 // relState's storage for up to 8 masters
 }
 
 // Key returns the locked key.
@@ -43,45 +52,89 @@ func (l *Lock) Valid() bool { return !l.unlocked.Load() && l.TTL() > 0 }
 
 // Unlock releases the lock on every master with a compare-and-delete. It
 // returns nil when a quorum released it, an error matching [ErrLockLost]
-// when fewer still held it (expired, taken over, or already unlocked), or
-// ctx's error. Cancelling ctx stops the wait, not the release on the wire.
+// when fewer did (expired, taken over, or — also matching
+// [ErrUnavailable] — too few masters answered), or ctx's error. Cancelling
+// ctx stops the wait, not the release on the wire.
+//
+// An Unlock that did not get a quorum can be called again: it sends the
+// release only to the masters that have not answered yet (timed out, down,
+// or not reached before ctx ended) and reports the quorum over every answer
+// so far. On such a retry a master that no longer holds the token counts
+// as released: the earlier release may have reached it after the earlier
+// call returned (so a retry cannot tell "lost before Unlock" from
+// "released late"; the first call can). After a successful Unlock, Unlock
+// returns an error matching ErrLockLost ("already unlocked").
 func (l *Lock) Unlock(ctx context.Context) error {
-	if !l.unlocked.CompareAndSwap(false, true) {
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.released {
 		return errUnlocked
 	}
+	l.unlocked.Store(true)
 	e := l.e
 	if e.closed.Load() {
 		return ErrClosed
 	}
+	retry := l.relState != nil
+	if !retry {
+		l.relState = l.relBuf[:0]
+		l.relState = append(l.relState, make([]int8, e.n)...) // no allocation for n ≤ 8
+	}
 	o := e.getOp(opRelease, false, l.cix, l.first)
+	o.retry = retry
+	copy(o.preset, l.relState)
 	o.cmd = appendRelease(o.cmd[:0], l.key, l.token)
 	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), ReleaseScript)
-	if err := ctx.Err(); err != nil {
-		// Cancelled before the call: the release is on the wire anyway
-		// (a cancelled caller still cleans up); report the cancellation.
-		o.unref()
-		return err
+	defer o.unref()
+	err := ctx.Err() // cancelled before the call: the release is on the wire anyway
+	if err == nil {
+		err = o.wait(ctx)
 	}
-	if err := o.wait(ctx); err != nil {
-		o.unref()
+	l.absorb(o)
+	if err != nil {
 		return err
 	}
 	if o.granted() >= e.q {
-		o.unref()
+		l.released = true
 		e.released.Add(1)
 		return nil
 	}
-	err := o.quorumError(ErrLockLost, nil)
-	o.unref()
 	e.lost.Add(1)
-	return err
+	return o.quorumError(ErrLockLost, nil)
+}
+
+// absorb records the release answers o has so far into relState.
+func (l *Lock) absorb(o *op) {
+	yes := o.yes.Load()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range l.relState {
+		switch {
+		case yes&(1<<uint(i)) != 0:
+			l.relState[i] = 1
+		case o.results[i].state == -1 && o.results[i].err == ErrNotHeld:
+			l.relState[i] = -1
+		}
+	}
+}
+
+// lowerUntil moves the validity deadline to d if that is earlier.
+func (l *Lock) lowerUntil(d int64) {
+	for {
+		cur := l.until.Load()
+		if d >= cur || l.until.CompareAndSwap(cur, d) {
+			return
+		}
+	}
 }
 
 // Extend resets the lock's TTL to ttl on every master that still holds the
 // token. It succeeds only when a quorum did so within the new validity;
 // then Until moves to ttl minus drift after the call started. Otherwise it
-// returns an error matching [ErrLockLost] (the lock's validity is left as
-// it was), [ErrTooManyExtensions], or ctx's error.
+// returns an error matching [ErrLockLost], [ErrTooManyExtensions], or ctx's
+// error; after a failed or cancelled Extend that reached the masters, Until
+// is the earlier of the old deadline and ttl minus drift after the call
+// started (some masters may hold the new, shorter TTL).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -104,18 +157,23 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
 	t1 := time.Now()
 	o.fanout(t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)
+	drift := e.cfg.drift(ttl)
+	newUntil := int64(t1.Sub(e.epoch) + ttl - drift)
 	if err := o.wait(ctx); err != nil {
+		// Some masters may have applied the new TTL: never count on more
+		// than both the old deadline and the new one allow.
+		l.lowerUntil(newUntil)
 		o.unref()
 		return err
 	}
-	drift := e.cfg.drift(ttl)
 	validity := ttl - time.Since(t1) - drift
 	if o.granted() >= e.q && validity > 0 {
 		o.unref()
-		l.until.Store(int64(t1.Sub(e.epoch) + ttl - drift))
+		l.until.Store(newUntil)
 		e.extended.Add(1)
 		return nil
 	}
+	l.lowerUntil(newUntil)
 	var extra error
 	if o.granted() >= e.q {
 		extra = ErrValidityExpired

@@ -34,6 +34,9 @@ type op struct {
 	e       *Engine
 	kind    opKind
 	waitAll bool   // decide only when every master answered (cleanup)
+	// retry: a release retried after an Unlock without quorum; "not held"
+	// counts as released (the earlier release may have deleted it).
+	retry bool
 	cix     uint32 // connection index used on every master (see nextConn)
 	first   int    // master the fan-out starts with (see Engine.firstMaster)
 	refs    atomic.Int32
@@ -46,12 +49,15 @@ type op struct {
 	// and exactly one sees the last answer.
 	counts  atomic.Uint64
 	decided atomic.Bool
+	yes     atomic.Uint64 // bit i: master i said yes (N ≤ 64)
 
 	mu sync.Mutex
 	// Guarded by mu (written before the answer is counted):
 	results []masterResult
 
-	skip []bool // masters fanout leaves out (owner only)
+	// preset is, per master, an answer fanout records instead of sending
+	// (owner only): 0 send, 1 yes, -1 no (ErrNotHeld).
+	preset []int8
 
 	cmd []byte // encoded command (only touched by the op's owner)
 }
@@ -72,8 +78,10 @@ func (o *op) unref() {
 	}
 	o.counts.Store(0)
 	o.decided.Store(false)
+	o.yes.Store(0)
+	o.retry = false
 	clear(o.results)
-	clear(o.skip)
+	clear(o.preset)
 	select { // drain signals nobody waited for
 	case <-o.done:
 	default:
@@ -106,7 +114,7 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 		}
 	case opRelease, opExtend:
 		if r.Type == resp.TypeInteger {
-			if r.Int == 1 {
+			if r.Int == 1 || o.retry {
 				return true, nil
 			}
 			return false, ErrNotHeld
@@ -120,7 +128,9 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 
 func (o *op) record(i int, ok bool, cause error) {
 	delta := uint64(1)
-	if !ok {
+	if ok {
+		o.yes.Or(1 << uint(i))
+	} else {
 		// Only failures carry data: write it before counting the answer,
 		// so whoever sees the count (decision, all answered) sees it too.
 		o.mu.Lock()
@@ -151,8 +161,12 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 		if i >= e.n {
 			i -= e.n
 		}
-		if o.skip[i] {
-			o.record(i, true, nil)
+		if p := o.preset[i]; p != 0 {
+			if p > 0 {
+				o.record(i, true, nil)
+			} else {
+				o.record(i, false, ErrNotHeld)
+			}
 			o.unref()
 			continue
 		}
