@@ -33,15 +33,15 @@ type masterResult struct {
 type op struct {
 	e       *Engine
 	kind    opKind
-	waitAll bool   // decide only when every master answered (cleanup)
+	waitAll bool // decide only when every master answered (cleanup)
 	// retry: a release retried after an Unlock without quorum; "not held"
 	// counts as released (the earlier release may have deleted it).
 	retry bool
-	cix     uint32 // connection index used on every master (see nextConn)
-	first   int    // master the fan-out starts with (see Engine.firstMaster)
-	refs    atomic.Int32
-	done    chan struct{} // receives one value when decided
-	all     chan struct{} // receives one value when every master answered
+	cix   uint32 // connection index used on every master (see nextConn)
+	first int    // master the fan-out starts with (see Engine.firstMaster)
+	refs  atomic.Int32
+	done  chan struct{} // receives one value when decided
+	all   chan struct{} // receives one value when every master answered
 
 	// counts packs the answers so far: yes in the low 32 bits, no (refusals
 	// and failures) in the high 32. One atomic add per answer gives every
