@@ -58,6 +58,21 @@ type Config struct {
 	CleanupTimeout time.Duration
 	// MaxExtensions bounds successful Extend calls per lock (default 1<<20).
 	MaxExtensions int
+	// DisableQuarantine turns restart quarantine off. With it on (the
+	// default), a master that (re)connects with a new run_id or an uptime
+	// below the quarantine period does not count as a grant, for acquire
+	// and extend, until the period has passed since it started: a master
+	// restarted without its data must not vote again while locks it lost
+	// may still be held (the delayed-restart rule). Off, such a master
+	// votes at once: two clients can hold one key (docs/safety.md).
+	DisableQuarantine bool
+	// QuarantineFor is the quarantine period: at least the largest TTL
+	// any client of these masters uses. On a reconnect the period is at
+	// least the largest TTL this engine has issued, which is enough for one
+	// process (such as one proxy); a master's first connection is bound
+	// only by QuarantineFor. Set it when several processes lock on the same
+	// masters. Default 0.
+	QuarantineFor time.Duration
 	// Logger receives master state changes (down, up, restarted) and quorum
 	// lost / regained; nil discards them (the library is quiet by default).
 	Logger *slog.Logger
@@ -83,7 +98,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ConnsPerMaster <= 0 {
 		c.ConnsPerMaster = 1
 	}
-	if c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
+	if c.QuarantineFor < 0 || c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
 		c.RetryDelay < 0 || c.MaxTries < 0 || c.CleanupTimeout < 0 || c.MaxExtensions < 0 {
 		return c, fmt.Errorf("%w: negative or out-of-range config value", ErrBadArgument)
 	}

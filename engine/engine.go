@@ -52,6 +52,10 @@ type Engine struct {
 	mlog       []masterLog // guarded by logMu
 	upCount    int         // guarded by logMu
 	quorumLost bool        // guarded by logMu
+
+	// Restart quarantine (see Config.DisableQuarantine, masters.go).
+	maxTTL atomic.Int64   // largest TTL issued, ns
+	quar   []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
 }
 
 // New connects to the masters in the background and returns the Engine at
@@ -71,6 +75,7 @@ func New(cfg Config) (*Engine, error) {
 		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), preset: make([]int8, e.n), cmd: make([]byte, 0, 128)}
 	}
 	e.mlog = make([]masterLog, e.n)
+	e.quar = make([]atomic.Int64, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
 	for i, a := range cfg.Addrs {
 		cc := cfg.Conn
@@ -294,6 +299,7 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	e.issued(ttl)
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
 	if co.token != "" {
 		l.token = co.token
@@ -400,6 +406,9 @@ type Stats struct {
 	Extended     uint64   // successful extensions
 	ExtendFailed uint64   // failed extensions
 	MasterErrors []uint64 // per master: timeouts, I/O and server errors
+	// QuarantinedUntil is, per master, when its restart quarantine ends
+	// (zero time: not quarantined).
+	QuarantinedUntil []time.Time
 }
 
 // Stats returns the Engine's counters.
@@ -411,6 +420,12 @@ func (e *Engine) Stats() Stats {
 	}
 	for i := range e.masterErrs {
 		s.MasterErrors[i] = e.masterErrs[i].Load()
+	}
+	s.QuarantinedUntil = make([]time.Time, e.n)
+	for i := range e.quar {
+		if e.quarantined(i) {
+			s.QuarantinedUntil[i] = e.epoch.Add(time.Duration(e.quar[i].Load()))
+		}
 	}
 	return s
 }

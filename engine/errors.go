@@ -36,6 +36,11 @@ var ErrHeld = errors.New("engine: key held on master")
 // token on release or extend.
 var ErrNotHeld = errors.New("engine: token not held on master")
 
+// ErrQuarantined is the per-master cause recorded when a master granted
+// an acquire or extend while in restart quarantine: the grant does not
+// count (see Config.DisableQuarantine).
+var ErrQuarantined = errors.New("engine: master in restart quarantine")
+
 // ErrValidityExpired is the cause of a failure that got a quorum too late:
 // the elapsed time plus drift used up the TTL.
 var ErrValidityExpired = errors.New("engine: quorum reached after the validity ran out")

@@ -153,6 +153,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.extensions.Add(1) > int64(e.cfg.MaxExtensions) {
 		return ErrTooManyExtensions
 	}
+	e.issued(ttl)
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
 	t1 := time.Now()

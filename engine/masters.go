@@ -103,6 +103,7 @@ const (
 
 // masterLog is the log state of one master (guarded by Engine.logMu).
 type masterLog struct {
+	sessions   int // connects so far
 	up         bool
 	window     time.Time
 	lines      int
@@ -123,6 +124,10 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 		e.upCount--
 	}
 	m.up = sc.Up
+	if sc.Up {
+		m.sessions++
+		e.checkRestart(i, sc)
+	}
 	log := e.cfg.Logger
 	now := time.Now()
 	if now.Sub(m.window) >= logWindow {
@@ -154,4 +159,70 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 		e.quorumLost = true
 		log.Error("engine: quorum lost: locks cannot be taken until masters come back", "up", e.upCount, "masters", e.n, "quorum", e.q)
 	}
+}
+
+// issued records that a lock of ttl was (or is about to be) granted: the
+// quarantine period is at least the largest such TTL.
+func (e *Engine) issued(ttl time.Duration) {
+	for {
+		cur := e.maxTTL.Load()
+		if int64(ttl) <= cur || e.maxTTL.CompareAndSwap(cur, int64(ttl)) {
+			return
+		}
+	}
+}
+
+// quarantinePeriod is how long after its start a master may not vote.
+func (e *Engine) quarantinePeriod() time.Duration {
+	return max(e.cfg.QuarantineFor, time.Duration(e.maxTTL.Load()))
+}
+
+// quarantined reports whether master i is in restart quarantine now. On
+// the hot path it costs one atomic load for a master that is not.
+func (e *Engine) quarantined(i int) bool {
+	until := e.quar[i].Load()
+	if until == 0 {
+		return false
+	}
+	if int64(time.Since(e.epoch)) < until {
+		return true
+	}
+	e.quar[i].CompareAndSwap(until, 0)
+	return false
+}
+
+// checkRestart runs when master i (re)connects: a master that started less
+// than the quarantine period ago — a new run_id, or a short uptime — does
+// not vote until that period has passed since its start (the
+// delayed-restart rule, enforced by the client). The period is
+// QuarantineFor for a master's first session, and at least the largest
+// TTL issued for a reconnect. Called with logMu held.
+func (e *Engine) checkRestart(i int, sc conn.StateChange) {
+	if e.cfg.DisableQuarantine {
+		if sc.Restarted {
+			e.cfg.Logger.Warn("engine: master restarted; quarantine is off: it votes at once", "master", i, "addr", sc.Addr)
+		}
+		return
+	}
+	// A master this engine never had a session with cannot have lost a
+	// grant of this engine: its first session is bound only by the
+	// operator's QuarantineFor (other processes' locks).
+	period := e.cfg.QuarantineFor
+	if e.mlog[i].sessions > 1 {
+		period = e.quarantinePeriod()
+	}
+	if period <= 0 {
+		return // nothing it could have lost
+	}
+	started := sc.Info.ConnectedAt.Add(-sc.Info.Uptime)
+	if sc.Info.ConnectedAt.IsZero() {
+		started = time.Now().Add(-sc.Info.Uptime)
+	}
+	until := started.Add(period)
+	if !until.After(time.Now()) {
+		return
+	}
+	e.quar[i].Store(int64(until.Sub(e.epoch)))
+	e.cfg.Logger.Warn("engine: master quarantined after a restart: its grants do not count until the quarantine ends",
+		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }

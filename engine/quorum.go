@@ -96,6 +96,9 @@ func (o *op) unref() {
 // Complete implements [conn.Callback]: one master answered (or failed).
 func (o *op) Complete(tag uint64, r resp.Reply, err error) {
 	ok, cause := o.classify(r, err)
+	if ok && o.kind != opRelease && o.e.quarantined(int(tag)) {
+		ok, cause = false, ErrQuarantined
+	}
 	o.record(int(tag), ok, cause)
 	o.unref()
 }
@@ -148,7 +151,7 @@ func (o *op) record(i int, ok bool, cause error) {
 	if (all || (!o.waitAll && (yes >= q || no > n-q))) && o.decided.CompareAndSwap(false, true) {
 		o.done <- struct{}{}
 	}
-	if !ok && cause != ErrHeld && cause != ErrNotHeld {
+	if !ok && cause != ErrHeld && cause != ErrNotHeld && cause != ErrQuarantined {
 		o.e.masterErrs[i].Add(1)
 	}
 }
