@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"net"
 	"runtime"
@@ -43,6 +44,7 @@ type client struct {
 	calls   chan *call    // dispatched commands in request order; closed by the reader
 	drained chan struct{} // the writer released bytes (cap 1)
 	wdone   chan struct{} // closed when the writer returns
+	wfail   chan struct{} // closed when the writer can no longer write (it panicked)
 
 	held atomic.Int64 // bytes of unanswered requests and unwritten replies
 
@@ -50,7 +52,9 @@ type client struct {
 	authed    bool
 	authFails int
 	name, lib string
-	lastByKey map[string]*call // last in-flight command per key
+	lastByKey map[uint64]*call // last command per key hash (see order)
+	sweepAt   int              // len(lastByKey) at which finished entries are swept
+	authBy    time.Time        // with a password: when an unauthenticated connection is closed
 }
 
 // call is one command's reply slot.
@@ -66,9 +70,17 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func newClient(s *Server, nc net.Conn) *client {
 	c := &client{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: s.nextID.Add(1), created: time.Now(),
 		authed: s.cfg.RequirePass == "", calls: make(chan *call, s.cfg.MaxPipeline),
-		drained: make(chan struct{}, 1), wdone: make(chan struct{})}
+		drained: make(chan struct{}, 1), wdone: make(chan struct{}), wfail: make(chan struct{})}
 	c.rd = resp.NewCommandReader(nc, readBufferSize)
-	c.rd.Grow = func(n int) bool { return c.hold(int64(n), true) }
+	c.rd.Grow = func(n int) bool {
+		if !c.authed && c.held.Load()+int64(n) > freeClientBytes {
+			return false // unauthenticated: the free allowance only
+		}
+		return c.hold(int64(n), true)
+	}
+	if !c.authed {
+		c.authBy = c.created.Add(s.cfg.AuthTimeout)
+	}
 	return c
 }
 
@@ -146,19 +158,23 @@ func (c *client) readLoop() {
 			case <-c.drained:
 			case <-c.wdone:
 				return
+			case <-c.wfail:
+				return
 			}
 		}
 		c.setLimits()
-		switch {
-		case shutting:
+		if shutting {
 			// Commands already received still run (Shutdown lets them
 			// finish); the socket is not read again.
 			c.nc.SetReadDeadline(time.Now())
-		case s.cfg.IdleTimeout > 0:
-			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-			if s.shutting.Load() { // Shutdown's deadline may just have been overwritten
-				c.nc.SetReadDeadline(time.Now())
+		} else if c.rd.Buffered() == 0 {
+			// Wait for the next request (IdleTimeout), then give it
+			// RequestTimeout to arrive whole (slow-loris).
+			c.setDeadline(s.cfg.IdleTimeout)
+			if err := c.rd.Wait(); err != nil {
+				return
 			}
+			c.setDeadline(s.cfg.RequestTimeout)
 		}
 		cmd, err := c.rd.ReadCommand()
 		if err != nil {
@@ -179,6 +195,22 @@ func (c *client) readLoop() {
 		if cl.closeAfter {
 			return
 		}
+	}
+}
+
+// setDeadline sets the read deadline d from now (0: none), never later
+// than the authentication deadline, and at once when Shutdown began.
+func (c *client) setDeadline(d time.Duration) {
+	var dl time.Time
+	if d > 0 {
+		dl = time.Now().Add(d)
+	}
+	if !c.authed && !c.authBy.IsZero() && (dl.IsZero() || c.authBy.Before(dl)) {
+		dl = c.authBy
+	}
+	c.nc.SetReadDeadline(dl)
+	if c.s.shutting.Load() { // Shutdown's deadline may just have been overwritten
+		c.nc.SetReadDeadline(time.Now())
 	}
 }
 
@@ -204,6 +236,8 @@ func (c *client) readErr(err error) string {
 		c.s.protoErrors.Add(1)
 		reason := pe.Reason
 		switch {
+		case pe.Reason == resp.ReasonMemory && !c.authed:
+			return "ERR Protocol error: unauthenticated requests larger than 16 KiB"
 		case pe.Reason == resp.ReasonMemory:
 			c.s.log.Warn("proxy: client memory limit reached; closing the client", "remote", c.remote)
 			return "ERR redlock proxy: client memory limit reached (max-client-memory); closing the connection"
@@ -238,12 +272,11 @@ func errCall(msg string) *call { return errReply(msg, false) }
 // one connection run concurrently, except that a command waits for the
 // connection's earlier in-flight commands on the same keys (so a pipelined
 // SET then release of one key keep their order). At most MaxInFlight run
-// at once across all clients: beyond that the reader waits here.
+// on the masters at once across all clients; beyond that they wait.
 func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call {
 	cl := &call{done: make(chan struct{})}
 	after := c.order(keys, cl)
 	s := c.s
-	s.inflight <- struct{}{}
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -258,6 +291,10 @@ func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call 
 		for _, p := range after {
 			<-p.done
 		}
+		// A slot only once it runs: commands waiting for earlier ones on
+		// their keys hold none (their number is bounded per connection by
+		// MaxPipeline).
+		s.inflight <- struct{}{}
 		if h := testHook.Load(); h != nil {
 			(*h)("async", nil)
 		}
@@ -269,22 +306,24 @@ func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call 
 }
 
 // order records cl as the last command on keys and returns the earlier
-// in-flight commands cl must wait for. The map is swept of finished
-// commands as it grows; when the connection has more than maxTrackedKeys
-// keys in flight, the reader waits for them.
+// in-flight commands cl must wait for. Keys are tracked by a 64-bit hash
+// (a collision only orders two commands that need not be), so the state
+// is a few words per key whatever the keys' size; finished entries are
+// swept whenever the map doubled since the last sweep, so it holds about
+// twice the keys in flight; beyond maxTrackedKeys keys in flight the reader
+// waits for earlier commands.
 func (c *client) order(keys [][]byte, cl *call) []*call {
 	if len(keys) == 0 {
 		return nil
 	}
 	if c.lastByKey == nil {
-		c.lastByKey = map[string]*call{}
+		c.lastByKey = map[uint64]*call{}
+		c.sweepAt = 64
 	}
-	if len(c.lastByKey)+len(keys) > maxTrackedKeys {
+	if len(c.lastByKey)+len(keys) > c.sweepAt {
 		for k, prev := range c.lastByKey {
-			select {
-			case <-prev.done:
+			if ready(prev) {
 				delete(c.lastByKey, k)
-			default:
 			}
 		}
 		for k, prev := range c.lastByKey {
@@ -294,20 +333,21 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 			<-prev.done
 			delete(c.lastByKey, k)
 		}
+		c.sweepAt = max(64, 2*(len(c.lastByKey)+len(keys)))
 	}
 	var after []*call
 	for _, k := range keys {
-		if prev := c.lastByKey[string(k)]; prev != nil && prev != cl { // a key named twice: not itself
-			select {
-			case <-prev.done:
-			default:
-				after = append(after, prev)
-			}
+		h := maphash.Bytes(keySeed, k)
+		if prev := c.lastByKey[h]; prev != nil && prev != cl && !ready(prev) { // a key named twice: not itself
+			after = append(after, prev)
 		}
-		c.lastByKey[string(k)] = cl
+		c.lastByKey[h] = cl
 	}
 	return after
 }
+
+// keySeed seeds the ordering map's key hashes.
+var keySeed = maphash.MakeSeed()
 
 // writeLoop writes replies in request order. It writes as soon as a reply
 // and every earlier one are ready, and flushes when it has nothing more
@@ -366,6 +406,7 @@ func (c *client) writeLoop() {
 				buf = append(buf, cl.out...)
 			}
 			c.hold(-cl.size-int64(len(cl.out)), false)
+			cl.size, cl.out = 0, nil // the ordering map may keep the call a while
 			select {
 			case c.drained <- struct{}{}:
 			default:
@@ -380,7 +421,13 @@ func (c *client) writeLoop() {
 		}
 		flush()
 	})
-	// After a panic: keep taking replies so the reader is never stuck.
+	// After a panic: keep taking replies so the reader is never stuck
+	// pushing, and wake it if it waits for the writer to drain.
+	select {
+	case <-c.wfail:
+	default:
+		close(c.wfail)
+	}
 	for cl := range c.calls {
 		<-cl.done
 		c.hold(-cl.size-int64(len(cl.out)), false)

@@ -90,8 +90,13 @@ func (c *scriptCache) get(sha string) *conn.Script {
 	return c.m[sha]
 }
 
-// put stores src; when the cache is full the script is still usable for
-// this call but not remembered (EVALSHA then answers NOSCRIPT).
+// maxCachedScript bounds a script the cache remembers: the cache holds at
+// most MaxScripts × 64 KiB.
+const maxCachedScript = 64 << 10
+
+// put stores src; when the cache is full, or src is over maxCachedScript,
+// the script is still usable for this call but not remembered (EVALSHA
+// then answers NOSCRIPT and clients send EVAL).
 func (c *scriptCache) put(src []byte) *conn.Script {
 	sha := sha1Hex(src)
 	c.mu.Lock()
@@ -100,7 +105,7 @@ func (c *scriptCache) put(src []byte) *conn.Script {
 		return s
 	}
 	s := conn.NewScript(string(src))
-	if len(c.m) < c.max {
+	if len(c.m) < c.max && len(src) <= maxCachedScript {
 		c.m[sha] = s
 	}
 	return s

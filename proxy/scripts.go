@@ -52,10 +52,21 @@ type libScript struct {
 
 // fits reports whether keys and argv have the shape the library sends, the
 // only shape the proxy maps to a quorum operation.
+// Beyond the shape, the token is at most 512 bytes (the engine's limit
+// for SET NX PX too) and a multi-key script names at most maxScriptKeys
+// keys: a lock value is what GET answers every client with, and a
+// recognised script must not write more than a lock's worth per key.
 func (ls *libScript) fits(keys, argv [][]byte) bool {
-	return len(keys) > 0 && (ls.MultiKey || len(keys) == 1) && ls.TokenArg < len(argv) &&
+	return len(keys) > 0 && len(keys) <= maxScriptKeys && (ls.MultiKey || len(keys) == 1) &&
+		ls.TokenArg < len(argv) && len(argv[ls.TokenArg]) <= maxTokenLen &&
 		ls.TTLArg < len(argv) && (!ls.AddOrReplace || len(argv) >= 3)
 }
+
+// Bounds of a recognised script call (see fits).
+const (
+	maxScriptKeys = 64
+	maxTokenLen   = 512
+)
 
 // libTable lists every recognised script. Each entry's text is atomic per
 // master and checks every key before writing, so the proxy sends the

@@ -20,13 +20,15 @@ import (
 const (
 	DefaultListen          = "127.0.0.1:7380"
 	DefaultMaxClients      = 10000
-	DefaultMaxRequestBytes = 1 << 20   // bytes of one request's arguments
-	DefaultMaxArgs         = 1024      // arguments of one request
-	DefaultMaxPipeline     = 1024      // unanswered commands per connection
-	DefaultMaxInFlight     = 10000     // commands running on the masters, all clients together
-	DefaultMaxClientMemory = 128 << 20 // bytes of requests and replies held for all clients
-	DefaultMaxScripts      = 1024      // opted-in scripts remembered for EVALSHA
-	DefaultMaxAuthFailures = 5         // wrong passwords before a connection is closed
+	DefaultMaxRequestBytes = 1 << 20          // bytes of one request's arguments
+	DefaultMaxArgs         = 1024             // arguments of one request
+	DefaultMaxPipeline     = 1024             // unanswered commands per connection
+	DefaultMaxInFlight     = 10000            // commands running on the masters, all clients together
+	DefaultMaxClientMemory = 128 << 20        // bytes of requests and replies held for all clients
+	DefaultMaxScripts      = 1024             // opted-in scripts remembered for EVALSHA
+	DefaultMaxAuthFailures = 5                // wrong passwords before a connection is closed
+	DefaultAuthTimeout     = 10 * time.Second // to authenticate, when a password is set
+	DefaultRequestTimeout  = 10 * time.Second // to send a request, once its first byte arrived
 )
 
 // Limits that apply before a client has authenticated (when RequirePass
@@ -59,11 +61,22 @@ type Config struct {
 	Listen string
 	// RequirePass, if set, makes clients AUTH (or HELLO ... AUTH) first.
 	// Until then a request may have at most 10 arguments of at most 16 KiB
-	// each, as Redis allows unauthenticated clients.
+	// each, as Redis allows unauthenticated clients, and all of a
+	// connection's requests together at most 16 KiB (none of
+	// MaxClientMemory).
 	RequirePass string
 	// MaxAuthFailures closes a connection after that many wrong passwords
 	// (default [DefaultMaxAuthFailures]).
 	MaxAuthFailures int
+	// AuthTimeout closes a connection that has not authenticated this long
+	// after it was accepted, when RequirePass is set (default
+	// [DefaultAuthTimeout]).
+	AuthTimeout time.Duration
+	// RequestTimeout closes a connection whose request is not complete
+	// this long after its first byte arrived — a slow-loris client
+	// (default [DefaultRequestTimeout]). Waiting between requests is
+	// bounded by IdleTimeout instead.
+	RequestTimeout time.Duration
 	// MaxClients bounds concurrent client connections (default [DefaultMaxClients]);
 	// the next one gets "-ERR max number of clients reached" and is closed.
 	MaxClients int
@@ -133,8 +146,14 @@ func (c Config) withDefaults() (Config, error) {
 			*v.p = v.def
 		}
 	}
-	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 {
+	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 || c.AuthTimeout < 0 || c.RequestTimeout < 0 {
 		return c, fmt.Errorf("%w: negative timeout", ErrBadConfig)
+	}
+	if c.AuthTimeout == 0 {
+		c.AuthTimeout = DefaultAuthTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen

@@ -28,6 +28,10 @@ const (
 	ReasonQuotes       = "unbalanced quotes in request"
 )
 
+// argHeaderSize is what one argument's slice header costs, charged
+// through Grow with the command (Command.Size includes it).
+const argHeaderSize = 24
+
 // maxCountLine bounds a "*n" or "$n" header line: an int64 needs 20 digits.
 const maxCountLine = 32
 
@@ -36,8 +40,8 @@ type Command struct {
 	// Args are the command name and its arguments. They live in a buffer
 	// of their own that the caller owns: the reader never touches it again.
 	Args [][]byte
-	// Size is the capacity of that buffer, in bytes: what the reader asked
-	// [CommandReader.Grow] for. The caller gives it back to its budget once
+	// Size is what the reader asked [CommandReader.Grow] for: the capacity
+	// of that buffer plus 24 bytes per argument (the Args headers). The caller gives it back to its budget once
 	// it no longer needs Args (also after an error: then Args is nil and
 	// Size covers the partial command).
 	Size int
@@ -82,6 +86,14 @@ func NewCommandReader(rd io.Reader, size int) *CommandReader {
 // parsed: a pipelined client's next commands.
 func (r *CommandReader) Buffered() int { return r.br.Buffered() }
 
+// Wait blocks until at least one byte of the next command can be read
+// (a server sets a deadline for the rest of the request after it), or the
+// source fails.
+func (r *CommandReader) Wait() error {
+	_, err := r.br.Peek(1)
+	return err
+}
+
 func limit(v, def int) int {
 	if v > 0 {
 		return v
@@ -104,7 +116,14 @@ func (r *CommandReader) ReadCommand() (Command, error) {
 			return cmd, err
 		}
 		if args > 0 {
-			cmd := Command{Args: make([][]byte, args), Size: cap(r.buf)}
+			// The argument headers cost memory too: charge them, so that
+			// a thousand empty arguments are not free.
+			if r.Grow != nil && !r.Grow(argHeaderSize*args) {
+				cmd := Command{Size: cap(r.buf)}
+				r.buf, r.offs = nil, r.offs[:0]
+				return cmd, limitErr(ReasonMemory)
+			}
+			cmd := Command{Args: make([][]byte, args), Size: cap(r.buf) + argHeaderSize*args}
 			for i := range cmd.Args {
 				cmd.Args[i] = r.buf[r.offs[2*i]:r.offs[2*i+1]:r.offs[2*i+1]]
 			}
@@ -265,13 +284,10 @@ func (r *CommandReader) readInline() (int, error) {
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	words, offs, err := splitInline(line[:0], r.offs[:0], line)
+	words, offs, err := splitInline(line[:0], r.offs[:0], line, limit(r.MaxArgs, DefaultMaxArgs))
 	r.buf, r.offs = words, offs
 	if err != nil {
 		return 0, err
-	}
-	if len(offs) > 2*limit(r.MaxArgs, DefaultMaxArgs) {
-		return 0, &ProtocolError{Reason: ReasonMultibulkLen, Limit: true}
 	}
 	return len(offs) / 2, nil
 }
@@ -281,9 +297,19 @@ func (r *CommandReader) readInline() (int, error) {
 // escapes; 'single quotes' with \' only. A closing quote must be followed
 // by a space or the end of the line. It appends the words to dst and their
 // boundaries to offs.
-func splitInline(dst []byte, offs []int, line []byte) ([]byte, []int, error) {
+func splitInline(dst []byte, offs []int, line []byte, maxArgs int) ([]byte, []int, error) {
 	i := 0
 	for {
+		if len(offs) >= 2*maxArgs && i < len(line) {
+			// One more word would be over the limit (checked before it
+			// is collected, however many a long line holds).
+			for i < len(line) && isSpace(line[i]) {
+				i++
+			}
+			if i < len(line) {
+				return dst, offs, &ProtocolError{Reason: ReasonMultibulkLen, Limit: true}
+			}
+		}
 		for i < len(line) && isSpace(line[i]) {
 			i++
 		}

@@ -222,3 +222,23 @@ func FuzzCommandReader(f *testing.F) {
 		}
 	})
 }
+
+// TestCommandReaderArgCost: argument headers are charged, and an inline
+// line's argument count is checked as the words are split.
+func TestCommandReaderArgCost(t *testing.T) {
+	charged := 0
+	r := resp.NewCommandReader(strings.NewReader(strings.Repeat("*1000\r\n"+strings.Repeat("$0\r\n\r\n", 1000), 1)), 64)
+	r.Grow = func(n int) bool { charged += n; return true }
+	cmd, err := r.ReadCommand()
+	if err != nil || len(cmd.Args) != 1000 {
+		t.Fatal(err)
+	}
+	if charged < 24000 || cmd.Size != charged {
+		t.Fatalf("1000 empty arguments charged %d (Size %d)", charged, cmd.Size)
+	}
+	r = resp.NewCommandReader(strings.NewReader(strings.Repeat("a ", 5000)+"\r\n"), 64)
+	r.MaxArgs = 10
+	if _, err := r.ReadCommand(); !errors.Is(err, resp.ErrTooLarge) {
+		t.Fatalf("inline line with 5000 words and MaxArgs 10: %v", err)
+	}
+}

@@ -54,6 +54,8 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "bytes of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
+	durationVar(fs, &cfg.AuthTimeout, "auth-timeout", proxy.DefaultAuthTimeout, "with a password: close connections not authenticated this long after they connect")
+	durationVar(fs, &cfg.RequestTimeout, "request-timeout", proxy.DefaultRequestTimeout, "close a connection whose request is not complete this long after its first byte")
 	fs.BoolVar(&cfg.AllowScripts, "allow-scripts", false, "run scripts that are not recognised lock scripts on every master: gives every client full write access to every master")
 	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
@@ -67,7 +69,8 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	shutdownTimeout := new(time.Duration)
 	durationVar(fs, shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
 	if err := parseFlags(fs, args, stdout, proxyHelp, "max-clients", "max-request-bytes", "max-args", "max-pipeline",
-		"max-in-flight", "max-client-memory", "max-auth-failures", "conns-per-master", "dial-timeout", "reconnect-max", "drift-factor"); err != nil {
+		"max-in-flight", "max-client-memory", "max-auth-failures", "conns-per-master", "dial-timeout", "reconnect-max", "drift-factor",
+		"auth-timeout", "request-timeout"); err != nil {
 		return err
 	}
 	ec.Addrs = splitList(*masters)

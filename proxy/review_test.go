@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Regression tests for findings of a security read of the proxy.
+
+// TestOrderStateBounded: the per-key ordering state does not keep the
+// keys of finished commands (it kept up to 4096 keys of any size per
+// connection, uncounted).
+func TestOrderStateBounded(t *testing.T) {
+	c := &client{}
+	for i := range 10000 {
+		key := []byte(fmt.Sprintf("%d:%s", i, strings.Repeat("k", 100)))
+		cl := &call{done: closedChan} // finished at once
+		if after := c.order([][]byte{key}, cl); len(after) != 0 {
+			t.Fatalf("a finished command was waited for")
+		}
+	}
+	if n := len(c.lastByKey); n > 128 {
+		t.Fatalf("%d finished keys kept after 10,000 commands", n)
+	}
+	// In-flight commands on one key are still ordered.
+	first := &call{done: make(chan struct{})}
+	c.order([][]byte{[]byte("k")}, first)
+	if after := c.order([][]byte{[]byte("k")}, &call{done: make(chan struct{})}); len(after) != 1 || after[0] != first {
+		t.Fatalf("a command on a key in flight waits for %v", after)
+	}
+}
+
+// panicConn's Write blocks until release is closed, then panics: the
+// writer goroutine fails while the reader waits for it.
+type panicConn struct {
+	net.Conn
+	release chan struct{}
+}
+
+func (c panicConn) Write([]byte) (int, error) {
+	<-c.release
+	panic("test: write panics")
+}
+
+type panicListener struct {
+	net.Listener
+	release chan struct{}
+}
+
+func (l panicListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return panicConn{c, l.release}, nil
+}
+
+// TestWriterPanicNoDeadlock: a writer that panics while the reader waits
+// for it to drain (backpressure) must not leave the reader, or Close,
+// waiting forever.
+func TestWriterPanicNoDeadlock(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}, MaxRequestBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	release := make(chan struct{})
+	go srv.Serve(panicListener{ln, release})
+	c := dialRaw(t, ln.Addr().String())
+	echo := string(resp.AppendCommandStrings(nil, "ECHO", strings.Repeat("e", 900)))
+	c.send(echo)
+	time.Sleep(100 * time.Millisecond) // the writer is stuck in its first Write
+	c.send(echo + echo)
+	// The reader has read the second ECHO and waits for the writer to
+	// drain (backpressure: its request and reply are over 1024 bytes).
+	time.Sleep(200 * time.Millisecond)
+	close(release) // now the Write panics
+	time.Sleep(100 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs: the connection's reader and writer wait for each other")
+	}
+	if srv.panics.Load() == 0 {
+		t.Fatal("the writer's panic was not counted")
+	}
+}
+
+// TestWaitingCommandsHoldNoSlot: commands waiting for an earlier command on
+// their key hold no MaxInFlight slot, so one client's chain on one key
+// (slow, with a master stalled) does not starve another client.
+func TestWaitingCommandsHoldNoSlot(t *testing.T) {
+	e := startEnv(t, 5, func(c *Config) {
+		c.MaxInFlight = 4
+		c.Engine.MasterTimeout = time.Second
+	})
+	mastertest.RequireReal(t, e.set)
+	m := e.set.Masters()[4]
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Resume()
+	chain := dialRaw(t, e.addr)
+	var b []byte
+	for range 20 {
+		b = resp.AppendCommandStrings(b, "GET", "chain") // each waits 1s for the stalled master
+	}
+	chain.send(string(b))
+	time.Sleep(50 * time.Millisecond)
+	other := dialRaw(t, e.addr)
+	start := time.Now()
+	if got := other.cmd("SET", "free", "tok", "NX", "PX", "10000"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	// Free slots: it runs at once. (Taking one slot per waiting GET, the
+	// chain held all 4 and the SET waited at least the 1s GET.)
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("another client's SET waited %v behind one client's chain of GETs on one key", d)
+	}
+}
+
+// TestUnauthenticatedBounds: before AUTH a connection gets its free 16 KiB
+// only, and is closed if it does not authenticate in time; a request that
+// does not complete in time closes the connection (slow-loris).
+func TestUnauthenticatedBounds(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) {
+		c.RequirePass = "pw"
+		c.AuthTimeout = 300 * time.Millisecond
+		c.RequestTimeout = 300 * time.Millisecond
+	})
+	t.Run("20 KiB in one request", func(t *testing.T) {
+		c := dialRaw(t, e.addr)
+		args := []string{"AUTH"}
+		for range 9 {
+			args = append(args, strings.Repeat("p", 2300))
+		}
+		c.send(string(resp.AppendCommandStrings(nil, args...)))
+		if got := c.read(); !strings.HasPrefix(got, "-ERR Protocol error: unauthenticated requests larger than 16 KiB") {
+			t.Fatalf("got %q", got)
+		}
+	})
+	t.Run("auth timeout", func(t *testing.T) {
+		c := dialRaw(t, e.addr)
+		if got := c.cmd("PING"); !strings.HasPrefix(got, "-NOAUTH") {
+			t.Fatalf("got %q", got)
+		}
+		start := time.Now()
+		if got := c.read(); got != "" {
+			t.Fatalf("got %q", got)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("an unauthenticated connection stayed %v", d)
+		}
+	})
+	t.Run("slow request", func(t *testing.T) {
+		c := dialRaw(t, e.addr)
+		if got := c.cmd("AUTH", "pw"); got != "+OK\r\n" {
+			t.Fatalf("AUTH: %q", got)
+		}
+		time.Sleep(500 * time.Millisecond) // idle between requests is fine (no idle timeout)
+		if got := c.cmd("PING"); got != "+PONG\r\n" {
+			t.Fatalf("after idling: %q", got)
+		}
+		c.send("*2\r\n$4\r\nECHO\r\n$10\r\nabc") // and never the rest
+		start := time.Now()
+		if got := c.read(); got != "" {
+			t.Fatalf("got %q", got)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("a half-sent request kept the connection %v", d)
+		}
+	})
+}
