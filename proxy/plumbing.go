@@ -270,18 +270,22 @@ func (s *Server) info(sections [][]byte) string {
 	if want["masters"] {
 		st := s.eng.Stats()
 		b.WriteString("# Masters\r\n")
-		up := 0
-		for i, addr := range s.eng.Masters() {
-			cs := s.eng.Conns(i)
+		up, quarantined := 0, 0
+		for i, m := range s.eng.Status() {
 			state := "down"
-			if cs[0].Connected() {
+			if m.Up {
 				state = "up"
 				up++
 			}
-			inf := cs[0].Info()
-			fmt.Fprintf(&b, "master%d:addr=%s,state=%s,run_id=%s,version=%s,errors=%d\r\n", i, addr, state, inf.RunID, inf.Version, st.MasterErrors[i])
+			q := "0"
+			if until := st.QuarantinedUntil[i]; !until.IsZero() {
+				q = fmt.Sprintf("%.3fs", time.Until(until).Seconds()) // time left
+				quarantined++
+			}
+			fmt.Fprintf(&b, "master%d:addr=%s,state=%s,run_id=%s,version=%s,errors=%d,quarantine_left=%s\r\n",
+				i, m.Addr, state, m.Info.RunID, m.Info.Version, st.MasterErrors[i], q)
 		}
-		fmt.Fprintf(&b, "masters_up:%d\r\nmasters_total:%d\r\n", up, len(s.eng.Masters()))
+		fmt.Fprintf(&b, "masters_up:%d\r\nmasters_total:%d\r\nmasters_quarantined:%d\r\n", up, len(s.eng.Masters()), quarantined)
 	}
 	return b.String()
 }

@@ -660,3 +660,61 @@ func TestMasterStateLog(t *testing.T) {
 		t.Errorf("the log does not name %s:\n%s", ms[0].Addr(), out)
 	}
 }
+
+// TestQuarantineThroughProxy: the delayed-restart interleaving through the
+// proxy: a client holds a key on {A,B,C} while D,E are down; A and B crash
+// and come back empty, D and E come back empty; another client's SET NX PX
+// on the key is refused (an error reply: too few masters may vote), and
+// INFO shows the quarantined masters. Off, it would get +OK.
+func TestQuarantineThroughProxy(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		t.Run(map[bool]string{false: "on", true: "off"}[off], func(t *testing.T) {
+			e := startEnv(t, 5, func(c *Config) {
+				c.Engine.DisableQuarantine = off
+				c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+			})
+			mastertest.RequireReal(t, e.set)
+			ms := e.set.Masters()
+			for _, i := range []int{3, 4} {
+				if err := ms[i].Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			holder, other := dialRaw(t, e.addr), dialRaw(t, e.addr)
+			if got := holder.cmd("SET", "q:key", "holder", "NX", "PX", "5000"); got != "+OK\r\n" {
+				t.Fatalf("holder: %q", got)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for _, i := range []int{0, 1} {
+				if err := ms[i].Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, i := range []int{0, 1, 3, 4} {
+				if err := ms[i].Restart(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for !strings.Contains(other.cmd("INFO", "masters"), "masters_up:5") {
+				if ctx.Err() != nil {
+					t.Fatal("masters did not reconnect")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			got := other.cmd("SET", "q:key", "other", "NX", "PX", "5000")
+			if off {
+				if got != "+OK\r\n" {
+					t.Fatalf("quarantine off: %q; the unsafe grant did not happen", got)
+				}
+				return
+			}
+			if !strings.HasPrefix(got, "-ERR redlock proxy: unavailable") {
+				t.Fatalf("second client during quarantine: %q; want the unavailable error", got)
+			}
+			if info := other.cmd("INFO", "masters"); !strings.Contains(info, "masters_quarantined:4") {
+				t.Fatalf("INFO: %q", info)
+			}
+		})
+	}
+}
