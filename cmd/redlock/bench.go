@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/redlock-dev/redlock/bench"
+	"github.com/redlock-dev/redlock/engine"
 )
 
 const benchHelp = `redlock bench: measure lock throughput and latency over N Redis masters.
@@ -102,6 +103,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	res, err := bench.Run(ctx, cfg)
 	if errors.Is(err, bench.ErrBadConfig) {
 		return usageError{err}
+	}
+	if errors.Is(err, engine.ErrUnavailable) && len(cfg.Masters) > 0 {
+		return usageError{fmt.Errorf("--masters: %w", err)} // the given masters cannot be reached
 	}
 	if err != nil {
 		return err

@@ -252,7 +252,7 @@ func TestBenchFitsTerminal(t *testing.T) {
 }
 
 // TestBenchUnreachable: a refused port shows the dial error at once (exit
-// 1), not after a wait; one unreachable master of three is reported and the
+// 2, naming --masters), not after a wait; one unreachable master of three is reported and the
 // run goes on with the others.
 func TestBenchUnreachable(t *testing.T) {
 	set := mastertest.Start(t, 2)
@@ -265,8 +265,9 @@ func TestBenchUnreachable(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := run([]string{"bench", "--masters", refused, "--duration", "200ms"}, &stdout, &stderr)
-	if d := time.Since(start); code != 1 || d > 5*time.Second || !strings.Contains(stderr.String(), "connection refused") {
-		t.Fatalf("exit %d after %v: %s; want exit 1 with the dial error, well within the 1s dial timeout + margin", code, d, stderr.String())
+	if d := time.Since(start); code != 2 || d > 5*time.Second || !strings.Contains(stderr.String(), "--masters: ") ||
+		!strings.Contains(stderr.String(), "connection refused") {
+		t.Fatalf("exit %d after %v: %s; want exit 2 naming --masters with the dial error, well within the 1s dial timeout + margin", code, d, stderr.String())
 	}
 	stdout.Reset()
 	stderr.Reset()

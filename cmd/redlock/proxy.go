@@ -105,7 +105,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case errors.Is(err, engine.ErrUnavailable) && *waitMasters:
 		log.Warn("starting without a quorum of masters (--wait-masters)", "err", err)
 	case errors.Is(err, engine.ErrUnavailable):
-		return fmt.Errorf("%w (start anyway with --wait-masters)", err)
+		return usageError{fmt.Errorf("--masters: %w (start anyway with --wait-masters)", err)}
 	case err != nil:
 		return err
 	}

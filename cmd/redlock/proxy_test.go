@@ -67,7 +67,7 @@ func TestProxyNoQuorum(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	code := run([]string{"proxy", "--listen", "127.0.0.1:0", "--masters", strings.Join(append(set.Addrs(), refused...), ",")}, &stdout, &stderr)
-	if d := time.Since(start); code != 1 || d > 5*time.Second || !strings.Contains(stderr.String(), "1/3 masters reachable") ||
+	if d := time.Since(start); code != 2 || d > 5*time.Second || !strings.Contains(stderr.String(), "--masters: ") || !strings.Contains(stderr.String(), "1/3 masters reachable") ||
 		!strings.Contains(stderr.String(), "connection refused") || !strings.Contains(stderr.String(), "--wait-masters") {
 		t.Fatalf("exit %d after %v:\n%s", code, d, stderr.String())
 	}
