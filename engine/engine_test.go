@@ -341,9 +341,9 @@ func TestLockWaits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := v.on(t)
 			before := v.e.Stats()
+			start := time.Now() // before the context's clock starts: elapsed ≥ wait
 			ctx, cancel := context.WithTimeout(context.Background(), tc.wait)
 			defer cancel()
-			start := time.Now()
 			l, err := v.e.Lock(ctx, key, time.Second, tc.opts...)
 			elapsed := time.Since(start)
 			if err != context.DeadlineExceeded || l != nil {
