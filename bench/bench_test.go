@@ -92,7 +92,7 @@ func TestRunWorkloads(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	// A generous per-master timeout: these are functional checks on 2 noisy
 	// cores under -race, not timeout tests.
-	base := Config{Masters: set.Addrs(), Duration: 300 * time.Millisecond, Concurrency: 8, TTL: 5 * time.Second, MasterTimeout: 500 * time.Millisecond}
+	base := Config{Masters: set.Addrs(), Duration: 600 * time.Millisecond, Concurrency: 8, TTL: 5 * time.Second, MasterTimeout: 500 * time.Millisecond}
 	t.Run("cycle", func(t *testing.T) {
 		r, err := Run(t.Context(), base)
 		if err != nil {
