@@ -24,8 +24,11 @@ type MasterReply struct {
 // allocates; lock operations should use TryLock/Unlock/Extend. If script
 // is non-nil, cmd must be an EVALSHA of it (NOSCRIPT falls back to EVAL).
 // The replies are indexed like Config.Addrs. It returns ctx's error if ctx
-// ends first (commands already sent may still execute).
-func (e *Engine) Broadcast(ctx context.Context, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error) {
+// ends first (commands already sent may still execute). key routes the
+// command like a lock on that key (the same connection per master as its
+// acquire, cleanup, extend and release, so they stay in order); "" for a
+// command on no key.
+func (e *Engine) Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error) {
 	if len(cmd) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrBadArgument)
 	}
@@ -38,6 +41,9 @@ func (e *Engine) Broadcast(ctx context.Context, timeout time.Duration, script *c
 	b := &broadcast{replies: make([]MasterReply, e.n), left: e.n, done: make(chan struct{})}
 	deadline := time.Now().Add(timeout)
 	cix := e.nextConn()
+	if key != "" {
+		cix = e.connFor(key)
+	}
 	for i := 0; i < e.n; i++ {
 		req := conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(i), Script: script}
 		if err := e.pick(i, cix).Do(req); err != nil {

@@ -79,7 +79,8 @@ func TestUnlockRetry(t *testing.T) {
 }
 
 // TestKeyPinnedToOneConnection: with several connections per master, every
-// command on one key goes over one connection per master, so the cleanup
+// command on one key (lock operations and keyed Broadcasts) goes over one
+// connection per master, so the cleanup
 // of a failed attempt cannot overtake a later grant of the same key (and
 // token) sent on another connection.
 func TestKeyPinnedToOneConnection(t *testing.T) {
@@ -101,6 +102,11 @@ func TestKeyPinnedToOneConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Keyed commands sent by Broadcast (the proxy's script acquires and
+		// their cleanups) take the key's connection too.
+		if _, err := v.e.Broadcast(ctx, "pinned", 0, nil, []byte("*2\r\n$3\r\nGET\r\n$6\r\npinned\r\n")); err != nil {
 			t.Fatal(err)
 		}
 	}

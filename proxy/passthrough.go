@@ -21,7 +21,7 @@ import (
 func (c *client) passthrough(sc *conn.Script, keys, argv [][]byte) *call {
 	s := c.s
 	return c.async(keys, func(ctx context.Context) []byte {
-		return s.broadcastAgreed(ctx, sc, appendEvalSha(nil, sc, keys, argv))
+		return s.broadcastAgreed(ctx, keys, sc, appendEvalSha(nil, sc, keys, argv))
 	})
 }
 
@@ -36,17 +36,21 @@ func (c *client) cmdFcall(args [][]byte) *call {
 		return bad
 	}
 	cmd, s := resp.AppendCommand(nil, args...), c.s
-	return c.async(keys, func(ctx context.Context) []byte { return s.broadcastAgreed(ctx, nil, cmd) })
+	return c.async(keys, func(ctx context.Context) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
 }
 
-// broadcastAgreed sends cmd on the passthrough connections and answers
-// the reply a quorum agrees on.
-func (s *Server) broadcastAgreed(ctx context.Context, sc *conn.Script, cmd []byte) []byte {
+// broadcastAgreed sends cmd (on keys) on the passthrough connections and
+// answers the reply a quorum agrees on.
+func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Script, cmd []byte) []byte {
 	timeout := s.cfg.ScriptTimeout
 	if timeout == 0 {
 		timeout = s.pass.MasterTimeout(0)
 	}
-	reps, err := s.pass.Broadcast(ctx, timeout, sc, cmd)
+	key := ""
+	if len(keys) > 0 {
+		key = string(keys[0])
+	}
+	reps, err := s.pass.Broadcast(ctx, key, timeout, sc, cmd)
 	if err != nil {
 		return engineErr(err)
 	}

@@ -49,7 +49,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 
 	cmd := appendEvalSha(nil, ls.script, keys, argv)
 	t1 := time.Now()
-	reps, err := s.eng.Broadcast(ctx, s.eng.MasterTimeout(ttl), ls.script, cmd)
+	reps, err := s.eng.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
 	if err != nil {
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
@@ -163,12 +163,12 @@ func (s *Server) cleanup(keys [][]byte, token []byte) {
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.eng.Broadcast(ctx, timeout, cleanupScript, cmd)
+	s.eng.Broadcast(ctx, string(keys[0]), timeout, cleanupScript, cmd)
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.
 func (s *Server) get(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("GET", key))
+	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -187,7 +187,7 @@ func (s *Server) get(ctx context.Context, key []byte) []byte {
 // pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
 // holds the key without TTL; -2 otherwise.
 func (s *Server) pttl(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("PTTL", key))
+	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -223,7 +223,7 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	}
 	n := 0
 	for _, k := range keys {
-		reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd(cmdName, k))
+		reps, err := s.eng.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
 		if err != nil {
 			return engineErr(err)
 		}
@@ -246,7 +246,7 @@ func countOnes(reps []engine.MasterReply) int {
 
 // pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL.
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
-	reps, err := s.eng.Broadcast(ctx, 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
+	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
 	if err != nil {
 		return engineErr(err)
 	}
