@@ -223,18 +223,15 @@ func New(addr string, cfg Config) *Conn {
 // dial).
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	c := New(addr, cfg)
-	var err error
-	select {
-	case <-c.firstTry:
-		if c.firstErr == nil {
-			return c, nil
-		}
-		err = fmt.Errorf("%w: %s: %w", ErrDown, addr, c.firstErr)
-	case <-ctx.Done():
+	err := c.WaitFirstAttempt(ctx)
+	if err == nil {
+		return c, nil
+	}
+	if !errors.Is(err, ErrDown) { // ctx ended first: say how far the connect got
 		c.mu.Lock()
 		down := c.downErr
 		c.mu.Unlock()
-		err = fmt.Errorf("%w (%w)", ctx.Err(), down)
+		err = fmt.Errorf("%w (%w)", err, down)
 	}
 	c.Close()
 	return nil, err
