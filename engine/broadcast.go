@@ -18,8 +18,8 @@ type MasterReply struct {
 }
 
 // Broadcast sends one command to every master at once (one enqueue each)
-// and waits until all answered or timed out; timeout 0 means the engine's
-// per-master timeout for a TTL of 30s (50ms). It is the building block for
+// and waits until all answered or timed out; timeout 0 means
+// [Engine.MasterTimeout](0) (50ms unless Config.MasterTimeout is set). It is the building block for
 // commands that are not lock operations (reads, arbitrary scripts) and
 // allocates; lock operations should use TryLock/Unlock/Extend. If script
 // is non-nil, cmd must be an EVALSHA of it (NOSCRIPT falls back to EVAL).
@@ -36,7 +36,7 @@ func (e *Engine) Broadcast(ctx context.Context, key string, timeout time.Duratio
 		return nil, ErrClosed
 	}
 	if timeout <= 0 {
-		timeout = e.cfg.masterTimeout(30 * time.Second)
+		timeout = e.MasterTimeout(0)
 	}
 	b := &broadcast{replies: make([]MasterReply, e.n), left: e.n, done: make(chan struct{})}
 	deadline := time.Now().Add(timeout)

@@ -121,11 +121,11 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 		}
 		up := 0
 		var down []error
-		for i := range e.conns {
-			if e.conns[i][0].Connected() {
+		for _, m := range e.Status() {
+			if m.Up {
 				up++
 			} else {
-				down = append(down, fmt.Errorf("master %d (%s) not connected", i, e.addrs[i]))
+				down = append(down, fmt.Errorf("master %d: %w", m.Index, m.Err))
 			}
 		}
 		if up >= e.q {
