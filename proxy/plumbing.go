@@ -250,6 +250,7 @@ func (s *Server) info(sections [][]byte) string {
 		}
 	}
 	var b strings.Builder
+	st := s.eng.Stats()
 	if want["server"] {
 		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy:1\r\nprocess_id:%d\r\nuptime_in_seconds:%d\r\nloading:0\r\n\r\n",
 			serverVersion, os.Getpid(), int64(time.Since(s.start).Seconds()))
@@ -259,7 +260,6 @@ func (s *Server) info(sections [][]byte) string {
 			s.clients.Load(), s.cfg.MaxClients, s.mem.Load(), s.cfg.MaxClientMemory)
 	}
 	if want["proxy"] {
-		st := s.eng.Stats()
 		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
 			s.accepted.Load(), s.rejected.Load(), s.commands.Load(), s.protoErrors.Load())
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\n",
@@ -268,7 +268,6 @@ func (s *Server) info(sections [][]byte) string {
 			st.Acquired, st.Failed, st.Released, st.Lost, st.Extended, st.ExtendFailed, s.eng.Quorum())
 	}
 	if want["masters"] {
-		st := s.eng.Stats()
 		b.WriteString("# Masters\r\n")
 		up, quarantined := 0, 0
 		for i, m := range s.eng.Status() {
