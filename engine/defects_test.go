@@ -14,7 +14,7 @@ import (
 // the lock's deadline is never later than what a quorum may hold: some
 // masters took the new, shorter TTL.
 func TestExtendFailureLowersDeadline(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 100 * time.Millisecond})
+	v := newEnv(t, 5, engine.Config{MasterTimeout: 300 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestExtendFailureLowersDeadline(t *testing.T) {
 // called again; it asks only the masters that did not answer, and reports
 // the quorum over all answers.
 func TestUnlockRetry(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 100 * time.Millisecond})
+	v := newEnv(t, 5, engine.Config{MasterTimeout: 300 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	ctx := context.Background()
 	key := keyName(t)
@@ -84,7 +84,7 @@ func TestUnlockRetry(t *testing.T) {
 // of a failed attempt cannot overtake a later grant of the same key (and
 // token) sent on another connection.
 func TestKeyPinnedToOneConnection(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{ConnsPerMaster: 4})
+	v := newEnv(t, 3, engine.Config{ConnsPerMaster: 4, MasterTimeout: time.Second}) // generous: -race on 2 noisy cores
 	ctx := context.Background()
 	before := make([]uint64, 4)
 	for k, c := range v.e.Conns(0) {

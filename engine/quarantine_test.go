@@ -38,7 +38,7 @@ func quarantineScenario(t *testing.T, off bool) (*engine.Engine, *localmaster.Se
 	t.Helper()
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
-	e, err := engine.New(engine.Config{Addrs: set.Addrs(), DisableQuarantine: off, MasterTimeout: 200 * time.Millisecond,
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), DisableQuarantine: off, MasterTimeout: 500 * time.Millisecond,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)

@@ -135,8 +135,8 @@ func TestWaitingCommandsHoldNoSlot(t *testing.T) {
 func TestUnauthenticatedBounds(t *testing.T) {
 	e := startEnv(t, 3, func(c *Config) {
 		c.RequirePass = "pw"
-		c.AuthTimeout = 300 * time.Millisecond
-		c.RequestTimeout = 300 * time.Millisecond
+		c.AuthTimeout = time.Second
+		c.RequestTimeout = time.Second
 	})
 	t.Run("20 KiB in one request", func(t *testing.T) {
 		c := dialRaw(t, e.addr)
@@ -167,7 +167,7 @@ func TestUnauthenticatedBounds(t *testing.T) {
 		if got := c.cmd("AUTH", "pw"); got != "+OK\r\n" {
 			t.Fatalf("AUTH: %q", got)
 		}
-		time.Sleep(500 * time.Millisecond) // idle between requests is fine (no idle timeout)
+		time.Sleep(1500 * time.Millisecond) // idle longer than RequestTimeout between requests is fine (no idle timeout)
 		if got := c.cmd("PING"); got != "+PONG\r\n" {
 			t.Fatalf("after idling: %q", got)
 		}
