@@ -28,6 +28,8 @@ const (
 	MaxMasterTimeout = 50 * time.Millisecond
 	// MaxMasters bounds the number of masters (Config.Addrs).
 	MaxMasters = 64
+	// DefaultFenceKey is the key of each master's fencing counter.
+	DefaultFenceKey = "redlock:fence"
 )
 
 // Config configures an [Engine].
@@ -73,6 +75,10 @@ type Config struct {
 	// only by QuarantineFor. Set it when several processes lock on the same
 	// masters. Default 0.
 	QuarantineFor time.Duration
+	// FenceKey is the key of the fencing counter on every master (default
+	// [DefaultFenceKey]): one counter per master, for every lock key (see
+	// [WithFencing]). Nothing else may write it.
+	FenceKey string
 	// Logger receives master state changes (down, up, restarted) and quorum
 	// lost / regained; nil discards them (the library is quiet by default).
 	Logger *slog.Logger
@@ -117,6 +123,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxExtensions == 0 {
 		c.MaxExtensions = DefaultMaxExtensions
 	}
+	if c.FenceKey == "" {
+		c.FenceKey = DefaultFenceKey
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +153,7 @@ type callOpts struct {
 	retryDelay    time.Duration
 	maxTries      int
 	masterTimeout time.Duration
+	fencing       bool
 }
 
 // WithToken makes the acquisition use token instead of a random one (the
@@ -159,3 +169,14 @@ func WithMaxTries(n int) Option { return func(o *callOpts) { o.maxTries = n } }
 
 // WithMasterTimeout overrides the per-master timeout for this call.
 func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.masterTimeout = d } }
+
+// WithFencing makes the acquisition return a fencing token
+// ([Lock.FencingToken]): a number strictly greater than every fencing
+// token issued before for the same key, by this or any other process,
+// across different quorums and master restarts (docs/safety.md states the
+// assumptions). Pass it to the storage the lock protects, which rejects a
+// write carrying a token lower than one it has seen: a holder paused past
+// its validity can then do no harm. It costs one more round trip to the
+// masters per acquisition (the counter is written back to a quorum before
+// the lock is returned).
+func WithFencing() Option { return func(o *callOpts) { o.fencing = true } }

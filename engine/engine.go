@@ -56,6 +56,8 @@ type Engine struct {
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
 	maxTTL atomic.Int64   // largest TTL issued, ns
 	quar   []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
+
+	lastFence atomic.Int64 // largest fencing token this engine issued
 }
 
 // New connects to the masters in the background and returns the Engine at
@@ -79,7 +81,7 @@ func New(cfg Config) (*Engine, error) {
 	e.conns = make([][]*conn.Conn, e.n)
 	for i, a := range cfg.Addrs {
 		cc := cfg.Conn
-		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript)
+		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript, FenceAcquireScript, FenceRaiseScript)
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -309,31 +311,56 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 		hex.Encode(l.tokenBuf[:], raw[:])
 		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
 	}
-	o := e.getOp(opAcquire, false, l.cix, l.first)
-	o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
+	kind, script := opAcquire, (*conn.Script)(nil)
+	if co.fencing {
+		kind, script = opFenced, FenceAcquireScript
+	}
+	o := e.getOp(kind, false, l.cix, l.first)
+	if co.fencing {
+		o.cmd = appendFencedSet(o.cmd[:0], key, e.cfg.FenceKey, l.token, ms)
+	} else {
+		o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
+	}
 	mt := co.masterTimeout
 	if mt <= 0 {
 		mt = e.cfg.masterTimeout(ttl)
 	}
 	t1 := time.Now()
-	o.fanout(t1.Add(mt), nil)
+	o.fanout(t1.Add(mt), script)
 	if err := o.wait(ctx); err != nil {
 		e.cancelled.Add(1)
 		e.cleanup(o, key, l.token, l.cix)
 		o.unref()
 		return nil, err
 	}
+	var extra error
+	if co.fencing && o.granted() >= e.q {
+		l.fence, extra = e.fence(ctx, o.fence.Load(), l, mt)
+		if extra != nil && ctx.Err() != nil {
+			e.cancelled.Add(1)
+			e.cleanup(o, key, l.token, l.cix)
+			o.unref()
+			return nil, ctx.Err()
+		}
+	}
 	drift := e.cfg.drift(ttl)
 	validity := ttl - time.Since(t1) - drift
-	if o.granted() >= e.q && validity > 0 {
+	if o.granted() >= e.q && validity > 0 && extra == nil {
 		o.unref()
 		l.until.Store(int64(t1.Sub(e.epoch) + ttl - drift))
 		e.acquired.Add(1)
 		return l, nil
 	}
-	var extra error
-	if o.granted() >= e.q {
+	if o.granted() >= e.q && extra == nil {
 		extra = ErrValidityExpired
+	}
+	if extra != nil && errors.Is(extra, ErrUnavailable) {
+		// The fencing write-back reached too few masters: a grant without
+		// a token that later holders are sure to exceed.
+		e.cleanup(o, key, l.token, l.cix)
+		e.unavailable.Add(1)
+		o.unref()
+		return nil, extra
 	}
 	// cleanup waits for every master's answer (bounded by the per-master
 	// timeout): the error then tells "held" from "unavailable" on all of them.
@@ -372,6 +399,45 @@ func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), ReleaseScript)
 	<-o.done
 	o.unref()
+}
+
+// fence computes the fencing token of a fenced grant whose granting
+// masters returned at most f, and writes it back (raise-if-lower) to every
+// master, returning once a quorum stored it: any later grant of the key
+// needs a quorum, which shares a master with this one, so it counts above
+// the token. The token is also above every token this engine issued
+// before. The error is ctx's, or a QuorumError matching ErrUnavailable.
+func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) (int64, error) {
+	for {
+		cur := e.lastFence.Load()
+		if f <= cur {
+			f = cur + 1
+		}
+		if e.lastFence.CompareAndSwap(cur, f) {
+			break
+		}
+	}
+	o := e.getOp(opRaise, false, l.cix, l.first)
+	defer o.unref()
+	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 1, 1)
+	o.cmd = resp.AppendBulkString(o.cmd, e.cfg.FenceKey)
+	o.cmd = resp.AppendBulkInt(o.cmd, f)
+	o.fanout(time.Now().Add(mt), FenceRaiseScript)
+	if err := o.wait(ctx); err != nil {
+		return 0, err
+	}
+	if o.granted() >= e.q {
+		return f, nil
+	}
+	return 0, o.quorumError(ErrNotAcquired, nil)
+}
+
+func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
+	dst = FenceAcquireScript.AppendEvalSha(dst, 2, 2)
+	dst = resp.AppendBulkString(dst, key)
+	dst = resp.AppendBulkString(dst, fenceKey)
+	dst = resp.AppendBulkString(dst, token)
+	return resp.AppendBulkInt(dst, ms)
 }
 
 func appendSet(dst []byte, key, token string, ms int64) []byte {

@@ -13,6 +13,7 @@ type Lock struct {
 	key        string
 	token      string
 	ttl        time.Duration
+	fence      int64  // fencing token (WithFencing), 0 without
 	cix        uint32 // connection index on every master (see Engine.nextConn)
 	first      int    // master every fan-out starts with (see Engine.firstMaster)
 	tokenBuf   [TokenLen]byte
@@ -34,6 +35,12 @@ func (l *Lock) Key() string { return l.key }
 
 // Token returns the lock's token: the value stored on the masters.
 func (l *Lock) Token() string { return l.token }
+
+// FencingToken returns the lock's fencing token, or 0 when it was acquired
+// without [WithFencing]. Tokens of one key strictly increase from holder to
+// holder: give it to the storage the lock protects, which must reject a
+// write with a token lower than the highest it has accepted.
+func (l *Lock) FencingToken() int64 { return l.fence }
 
 // Until returns the instant the lock's validity ends (with a monotonic
 // clock reading): ttl minus drift after the acquisition (or last

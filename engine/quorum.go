@@ -17,9 +17,11 @@ const (
 	opAcquire opKind = iota
 	opRelease
 	opExtend
+	opFenced // acquire with a fencing token (FenceAcquireScript)
+	opRaise  // fencing counter write-back (FenceRaiseScript)
 )
 
-var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend"}
+var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend", opFenced: "acquire", opRaise: "fence"}
 
 // masterResult is one master's answer inside an op.
 type masterResult struct {
@@ -50,6 +52,7 @@ type op struct {
 	counts  atomic.Uint64
 	decided atomic.Bool
 	yes     atomic.Uint64 // bit i: master i said yes (N ≤ 64)
+	fence   atomic.Int64  // opFenced: the largest counter a granting master returned
 
 	mu sync.Mutex
 	// Guarded by mu (written before the answer is counted):
@@ -79,6 +82,7 @@ func (o *op) unref() {
 	o.counts.Store(0)
 	o.decided.Store(false)
 	o.yes.Store(0)
+	o.fence.Store(0)
 	o.retry = false
 	clear(o.results)
 	clear(o.preset)
@@ -96,7 +100,13 @@ func (o *op) unref() {
 // Complete implements [conn.Callback]: one master answered (or failed).
 func (o *op) Complete(tag uint64, r resp.Reply, err error) {
 	ok, cause := o.classify(r, err)
-	if ok && o.kind != opRelease && o.e.quarantined(int(tag)) {
+	if ok && o.kind == opFenced {
+		// Before the answer is counted: whoever sees the decision sees
+		// the maximum over every grant it counted.
+		for cur := o.fence.Load(); r.Int > cur && !o.fence.CompareAndSwap(cur, r.Int); cur = o.fence.Load() {
+		}
+	}
+	if ok && (o.kind == opAcquire || o.kind == opFenced || o.kind == opExtend) && o.e.quarantined(int(tag)) {
 		ok, cause = false, ErrQuarantined
 	}
 	o.record(int(tag), ok, cause)
@@ -114,6 +124,17 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 		}
 		if r.IsNull() {
 			return false, ErrHeld
+		}
+	case opFenced:
+		if r.Type == resp.TypeInteger && r.Int > 0 {
+			return true, nil
+		}
+		if r.IsNull() {
+			return false, ErrHeld
+		}
+	case opRaise:
+		if r.Type == resp.TypeInteger {
+			return true, nil
 		}
 	case opRelease, opExtend:
 		if r.Type == resp.TypeInteger {

@@ -40,6 +40,7 @@ func FuzzServe(f *testing.F) {
 		"*2\r\n$4\r\nECHO\r\n$3\r\n\x00\r\n\r\n",
 		"SET \"a\\x00b\" 'c d' NX EX 1\r\n",
 		"PEXPIRE k 100\r\nPEXPIRE k 0\r\n",
+		"REDLOCK.LOCK k v 10000\r\nREDLOCK.LOCK k w 10000\r\nGET redlock:fence\r\nREDLOCK.LOCK k v +5\r\n",
 	} {
 		f.Add([]byte(s))
 	}

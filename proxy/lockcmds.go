@@ -67,6 +67,46 @@ func (c *client) cmdSet(args [][]byte) *call {
 	})
 }
 
+// cmdRedlockLock is REDLOCK.LOCK key value ttl-ms: a Redlock acquire of key
+// with token value that also takes a fencing token (engine.WithFencing).
+// It answers the fencing token as an integer, nil when the key is held, or
+// the unavailable error. Release and extend as for SET NX PX (the
+// compare-and-delete / compare-and-pexpire scripts on key and value).
+func (c *client) cmdRedlockLock(args [][]byte) *call {
+	ms, ok := resp.ParseInt(args[3])
+	if !ok {
+		return errCall(msgNotInteger)
+	}
+	if ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+		return errCall("ERR invalid expire time in 'redlock.lock' command")
+	}
+	if len(args[2]) == 0 {
+		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
+	}
+	key, token, ttl := string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond
+	s := c.s
+	return c.async(args[1:2], func(ctx context.Context) []byte {
+		l, err := s.eng.TryLock(ctx, key, ttl, engine.WithToken(token), engine.WithFencing())
+		switch {
+		case err == nil:
+			return redcon.AppendInt(nil, l.FencingToken())
+		case errors.Is(err, engine.ErrNotAcquired):
+			return redcon.AppendNull(nil)
+		}
+		return engineErr(err)
+	})
+}
+
+// fenceCheck refuses script keys that name the fencing counter.
+func (c *client) fenceCheck(keys [][]byte) *call {
+	for _, k := range keys {
+		if string(k) == c.s.fenceKey {
+			return errCall(msgFenceKey)
+		}
+	}
+	return nil
+}
+
 // unavailableReply is the error a client gets when too few masters
 // answered to decide: never the nil of "held".
 func unavailableReply(answered, total, quorum int, cause error) []byte {
@@ -142,6 +182,9 @@ func scriptArgs(args [][]byte) (keys, argv [][]byte, bad *call) {
 // refused unless the operator opted in (passthrough.go).
 func (c *client) cmdEval(args [][]byte) *call {
 	keys, argv, bad := scriptArgs(args)
+	if bad == nil {
+		bad = c.fenceCheck(keys)
+	}
 	if bad != nil {
 		return bad
 	}

@@ -32,6 +32,9 @@ func (c *client) cmdFcall(args [][]byte) *call {
 		return errCall("ERR redlock proxy: functions are not lock scripts; " + msgScriptsOff)
 	}
 	keys, _, bad := scriptArgs(args)
+	if bad == nil {
+		bad = c.fenceCheck(keys)
+	}
 	if bad != nil {
 		return bad
 	}

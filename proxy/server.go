@@ -172,6 +172,7 @@ type Server struct {
 	ownEngine bool
 	pass      *engine.Engine // opted-in scripts' own master connections (nil unless AllowScripts)
 	scripts   scriptCache
+	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
 	log       *slog.Logger
 	inflight  chan struct{} // semaphore: commands running on the masters
@@ -213,6 +214,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ownEngine = true
 	}
+	s.fenceKey = s.eng.Config().FenceKey
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.

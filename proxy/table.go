@@ -23,6 +23,7 @@ var commandTable = []*command{
 	{name: "pttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdPTTL},
 	{name: "exists", arity: -2, first: 1, last: -1, step: 1, flags: []string{"readonly"}, run: (*client).cmdCountKeys},
 	{name: "del", arity: -2, first: 1, last: -1, step: 1, flags: []string{"write"}, run: (*client).cmdCountKeys},
+	{name: "redlock.lock", arity: 4, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdRedlockLock},
 	{name: "pexpire", arity: 3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdPExpire},
 	{name: "eval", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdEval},
 	{name: "evalsha", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdEval},
@@ -75,6 +76,17 @@ func (c *client) dispatch(args [][]byte) *call {
 	}
 	if !c.authed && !cmd.noAuth {
 		return errCall(msgNoAuth)
+	}
+	if cmd.first > 0 {
+		last := cmd.last
+		if last < 0 {
+			last += len(args)
+		}
+		for i := cmd.first; i <= last; i += cmd.step {
+			if string(args[i]) == c.s.fenceKey {
+				return errCall(msgFenceKey)
+			}
+		}
 	}
 	return cmd.run(c, args)
 }

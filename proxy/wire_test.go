@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -716,5 +717,81 @@ func TestQuarantineThroughProxy(t *testing.T) {
 				t.Fatalf("INFO: %q", info)
 			}
 		})
+	}
+}
+
+// TestFencingThroughProxy: REDLOCK.LOCK answers a fencing token that grows
+// from holder to holder (masters restarted empty in between), nil while
+// the key is held; the counter key itself is out of clients' reach.
+func TestFencingThroughProxy(t *testing.T) {
+	e := startEnv(t, 5, func(c *Config) {
+		c.Engine.QuarantineFor = 300 * time.Millisecond
+		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+	})
+	mastertest.RequireReal(t, e.set)
+	c := dialRaw(t, e.addr)
+	release := func(value string) string {
+		return c.cmd("EVAL", `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`, "1", "f:key", value)
+	}
+	token := func(r string) int64 {
+		t.Helper()
+		if !strings.HasPrefix(r, ":") {
+			t.Fatalf("REDLOCK.LOCK: %q, want an integer", r)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(r[1:]), 10, 64)
+		if err != nil || n <= 0 {
+			t.Fatalf("REDLOCK.LOCK: %q", r)
+		}
+		return n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lock := func(value string) int64 { // waits through reconnects and quarantines
+		t.Helper()
+		got := c.cmd("REDLOCK.LOCK", "f:key", value, "300")
+		for ; strings.Contains(got, "unavailable"); got = c.cmd("REDLOCK.LOCK", "f:key", value, "300") {
+			if ctx.Err() != nil {
+				t.Fatalf("REDLOCK.LOCK: %q", got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return token(got)
+	}
+	prev := lock("v0")
+	if got := c.cmd("REDLOCK.LOCK", "f:key", "other", "300"); got != "$-1\r\n" {
+		t.Fatalf("REDLOCK.LOCK on a held key: %q, want nil", got)
+	}
+	if got := release("v0"); got != ":1\r\n" {
+		t.Fatalf("release: %q", got)
+	}
+	for round := 1; round <= 4; round++ {
+		for _, i := range []int{round % 5, (round + 2) % 5} { // two masters restart empty
+			m := e.set.Masters()[i]
+			if err := m.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Restart(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		value := fmt.Sprintf("v%d", round)
+		if n := lock(value); n <= prev {
+			t.Fatalf("round %d: token %d ≤ previous %d", round, n, prev)
+		} else {
+			prev = n
+		}
+		release(value)
+	}
+	for _, args := range [][]string{
+		{"GET", "redlock:fence"}, {"DEL", "x", "redlock:fence"}, {"SET", "redlock:fence", "1", "NX", "PX", "100"},
+		{"REDLOCK.LOCK", "redlock:fence", "v", "100"},
+		{"EVAL", `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`, "1", "redlock:fence", "1"},
+	} {
+		if got := c.cmd(args...); !strings.Contains(got, "fencing counter") {
+			t.Errorf("%q: %q, want the fencing-counter refusal", args, got)
+		}
+	}
+	if got := c.cmd("REDLOCK.LOCK", "f:key", "v", "05"); !strings.HasPrefix(got, "-ERR value is not an integer") {
+		t.Errorf("REDLOCK.LOCK with ttl 05: %q", got)
 	}
 }
