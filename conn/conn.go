@@ -24,6 +24,7 @@ const (
 	DefaultReconnectMax   = 2 * time.Second        // backoff cap
 	DefaultMaxPending     = 1 << 16                // requests in flight per connection
 	DefaultReadBufferSize = 64 << 10               // bytes
+	DefaultStallTimeout   = time.Second            // see Config.StallTimeout
 	maxRetainedWriteBuf   = 1 << 20                // write buffers above this are dropped after use
 	fastReconnectWindow   = 100 * time.Millisecond // a session shorter than this does not reset backoff
 )
@@ -84,6 +85,16 @@ type Config struct {
 	// MaxPending bounds requests in flight; Do fails with [ErrOverloaded]
 	// above it (default [DefaultMaxPending]).
 	MaxPending int
+	// StallTimeout bounds how long a master may leave a timed-out request
+	// unanswered: when the oldest request in flight is still unanswered
+	// StallTimeout after its deadline, the session is closed (in-flight
+	// requests fail with an error matching [ErrStalled] and [ErrBroken]) and
+	// the Conn reconnects; until it is back, Do fails fast with [ErrDown].
+	// A stalled master (SIGSTOP, a long blocking command, a dead host
+	// behind a live TCP path) then costs a bounded amount of queued work
+	// instead of one entry per request until MaxPending. Default
+	// [DefaultStallTimeout]; negative disables it.
+	StallTimeout time.Duration
 	// ReadBufferSize is the reply read buffer size in bytes (default [DefaultReadBufferSize]).
 	ReadBufferSize int
 	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
@@ -121,6 +132,7 @@ func (c Config) withDefaults() Config {
 	def(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.ReconnectMin, DefaultReconnectMin)
 	def(&c.ReconnectMax, DefaultReconnectMax)
+	def(&c.StallTimeout, DefaultStallTimeout)
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin
 	}
@@ -184,6 +196,7 @@ type Conn struct {
 	firstLive    uint64    // queue items before this sequence are done
 	info         ServerInfo
 	scratch      []byte // EVAL rewrite buffer (reader)
+	kill         error  // why the expirer closed the session (ErrStalled), read by session
 	nreq         uint64 // requests accepted by Do
 
 	connects, timeouts, broken, writes atomic.Uint64
@@ -530,6 +543,9 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 	}
 
 	c.mu.Lock()
+	if c.kill != nil {
+		cause, c.kill = c.kill, nil
+	}
 	c.up = false
 	c.nc = nil
 	c.upCh = make(chan struct{})
@@ -696,7 +712,11 @@ func (c *Conn) expireLoop() {
 		case <-t.C:
 		}
 		var next time.Time
-		fired, next = c.expire(time.Now(), fired[:0])
+		var stalled error
+		fired, next, stalled = c.expire(time.Now(), fired[:0])
+		if stalled != nil {
+			c.breakSession(stalled)
+		}
 		for i := range fired {
 			fired[i].cb.Complete(fired[i].tag, resp.Reply{}, ErrTimeout)
 			fired[i].cb = nil
@@ -708,12 +728,29 @@ func (c *Conn) expireLoop() {
 	}
 }
 
+// breakSession closes the current session's socket for cause (the reader
+// fails, the session ends with cause, everything in flight fails, the Conn
+// reconnects).
+func (c *Conn) breakSession(cause error) {
+	c.mu.Lock()
+	nc := c.nc
+	if nc != nil && c.kill == nil {
+		c.kill = cause
+	}
+	c.mu.Unlock()
+	if nc != nil {
+		nc.Close()
+	}
+}
+
 // expire marks the requests whose deadline is not after now as done and
-// returns them, with the earliest deadline still queued.
-func (c *Conn) expire(now time.Time, fired []pending) ([]pending, time.Time) {
+// returns them, with the earliest deadline still queued (or the instant
+// the oldest unanswered request makes the session stalled). stalled is
+// non-nil when the oldest request is unanswered StallTimeout after its
+// deadline.
+func (c *Conn) expire(now time.Time, fired []pending) (_ []pending, next time.Time, stalled error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var next time.Time
 	prefixDone := true
 	start := max(c.firstLive, c.q.seq)
 	for s := start; s < c.q.end(); s++ {
@@ -735,6 +772,18 @@ func (c *Conn) expire(now time.Time, fired []pending) ([]pending, time.Time) {
 			c.firstLive = s + 1
 		}
 	}
+	if st := c.cfg.StallTimeout; st > 0 && c.q.len() > 0 && c.up {
+		// The front is the oldest request; done means it timed out and is
+		// still waiting for its reply.
+		if f := c.q.front(); f.done && !f.deadline.IsZero() {
+			at := f.deadline.Add(st)
+			if !at.After(now) {
+				stalled = fmt.Errorf("%w: no reply for %v after a request's deadline (%d requests in flight)", ErrStalled, st, c.q.len())
+			} else if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
 	c.nextDeadline = next
-	return fired, next
+	return fired, next, stalled
 }

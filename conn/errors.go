@@ -24,6 +24,11 @@ var ErrBroken = errors.New("conn: connection broken")
 // connection (see [Config.MaxPending]), typically because the master stalls.
 var ErrOverloaded = errors.New("conn: too many pending requests")
 
+// ErrStalled is matched by the error that ends a session whose master
+// stopped answering (see [Config.StallTimeout]): requests still in flight
+// fail with a [BrokenError] wrapping it.
+var ErrStalled = errors.New("conn: master stalled")
+
 // ErrBadCommand is returned by Do for an empty command.
 var ErrBadCommand = errors.New("conn: empty command")
 

@@ -517,3 +517,92 @@ func TestRealStateChanges(t *testing.T) {
 		t.Fatalf("run_ids %s then %s at %s", got[0].Info.RunID, got[2].Info.RunID, got[2].Addr)
 	}
 }
+
+// countingCallback counts completions by outcome.
+type countingCallback struct{ ok, timeout, broken atomic.Int64 }
+
+func (cc *countingCallback) Complete(_ uint64, _ resp.Reply, err error) {
+	switch {
+	case err == nil:
+		cc.ok.Add(1)
+	case errors.Is(err, conn.ErrTimeout):
+		cc.timeout.Add(1)
+	default:
+		cc.broken.Add(1)
+	}
+}
+
+// TestRealMasterStalled: a master SIGSTOPped under steady load. Timed-out
+// requests stay queued until their replies come (FIFO matching); without a
+// bound they pile up to MaxPending. StallTimeout after the oldest one's
+// deadline the session is dropped, requests fail fast with ErrDown while
+// the master stays stopped, and the Conn comes back when it resumes.
+func TestRealMasterStalled(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	var stalledSeen atomic.Bool
+	c, m, set := realConn(t, conn.Config{StallTimeout: stall, DialTimeout: 300 * time.Millisecond,
+		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 50 * time.Millisecond,
+		OnState: func(sc conn.StateChange) {
+			if !sc.Up && errors.Is(sc.Err, conn.ErrStalled) {
+				stalledSeen.Store(true)
+			}
+		}})
+	mastertest.RequireReal(t, set)
+	if err := m.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			m.Resume()
+		}
+	}()
+	cb := &countingCallback{}
+	var sent, refused, maxPending int
+	const period = 1500 * time.Millisecond
+	start := time.Now()
+	for time.Since(start) < period {
+		for range 5 {
+			err := c.Do(conn.Request{Cmd: cmd("INCR", "stalled"), Deadline: time.Now().Add(10 * time.Millisecond), Callback: cb})
+			switch {
+			case err == nil:
+				sent++
+			case errors.Is(err, conn.ErrDown):
+				refused++
+			default:
+				t.Fatalf("Do: %v", err)
+			}
+		}
+		maxPending = max(maxPending, c.Stats().Pending)
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("paused %v: %d requests queued, %d refused fast (ErrDown), at most %d in flight", period, sent, refused, maxPending)
+	if !stalledSeen.Load() {
+		t.Fatal("the session was never dropped as stalled")
+	}
+	if refused == 0 {
+		t.Error("no request was refused fast while the master stayed stopped")
+	}
+	// Bound: what arrives in StallTimeout plus the deadline, with slack
+	// for a slow machine — far below one entry per request sent.
+	if limit := (sent + refused) / 3; maxPending > limit {
+		t.Errorf("%d requests in flight at most; want ≤ %d (a third of the %d made)", maxPending, limit, sent+refused)
+	}
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitConnected(ctx); err != nil {
+		t.Fatalf("not reconnected after the master resumed: %v", err)
+	}
+	exec(t, c, "PING")
+	if got := int(cb.ok.Load() + cb.timeout.Load() + cb.broken.Load()); got != sent {
+		// every accepted request is completed exactly once
+		time.Sleep(100 * time.Millisecond)
+		if got = int(cb.ok.Load() + cb.timeout.Load() + cb.broken.Load()); got != sent {
+			t.Errorf("%d completions for %d accepted requests", got, sent)
+		}
+	}
+}

@@ -3,9 +3,10 @@
 package relay
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Relay forwards every connection accepted on its loopback address to a
@@ -17,7 +18,12 @@ type Relay struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // guarded by mu
 	closed bool                  // guarded by mu
+	delay  atomic.Int64          // added one-way latency, ns
 }
+
+// SetDelay adds d of latency to every byte relayed from now on, in each
+// direction (0 removes it). Order and content are preserved.
+func (r *Relay) SetDelay(d time.Duration) { r.delay.Store(int64(d)) }
 
 // Start listens on a free 127.0.0.1 port and relays to target.
 func Start(target string) (*Relay, error) {
@@ -70,11 +76,45 @@ func (r *Relay) track(cs ...net.Conn) bool {
 	return true
 }
 
+// chunk is bytes read at one instant, due for writing at another.
+type chunk struct {
+	due  time.Time
+	data []byte
+}
+
 func (r *Relay) pipe(dst, src net.Conn) {
 	defer r.wg.Done()
-	io.Copy(dst, src)
-	dst.Close()
-	src.Close()
+	defer src.Close()
+	defer dst.Close()
+	// The reader stamps each chunk with its due time; the writer holds it
+	// until then. A full queue stops the reader (backpressure).
+	q := make(chan chunk, 256)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(q)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{due: time.Now().Add(time.Duration(r.delay.Load())), data: append([]byte(nil), buf[:n]...)}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
+		if d := time.Until(c.due); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			src.Close() // unblocks the reader; drain what it queued
+			for range q {
+			}
+			return
+		}
+	}
 }
 
 // Close stops accepting, closes every relayed connection and waits for the
