@@ -35,6 +35,7 @@ const (
 	TargetEngine = "engine"  // the embedded engine (this module)
 	TargetProxy  = "proxy"   // a RESP proxy driven by our own pipelined client
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
+	PeerFencing  = "fencing" // the embedded engine taking fencing tokens (engine.WithFencing)
 )
 
 // Workloads.
@@ -112,7 +113,7 @@ type Config struct {
 	// of connections to the proxy (default 1).
 	ConnsPerMaster int
 	// Compare lists peers measured after the target on the same masters
-	// (PeerRedsync; TargetEngine too when Target is TargetProxy).
+	// (PeerRedsync, PeerFencing; TargetEngine too when Target is TargetProxy).
 	Compare []string
 	// Ceiling also measures the masters' own pipelined capacity.
 	Ceiling bool
@@ -216,9 +217,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Compare {
-		ok := p == PeerRedsync || (p == TargetEngine && c.Target == TargetProxy)
+		ok := p == PeerRedsync || p == PeerFencing || (p == TargetEngine && c.Target == TargetProxy)
 		if !ok {
-			return bad("unknown peer %q (known: %s; %s with target %s)", p, PeerRedsync, TargetEngine, TargetProxy)
+			return bad("unknown peer %q (known: %s, %s; %s with target %s)", p, PeerRedsync, PeerFencing, TargetEngine, TargetProxy)
 		}
 		if seen[p] {
 			return bad("peer %q listed twice", p)
@@ -508,6 +509,12 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 	switch target {
 	case TargetEngine:
 		return newEngineLocker(ctx, addrs, cfg)
+	case PeerFencing:
+		l, err := newEngineLocker(ctx, addrs, cfg)
+		if l != nil {
+			l.opts = []engine.Option{engine.WithFencing()}
+		}
+		return l, err
 	case TargetProxy:
 		return newProxyLocker(ctx, cfg)
 	case PeerRedsync:

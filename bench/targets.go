@@ -23,8 +23,9 @@ import (
 
 // engineLocker drives this module's engine.
 type engineLocker struct {
-	e   *engine.Engine
-	ttl time.Duration
+	e    *engine.Engine
+	ttl  time.Duration
+	opts []engine.Option // per acquisition (PeerFencing: WithFencing)
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
@@ -42,7 +43,7 @@ func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLo
 }
 
 func (l *engineLocker) acquire(ctx context.Context, key string) (any, bool, error) {
-	lk, err := l.e.TryLock(ctx, key, l.ttl)
+	lk, err := l.e.TryLock(ctx, key, l.ttl, l.opts...)
 	if err != nil {
 		return nil, errors.Is(err, engine.ErrNotAcquired), err
 	}

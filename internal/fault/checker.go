@@ -1,0 +1,154 @@
+// Package fault holds the fault suite's mutual-exclusion checker and the
+// fenced storage stub it guards. The suite itself (fault_test.go) runs
+// contended lockers against real masters that are killed, stopped,
+// restarted empty and slowed down, through the engine and through the
+// proxy; docs/safety.md has its results.
+package fault
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Checker records who is inside each key's critical section. A holder
+// enters with its lock's validity deadline; entering while another holder
+// is inside with validity left is an overlap — two valid holders at once,
+// what a lock must never allow. A holder that overstays its own validity
+// is not an overlap (its lock ended; fencing is what protects the storage
+// from it).
+//
+// It also plays the storage the lock protects: every fenced holder writes
+// with its fencing token on entry, and the storage refuses a token lower
+// than the highest it accepted. Its methods are safe for concurrent use.
+type Checker struct {
+	// Margin is the validity a holder must have left to enter (the
+	// safety margin for the time between checking and acting).
+	Margin time.Duration
+
+	mu   sync.Mutex
+	keys map[string]*keyState
+	r    Result
+}
+
+type keyState struct {
+	holder  int64     // inside now (0: nobody)
+	until   time.Time // the holder's validity deadline
+	last    int64     // the fenced holder that entered last
+	fence   int64     // highest fencing token among holders that entered
+	storage int64     // highest token the storage accepted
+}
+
+// Result is what a Checker saw.
+type Result struct {
+	Entries          int // holders that entered the critical section
+	Fenced           int // of which with a fencing token
+	Skipped          int // holders that had less than Margin validity left
+	Overlaps         int // entries while another valid holder was inside
+	OrderViolations  int // fenced holders whose token was not above every earlier holder's
+	StaleRejected    int // writes by holders past their validity refused by the storage
+	StaleAccepted    int // writes by holders past their validity accepted after a newer holder entered
+	LegitRejected    int // entry writes of valid holders the storage refused
+	FirstViolation   string
+	violationsLogged int
+}
+
+// Enter is called by a holder (id > 0) of key whose validity ends at
+// until, with its fencing token (0: none). It reports whether the holder
+// entered; then it must call Leave.
+func (c *Checker) Enter(key string, id int64, until time.Time, fence int64) bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Add(c.Margin).After(until) {
+		c.r.Skipped++
+		return false
+	}
+	if c.keys == nil {
+		c.keys = map[string]*keyState{}
+	}
+	k := c.keys[key]
+	if k == nil {
+		k = &keyState{}
+		c.keys[key] = k
+	}
+	c.r.Entries++
+	if k.holder != 0 && now.Before(k.until) {
+		c.r.Overlaps++
+		c.violation("overlap on %s: holder %d entered while %d is inside, valid for %v more", key, id, k.holder, k.until.Sub(now))
+	}
+	if fence != 0 {
+		c.r.Fenced++
+		if fence <= k.fence {
+			c.r.OrderViolations++
+			c.violation("fencing token %d of holder %d on %s is not above the earlier %d", fence, id, key, k.fence)
+		}
+		k.fence = max(k.fence, fence)
+		k.last = id
+		if fence < k.storage {
+			c.r.LegitRejected++
+		} else {
+			k.storage = fence
+		}
+	}
+	k.holder, k.until = id, until
+	return true
+}
+
+// Leave ends id's stay in key's critical section.
+func (c *Checker) Leave(key string, id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.keys[key]; k != nil && k.holder == id {
+		k.holder = 0
+	}
+}
+
+// StaleWrite is a write to the storage by holder id of key with fencing
+// token fence after its validity ended (a holder that was paused). It
+// reports whether the storage accepted it.
+func (c *Checker) StaleWrite(key string, id, fence int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.keys[key]
+	if k == nil || fence < k.storage {
+		c.r.StaleRejected++
+		return false
+	}
+	k.storage = fence
+	if k.last != id {
+		// Accepted although a newer fenced holder entered: its token was
+		// not above.
+		c.r.StaleAccepted++
+		c.violation("stale write with token %d by holder %d on %s accepted after holder %d entered", fence, id, key, k.last)
+	}
+	return true
+}
+
+// Result returns what the checker saw so far.
+func (c *Checker) Result() Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.r
+}
+
+// Entries returns the number of entries so far.
+func (c *Checker) Entries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.r.Entries
+}
+
+func (c *Checker) violation(format string, args ...any) {
+	if c.r.violationsLogged == 0 {
+		c.r.FirstViolation = fmt.Sprintf(format, args...)
+	}
+	c.r.violationsLogged++
+}
+
+// Violations returns the number of safety violations in r: overlaps,
+// fencing order violations, stale writes accepted after a newer holder,
+// and valid holders refused by the storage.
+func (r Result) Violations() int {
+	return r.Overlaps + r.OrderViolations + r.StaleAccepted + r.LegitRejected
+}

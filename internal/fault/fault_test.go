@@ -1,0 +1,435 @@
+package fault_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/fault"
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/proxy"
+)
+
+// Suite parameters. REDLOCK_FAULT_ACQUISITIONS sets the total number of
+// acquisitions across scenarios (make fault: 120000), REDLOCK_FAULT_SEED
+// the seed (printed; the same seed gives the same keys, holds, pauses and
+// fault choices — not the same interleaving, which the scheduler decides).
+const (
+	defaultAcquisitions = 12000
+	defaultSeed         = 11
+	workers             = 32
+	hotKeys             = 8
+	ttl                 = time.Second
+	masterTimeout       = 25 * time.Millisecond
+	margin              = 5 * time.Millisecond // validity a holder needs left to enter
+	pauseOneIn          = 200                  // fenced holders paused past their validity
+	scenarioLimit       = 2 * time.Minute
+)
+
+// fixture is one scenario's masters (and relay) for its fault steps.
+type fixture struct {
+	t     *testing.T
+	set   *localmaster.Set
+	relay *relay.Relay // in front of master 4 (latency scenario)
+}
+
+func (f *fixture) master(i int) *localmaster.Master { return f.set.Masters()[i] }
+
+func (f *fixture) kill(idx ...int) {
+	for _, i := range idx {
+		if err := f.master(i).Kill(); err != nil {
+			f.t.Error(err)
+		}
+	}
+}
+
+// restart starts killed masters again, empty (no persistence).
+func (f *fixture) restart(idx ...int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, i := range idx {
+		if err := f.master(i).Restart(ctx); err != nil {
+			f.t.Error(err)
+		}
+	}
+}
+
+func (f *fixture) restartEmpty(idx ...int) {
+	f.kill(idx...)
+	f.restart(idx...)
+}
+
+func (f *fixture) stop(idx ...int) {
+	for _, i := range idx {
+		if err := f.master(i).Pause(); err != nil {
+			f.t.Error(err)
+		}
+	}
+}
+
+func (f *fixture) cont(idx ...int) {
+	for _, i := range idx {
+		if err := f.master(i).Resume(); err != nil {
+			f.t.Error(err)
+		}
+	}
+}
+
+// step is a fault injected once the scenario reached a share of its
+// acquisitions.
+type step struct {
+	at   float64
+	desc string
+	do   func(f *fixture)
+}
+
+type scenario struct {
+	name    string
+	proxy   bool // lockers are proxy clients
+	latency bool // master 4 behind a relay that adds latency
+	steps   func(rng *rand.Rand) []step
+}
+
+var scenarios = []scenario{
+	{name: "engine/kill-9", steps: func(*rand.Rand) []step {
+		return []step{
+			{0.2, "kill -9 masters 0,1", func(f *fixture) { f.kill(0, 1) }},
+			{0.4, "restart 0,1 empty", func(f *fixture) { f.restart(0, 1) }},
+			{0.6, "kill -9 masters 2,3", func(f *fixture) { f.kill(2, 3) }},
+			{0.8, "restart 2,3 empty", func(f *fixture) { f.restart(2, 3) }},
+		}
+	}},
+	{name: "engine/sigstop", steps: func(*rand.Rand) []step {
+		return []step{
+			{0.2, "SIGSTOP master 2", func(f *fixture) { f.stop(2) }},
+			{0.4, "SIGCONT master 2", func(f *fixture) { f.cont(2) }},
+			{0.6, "SIGSTOP masters 3,4", func(f *fixture) { f.stop(3, 4) }},
+			{0.8, "SIGCONT masters 3,4", func(f *fixture) { f.cont(3, 4) }},
+		}
+	}},
+	{name: "engine/restart-empty", steps: func(rng *rand.Rand) []step {
+		var s []step
+		for k := 1; k <= 8; k++ {
+			a := rng.IntN(5)
+			if k == 4 { // two at once
+				b := (a + 1 + rng.IntN(4)) % 5
+				s = append(s, step{float64(k) / 10, fmt.Sprintf("restart masters %d,%d empty", a, b), func(f *fixture) { f.restartEmpty(a, b) }})
+				continue
+			}
+			s = append(s, step{float64(k) / 10, fmt.Sprintf("restart master %d empty", a), func(f *fixture) { f.restartEmpty(a) }})
+		}
+		return s
+	}},
+	{name: "engine/latency", latency: true, steps: func(*rand.Rand) []step {
+		return []step{
+			{0, "master 4 +5ms each way", func(f *fixture) { f.relay.SetDelay(5 * time.Millisecond) }},
+			{0.33, "master 4 +15ms each way (past the 25ms master timeout)", func(f *fixture) { f.relay.SetDelay(15 * time.Millisecond) }},
+			{0.5, "master 4 +15ms, SIGSTOP master 0", func(f *fixture) { f.stop(0) }},
+			{0.66, "master 4 +2ms, SIGCONT master 0", func(f *fixture) { f.relay.SetDelay(2 * time.Millisecond); f.cont(0) }},
+		}
+	}},
+	{name: "proxy/kill-9+sigstop", proxy: true, steps: func(*rand.Rand) []step {
+		return []step{
+			{0.2, "kill -9 masters 0,1", func(f *fixture) { f.kill(0, 1) }},
+			{0.4, "restart 0,1 empty", func(f *fixture) { f.restart(0, 1) }},
+			{0.6, "SIGSTOP master 2", func(f *fixture) { f.stop(2) }},
+			{0.8, "SIGCONT master 2", func(f *fixture) { f.cont(2) }},
+		}
+	}},
+	{name: "proxy/sigstop+restart-empty", proxy: true, steps: func(rng *rand.Rand) []step {
+		a := rng.IntN(3)
+		return []step{
+			{0.25, "SIGSTOP masters 3,4", func(f *fixture) { f.stop(3, 4) }},
+			{0.5, "SIGCONT masters 3,4", func(f *fixture) { f.cont(3, 4) }},
+			{0.7, fmt.Sprintf("restart master %d empty", a), func(f *fixture) { f.restartEmpty(a) }},
+			{0.85, fmt.Sprintf("restart masters %d,%d empty", a+1, a+2), func(f *fixture) { f.restartEmpty(a+1, a+2) }},
+		}
+	}},
+}
+
+type row struct {
+	name             string
+	res              fault.Result
+	paused           int64
+	elapsed          time.Duration
+	faultsInjected   int
+	contendedTries   int64
+	unavailableTries int64
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// TestFault runs contended lockers through each scenario's faults against
+// real redis-server masters and checks mutual exclusion and fencing.
+func TestFault(t *testing.T) {
+	total := envInt("REDLOCK_FAULT_ACQUISITIONS", defaultAcquisitions)
+	seed := uint64(envInt("REDLOCK_FAULT_SEED", defaultSeed))
+	per := (total + len(scenarios) - 1) / len(scenarios)
+	t.Logf("fault suite: seed %d, %d acquisitions per scenario, %d workers on %d hot keys, ttl %v (REDLOCK_FAULT_SEED, REDLOCK_FAULT_ACQUISITIONS)",
+		seed, per, workers, hotKeys, ttl)
+	var rows []row
+	for i, sc := range scenarios {
+		t.Run(strings.ReplaceAll(sc.name, "/", "-"), func(t *testing.T) {
+			r := runScenario(t, sc, seed+uint64(i), per)
+			rows = append(rows, r)
+			res := r.res
+			if res.Violations() != 0 {
+				t.Errorf("%d safety violations (overlaps %d, token order %d, stale accepted %d, valid holder refused %d); first: %s",
+					res.Violations(), res.Overlaps, res.OrderViolations, res.StaleAccepted, res.LegitRejected, res.FirstViolation)
+			}
+			if res.Entries < per {
+				t.Errorf("only %d acquisitions of %d within %v", res.Entries, per, scenarioLimit)
+			}
+			if r.faultsInjected == 0 {
+				t.Error("no fault was injected")
+			}
+		})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| scenario | acquisitions | fenced | overlaps | token order violations | stale writes rejected | stale writes accepted | busy tries | unavailable tries | seconds |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var sum fault.Result
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |\n", r.name, r.res.Entries, r.res.Fenced,
+			r.res.Overlaps, r.res.OrderViolations, r.res.StaleRejected, r.res.StaleAccepted, r.contendedTries, r.unavailableTries, r.elapsed.Seconds())
+		sum.Entries += r.res.Entries
+		sum.Fenced += r.res.Fenced
+		sum.Overlaps += r.res.Overlaps
+		sum.OrderViolations += r.res.OrderViolations
+		sum.StaleRejected += r.res.StaleRejected
+		sum.StaleAccepted += r.res.StaleAccepted
+	}
+	fmt.Fprintf(&b, "| **total** | %d | %d | %d | %d | %d | %d | | | |\n", sum.Entries, sum.Fenced, sum.Overlaps, sum.OrderViolations, sum.StaleRejected, sum.StaleAccepted)
+	t.Log(b.String())
+	if len(rows) == len(scenarios) && sum.StaleRejected == 0 {
+		t.Error("no paused holder's write was rejected: the fencing path was not exercised")
+	}
+}
+
+func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	f := &fixture{t: t, set: set}
+	addrs := set.Addrs()
+	if sc.latency {
+		r, err := relay.Start(addrs[4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		f.relay, addrs[4] = r, r.Addr()
+	}
+	t.Cleanup(func() { // never leave a master stopped
+		for _, m := range set.Masters() {
+			m.Resume()
+		}
+	})
+	// REDLOCK_FAULT_NO_QUARANTINE=1 shows what the checker reports
+	// without restart quarantine (docs/safety.md); never in CI.
+	cfg := engine.Config{Addrs: addrs, MasterTimeout: masterTimeout, DisableQuarantine: os.Getenv("REDLOCK_FAULT_NO_QUARANTINE") == "1",
+		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioLimit)
+	defer cancel()
+
+	var lockers []locker
+	if sc.proxy {
+		srv, err := proxy.New(proxy.Config{Engine: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close(); <-served })
+		if err := srv.Engine().WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range workers {
+			c, err := conn.Dial(ctx, ln.Addr().String(), conn.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			lockers = append(lockers, &proxyLocker{c: c})
+		}
+	} else {
+		e, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		if err := e.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range workers {
+			lockers = append(lockers, engineLocker{e})
+		}
+	}
+
+	chk := &fault.Checker{Margin: margin}
+	keys := make([]string, hotKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("fault:%s:%d", sc.name, i)
+	}
+	var paused, busy, unavailable atomic.Int64
+	var holderID atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)+1))
+			fenced := w%2 == 0
+			l := lockers[w]
+			for ctx.Err() == nil && chk.Entries() < target {
+				key := keys[rng.IntN(len(keys))]
+				h, err := l.lock(ctx, key, fenced)
+				if err != nil {
+					switch {
+					case errors.Is(err, errBusy):
+						busy.Add(1)
+						time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
+					default:
+						unavailable.Add(1)
+						time.Sleep(time.Duration(2+rng.IntN(3)) * time.Millisecond)
+					}
+					continue
+				}
+				id := holderID.Add(1)
+				if chk.Enter(key, id, h.until, h.fence) {
+					if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
+						// Paused inside the critical section past the lock's
+						// validity, then writes with its old token.
+						// Long enough for another holder to take the key.
+						time.Sleep(time.Until(h.until) + ttl/4)
+						chk.StaleWrite(key, id, h.fence)
+						paused.Add(1)
+					} else {
+						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+					}
+					chk.Leave(key, id)
+				}
+				h.unlock(ctx)
+			}
+		}()
+	}
+
+	injected := 0
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, s := range sc.steps(rng) {
+		for ctx.Err() == nil && float64(chk.Entries()) < s.at*float64(target) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t.Logf("%6.2fs at %5d acquisitions: %s", time.Since(start).Seconds(), chk.Entries(), s.desc)
+		s.do(f)
+		injected++
+	}
+	wg.Wait()
+	r := row{name: sc.name, res: chk.Result(), paused: paused.Load(), elapsed: time.Since(start),
+		faultsInjected: injected, contendedTries: busy.Load(), unavailableTries: unavailable.Load()}
+	t.Logf("%s: %d acquisitions (%d fenced) in %.1fs, %d busy and %d unavailable tries, %d holders paused past validity, %d of their writes rejected; overlaps %d, token order violations %d, stale writes accepted %d",
+		sc.name, r.res.Entries, r.res.Fenced, r.elapsed.Seconds(), r.contendedTries, r.unavailableTries, r.paused, r.res.StaleRejected,
+		r.res.Overlaps, r.res.OrderViolations, r.res.StaleAccepted)
+	return r
+}
+
+// errBusy is a locker's "the key is held".
+var errBusy = errors.New("busy")
+
+// held is one acquisition: its validity deadline, fencing token and release.
+type held struct {
+	until  time.Time
+	fence  int64
+	unlock func(ctx context.Context)
+}
+
+type locker interface {
+	lock(ctx context.Context, key string, fenced bool) (held, error)
+}
+
+// engineLocker takes locks with one TryLock per try.
+type engineLocker struct{ e *engine.Engine }
+
+func (l engineLocker) lock(ctx context.Context, key string, fenced bool) (held, error) {
+	var opts []engine.Option
+	if fenced {
+		opts = append(opts, engine.WithFencing())
+	}
+	lk, err := l.e.TryLock(ctx, key, ttl, opts...)
+	if err != nil {
+		if errors.Is(err, engine.ErrNotAcquired) {
+			return held{}, errBusy
+		}
+		return held{}, err
+	}
+	return held{until: lk.Until(), fence: lk.FencingToken(), unlock: func(ctx context.Context) { lk.Unlock(ctx) }}, nil
+}
+
+// proxyLocker is an unmodified-client view: SET NX PX (or REDLOCK.LOCK
+// for a fencing token) and the compare-and-delete script, through the
+// proxy. Its validity is counted from before it sent the command, with
+// the engine's drift allowance.
+type proxyLocker struct {
+	c *conn.Conn
+	n int
+}
+
+func (l *proxyLocker) lock(ctx context.Context, key string, fenced bool) (held, error) {
+	l.n++
+	token := fmt.Sprintf("%p-%d", l, l.n)
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	var h held
+	if fenced {
+		r, err := l.c.Exec(cctx, "REDLOCK.LOCK", key, token, ms)
+		if err != nil {
+			return h, err
+		}
+		if r.IsNull() {
+			return h, errBusy
+		}
+		h.fence = r.Int
+	} else {
+		r, err := l.c.Exec(cctx, "SET", key, token, "NX", "PX", ms)
+		if err != nil {
+			return h, err
+		}
+		if r.IsNull() {
+			return h, errBusy
+		}
+	}
+	h.until = t0.Add(ttl - (ttl/100 + 2*time.Millisecond))
+	h.unlock = func(ctx context.Context) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		l.c.Exec(cctx, "EVALSHA", engine.ReleaseScript.SHA(), "1", key, token)
+	}
+	return h, nil
+}
