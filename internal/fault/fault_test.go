@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/internal/relay"
-	"github.com/redlock-dev/redlock/proxy"
 )
 
 // Suite parameters. REDLOCK_FAULT_ACQUISITIONS sets the total number of
@@ -251,22 +249,14 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 
 	var lockers []locker
 	if sc.proxy {
-		srv, err := proxy.New(proxy.Config{Engine: cfg})
-		if err != nil {
-			t.Fatal(err)
+		// The real binary, as operators run it, with the same settings.
+		flags := []string{"--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms", "--dial-timeout", "300ms"}
+		if cfg.DisableQuarantine {
+			flags = append(flags, "--no-quarantine")
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		t.Cleanup(func() { srv.Close(); <-served })
-		if err := srv.Engine().WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
+		addr := redlockProxy(t, addrs, flags...)
 		for range workers {
-			c, err := conn.Dial(ctx, ln.Addr().String(), conn.Config{})
+			c, err := conn.Dial(ctx, addr, conn.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
