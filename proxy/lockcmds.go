@@ -50,14 +50,26 @@ func (c *client) cmdSet(args [][]byte) *call {
 	if !nx || ttl == 0 {
 		return errCall(msgSetForm)
 	}
+	return c.acquire(args, ttl, false)
+}
+
+// acquire runs a quorum acquisition of key args[1] with the client's value
+// args[2] as the token (and a fencing token when fenced): +OK (fenced: the
+// token as an integer), nil when held, else the engine's error reply.
+func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 	if len(args[2]) == 0 {
 		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
-	key, token := string(args[1]), string(args[2])
-	s := c.s
+	opts := []engine.Option{engine.WithToken(string(args[2]))}
+	if fenced {
+		opts = append(opts, engine.WithFencing())
+	}
+	k, s := string(args[1]), c.s
 	return c.async(args[1:2], func(ctx context.Context) []byte {
-		_, err := s.eng.TryLock(ctx, key, ttl, engine.WithToken(token))
+		l, err := s.eng.TryLock(ctx, k, ttl, opts...)
 		switch {
+		case err == nil && fenced:
+			return redcon.AppendInt(nil, l.FencingToken())
 		case err == nil:
 			return redcon.AppendOK(nil)
 		case errors.Is(err, engine.ErrNotAcquired):
@@ -80,21 +92,7 @@ func (c *client) cmdRedlockLock(args [][]byte) *call {
 	if ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
 		return errCall("ERR invalid expire time in 'redlock.lock' command")
 	}
-	if len(args[2]) == 0 {
-		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
-	}
-	key, token, ttl := string(args[1]), string(args[2]), time.Duration(ms)*time.Millisecond
-	s := c.s
-	return c.async(args[1:2], func(ctx context.Context) []byte {
-		l, err := s.eng.TryLock(ctx, key, ttl, engine.WithToken(token), engine.WithFencing())
-		switch {
-		case err == nil:
-			return redcon.AppendInt(nil, l.FencingToken())
-		case errors.Is(err, engine.ErrNotAcquired):
-			return redcon.AppendNull(nil)
-		}
-		return engineErr(err)
-	})
+	return c.acquire(args, time.Duration(ms)*time.Millisecond, true)
 }
 
 // fenceCheck refuses script keys that name the fencing counter.
