@@ -316,6 +316,13 @@ type Phase struct {
 	AttemptsPerSec float64 `json:"attempts_per_sec"`
 	AcquireP50     float64 `json:"acquire_p50_us"`
 	AcquireP99     float64 `json:"acquire_p99_us"`
+	// WaitP50 and WaitP99 are, when the target waited for its locks
+	// (WorkloadContended with a blocking lock call), the time from a
+	// worker's first attempt to its grant; CyclesPerSec then counts
+	// hand-offs (grants) per second.
+	WaitP50 float64 `json:"wait_p50_us,omitempty"`
+	WaitP99 float64 `json:"wait_p99_us,omitempty"`
+	Waited  bool    `json:"waited,omitempty"`
 	CycleP50       float64 `json:"cycle_p50_us"`
 	CycleP99       float64 `json:"cycle_p99_us"`
 	Acquired       uint64  `json:"acquired"`
@@ -359,6 +366,13 @@ type locker interface {
 	acquire(ctx context.Context, key string) (h any, contended bool, err error)
 	release(ctx context.Context, h any) error
 	close() error
+}
+
+// waiter is a locker with a blocking lock call: WorkloadContended then
+// waits for each lock (the time from the first attempt to the grant is the
+// acquire latency, reported as the wait) instead of counting refusals.
+type waiter interface {
+	wait(ctx context.Context, key string) (h any, err error)
 }
 
 // Run executes the benchmark described by cfg. When ctx ends early it

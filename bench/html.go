@@ -58,10 +58,18 @@ func renderHTML(r Result) string {
 	b.WriteString("</p>\n")
 
 	// Comparison table.
-	b.WriteString("<h2>Comparison</h2>\n<table id=\"comparison\"><tr><th class=\"l\">target</th><th>cycles/s</th><th>vs " + e(r.Target) +
-		"</th><th>attempts/s</th><th>acquire p50 µs</th><th>acquire p99 µs</th><th>release p99 µs</th><th>cycle p50 µs</th><th>cycle p99 µs</th><th>cycle p99.9 µs</th><th>acquired</th><th>failed</th><th>errors</th><th>missed</th></tr>\n")
+	waited := r.waited()
+	rate, waitHead := "cycles/s", ""
+	if waited {
+		rate, waitHead = "hand-offs/s", "<th>wait p50 µs</th><th>wait p99 µs</th>"
+	}
+	b.WriteString("<h2>Comparison</h2>\n<table id=\"comparison\"><tr><th class=\"l\">target</th><th>" + rate + "</th><th>vs " + e(r.Target) +
+		"</th>" + waitHead + "<th>attempts/s</th><th>acquire p50 µs</th><th>acquire p99 µs</th><th>release p99 µs</th><th>cycle p50 µs</th><th>cycle p99 µs</th><th>cycle p99.9 µs</th><th>acquired</th><th>failed</th><th>errors</th><th>missed</th></tr>\n")
 	for _, p := range r.phases() {
 		ratio := r.ratio(p)
+		if waited {
+			ratio += "</td><td id=\"" + e(p.Target) + "-wait-p50\">" + waitCell(p, p.WaitP50) + "</td><td id=\"" + e(p.Target) + "-wait-p99\">" + waitCell(p, p.WaitP99)
+		}
 		fmt.Fprintf(&b, "<tr><td class=\"l\">%s</td><td id=\"%s-cycles\">%.0f</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
 			e(p.Target), e(p.Target), p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
 			p.CycleP50, p.CycleP99, p.Cycle.P999, p.Acquired, p.FailedAcquires, p.Errors, p.Missed)

@@ -42,13 +42,21 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	}
 	ratioHead := r.Target + "÷row"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	waited := r.waited()
+	rate, waitHead := "cycles/s", ""
+	if waited {
+		rate, waitHead = "hand-offs/s", "wait p50\twait p99\t"
+	}
 	if wide {
-		fmt.Fprintf(tw, "target\tcycles/s\t%s\tattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\tcpu µs/cycle\t\n", ratioHead)
+		fmt.Fprintf(tw, "target\t%s\t%s\t%sattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\tcpu µs/cycle\t\n", rate, ratioHead, waitHead)
 	} else {
-		fmt.Fprintf(tw, "target\tcycles/s\t%s\tacq p99\tcyc p50\tcyc p99\tfailed\terrors\t\n", ratioHead)
+		fmt.Fprintf(tw, "target\t%s\t%s\t%sacq p99\tcyc p50\tcyc p99\tfailed\terrors\t\n", rate, ratioHead, waitHead)
 	}
 	for _, p := range r.phases() {
 		ratio := r.ratio(p)
+		if waited {
+			ratio += "\t" + waitCell(p, p.WaitP50) + "\t" + waitCell(p, p.WaitP99)
+		}
 		if wide {
 			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.1f\t\n",
 				p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
@@ -183,4 +191,24 @@ func (r Result) ratio(p Phase) string {
 		return fmt.Sprintf("%.2fx", r.CyclesPerSec/p.CyclesPerSec)
 	}
 	return "-"
+}
+
+// waited reports whether a target of r waited for its locks (the wait
+// columns are shown).
+func (r *Result) waited() bool {
+	for _, p := range r.phases() {
+		if p.Waited {
+			return true
+		}
+	}
+	return false
+}
+
+// waitCell formats a wait percentile, or "-" for a target that did not
+// wait (it polled with one attempt per operation).
+func waitCell(p Phase, v float64) string {
+	if !p.Waited {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
 }

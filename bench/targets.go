@@ -18,6 +18,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -50,6 +51,15 @@ func (l *engineLocker) acquire(ctx context.Context, key string) (any, bool, erro
 	return lk, false, nil
 }
 
+// wait implements waiter: Lock, which queues and is handed the key.
+func (l *engineLocker) wait(ctx context.Context, key string) (any, error) {
+	lk, err := l.e.Lock(ctx, key, l.ttl, l.opts...)
+	if err != nil {
+		return nil, err
+	}
+	return lk, nil
+}
+
 func (l *engineLocker) release(ctx context.Context, h any) error {
 	return h.(*engine.Lock).Unlock(ctx)
 }
@@ -60,7 +70,7 @@ func (l *engineLocker) close() error { return l.e.Close() }
 // master connections so far.
 func (l *engineLocker) pipeline() (requests, writes uint64) {
 	for i := range l.e.Masters() {
-		for _, c := range l.e.Conns(i) {
+		for _, c := range enginex.Open(l.e).Conns(i) {
 			st := c.Stats()
 			requests += st.Requests
 			writes += st.Writes
@@ -97,6 +107,23 @@ func (l *redsyncLocker) acquire(ctx context.Context, key string) (any, bool, err
 		return nil, errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken), err
 	}
 	return m, false, nil
+}
+
+// wait implements waiter with redsync's own waiting: its defaults (32
+// tries, a random 50–250 ms delay between them), and a new call while it
+// fails (the wait is measured from the first call).
+func (l *redsyncLocker) wait(ctx context.Context, key string) (any, error) {
+	m := l.rs.NewMutex(key, redsync.WithExpiry(l.ttl))
+	for {
+		err := m.LockContext(ctx)
+		if err == nil {
+			return m, nil
+		}
+		var taken *redsync.ErrTaken
+		if ctx.Err() != nil || !(errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken)) {
+			return nil, err
+		}
+	}
 }
 
 func (l *redsyncLocker) release(ctx context.Context, h any) error {

@@ -20,7 +20,7 @@ const (
 	// DefaultCleanupTimeout bounds the release sent after a failed or
 	// cancelled acquisition.
 	DefaultCleanupTimeout = 100 * time.Millisecond
-	// DefaultMaxExtensions bounds Extend calls per lock.
+	// DefaultMaxExtensions bounds successful extensions per lock.
 	DefaultMaxExtensions = 1 << 20
 	// MinMasterTimeout and MaxMasterTimeout clamp the default per-master
 	// timeout ttl/100.
@@ -58,7 +58,8 @@ type Config struct {
 	// CleanupTimeout bounds the release after a failed or cancelled
 	// acquisition (default 100ms).
 	CleanupTimeout time.Duration
-	// MaxExtensions bounds successful Extend calls per lock (default 1<<20).
+	// MaxExtensions bounds successful extensions per lock, by Extend and
+	// by the watchdog together (default 1<<20).
 	MaxExtensions int
 	// DisableQuarantine turns restart quarantine off. With it on (the
 	// default), a master that (re)connects with a new run_id or an uptime
@@ -79,6 +80,16 @@ type Config struct {
 	// [DefaultFenceKey]): one counter per master, for every lock key (see
 	// [WithFencing]). Nothing else may write it.
 	FenceKey string
+	// ReleaseChannel, when set, turns on release notifications: every
+	// release (Unlock, and the cleanup of a failed acquisition) publishes
+	// the key on this channel of each master, and the engine subscribes to
+	// it on every master, so that a Lock call waiting for a key held by
+	// another process tries as soon as it was released there. It costs the
+	// masters a PUBLISH per release and one subscriber connection per
+	// engine; every engine of a deployment should set the same channel.
+	// Default "": off (waiters of other processes' locks poll; see
+	// [Engine.Lock]).
+	ReleaseChannel string
 	// Logger receives master state changes (down, up, restarted) and quorum
 	// lost / regained; nil discards them (the library is quiet by default).
 	Logger *slog.Logger
@@ -145,7 +156,9 @@ func (c *Config) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.DriftFactor) + c.DriftMin
 }
 
-// Option is a per-call setting for Lock and TryLock.
+// Option is a per-call setting for Lock and TryLock. Options that only
+// make sense while waiting ([WithRetryDelay], [WithMaxTries]) are refused
+// by TryLock with an error matching [ErrBadArgument].
 type Option func(*callOpts)
 
 type callOpts struct {
@@ -154,6 +167,15 @@ type callOpts struct {
 	maxTries      int
 	masterTimeout time.Duration
 	fencing       bool
+	autoExtend    bool
+	maxHold       time.Duration
+	waitOnly      string // the first wait-only option given, for TryLock's error
+}
+
+func (o *callOpts) waitOption(name string) {
+	if o.waitOnly == "" {
+		o.waitOnly = name
+	}
 }
 
 // WithToken makes the acquisition use token instead of a random one (the
@@ -162,10 +184,28 @@ func WithToken(token string) Option { return func(o *callOpts) { o.token = token
 
 // WithRetryDelay sets Lock's base wait between attempts (zero or negative:
 // Config.RetryDelay).
-func WithRetryDelay(d time.Duration) Option { return func(o *callOpts) { o.retryDelay = d } }
+// It applies to Lock only.
+func WithRetryDelay(d time.Duration) Option {
+	return func(o *callOpts) { o.retryDelay = d; o.waitOption("WithRetryDelay") }
+}
 
-// WithMaxTries bounds Lock's attempts (0: until ctx ends).
-func WithMaxTries(n int) Option { return func(o *callOpts) { o.maxTries = n } }
+// WithMaxTries bounds Lock's attempts (0: until ctx ends). It applies to
+// Lock only.
+func WithMaxTries(n int) Option {
+	return func(o *callOpts) { o.maxTries = n; o.waitOption("WithMaxTries") }
+}
+
+// WithAutoExtend makes the engine's watchdog keep the lock: it extends the
+// lock to its TTL again about every third of the TTL until [Lock.Unlock],
+// for at most maxHold after the acquisition (0: no bound; the last
+// extension is shortened so that the validity ends by maxHold). One
+// scheduler goroutine and one timer serve every lock of the engine; the
+// extensions travel on the masters' pipelines with the other traffic. When
+// an extension fails or the validity runs out, [Lock.Done] closes and
+// [Lock.Err] says why (docs/algorithm.md, "Holding").
+func WithAutoExtend(maxHold time.Duration) Option {
+	return func(o *callOpts) { o.autoExtend, o.maxHold = true, max(maxHold, 0) }
+}
 
 // WithMasterTimeout overrides the per-master timeout for this call.
 func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.masterTimeout = d } }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
 
@@ -87,7 +88,7 @@ func TestKeyPinnedToOneConnection(t *testing.T) {
 	v := newEnv(t, 3, engine.Config{ConnsPerMaster: 4, MasterTimeout: time.Second}) // generous: -race on 2 noisy cores
 	ctx := context.Background()
 	before := make([]uint64, 4)
-	for k, c := range v.e.Conns(0) {
+	for k, c := range enginex.Open(v.e).Conns(0) {
 		before[k] = c.Stats().Requests
 	}
 	for range 20 {
@@ -106,12 +107,12 @@ func TestKeyPinnedToOneConnection(t *testing.T) {
 		}
 		// Keyed commands sent by Broadcast (the proxy's script acquires and
 		// their cleanups) take the key's connection too.
-		if _, err := v.e.Broadcast(ctx, "pinned", 0, nil, []byte("*2\r\n$3\r\nGET\r\n$6\r\npinned\r\n")); err != nil {
+		if _, err := enginex.Open(v.e).Broadcast(ctx, "pinned", 0, nil, []byte("*2\r\n$3\r\nGET\r\n$6\r\npinned\r\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	used := 0
-	for k, c := range v.e.Conns(0) {
+	for k, c := range enginex.Open(v.e).Conns(0) {
 		if c.Stats().Requests != before[k] {
 			used++
 		}

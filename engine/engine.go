@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +14,6 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/resp"
 )
-
-// Master is what the engine needs from one master connection;
-// [*conn.Conn] implements it.
-type Master interface {
-	Do(req conn.Request) error
-}
-
-var _ Master = (*conn.Conn)(nil)
 
 // TokenLen is the length of generated tokens: 20 random bytes, hex-encoded.
 const TokenLen = 40
@@ -33,6 +24,7 @@ type Engine struct {
 	cfg    Config
 	addrs  []string
 	conns  [][]*conn.Conn // [master][connection]
+	fan    [][]master     // what fan-outs send on: conns, or a test's fake
 	n, q   int
 	rr     atomic.Uint32
 	spread atomic.Uint32 // rotates the fan-out's first master
@@ -58,6 +50,12 @@ type Engine struct {
 	quar   []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
+
+	release *conn.Script       // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
+	subs    []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
+
+	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
+	waits waitRoom // blocked Lock calls per key (wait.go)
 }
 
 // New connects to the masters in the background and returns the Engine at
@@ -72,6 +70,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, addrs: cfg.Addrs, n: len(cfg.Addrs), epoch: time.Now()}
 	e.q = e.n/2 + 1
+	e.release = ReleaseScript
+	if cfg.ReleaseChannel != "" {
+		e.release = ReleaseNotifyScript
+	}
+	e.keep.init(e)
+	e.waits.init()
 	e.masterErrs = make([]atomic.Uint64, e.n)
 	e.ops.New = func() any {
 		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), preset: make([]int8, e.n), cmd: make([]byte, 0, 128)}
@@ -79,9 +83,10 @@ func New(cfg Config) (*Engine, error) {
 	e.mlog = make([]masterLog, e.n)
 	e.quar = make([]atomic.Int64, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
+	e.fan = make([][]master, e.n)
 	for i, a := range cfg.Addrs {
 		cc := cfg.Conn
-		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), ReleaseScript, ExtendScript, FenceAcquireScript, FenceRaiseScript)
+		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), e.release, ExtendScript, FenceAcquireScript, FenceRaiseScript)
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -93,24 +98,24 @@ func New(cfg Config) (*Engine, error) {
 			if k > 0 {
 				cc.OnState = user // the master's state is followed on its first connection
 			}
-			e.conns[i] = append(e.conns[i], conn.New(a, cc))
+			c := conn.New(a, cc)
+			e.conns[i] = append(e.conns[i], c)
+			e.fan[i] = append(e.fan[i], c)
+		}
+		if cfg.ReleaseChannel != "" {
+			e.subs = append(e.subs, conn.Subscribe(a, cfg.Conn, cfg.ReleaseChannel, func(key []byte) {
+				e.waits.notified(string(key))
+			}))
 		}
 	}
 	return e, nil
 }
-
-// Drift returns the clock drift allowance for ttl: ttl·DriftFactor +
-// DriftMin. A lock's validity is ttl − elapsed − Drift(ttl).
-func (e *Engine) Drift(ttl time.Duration) time.Duration { return e.cfg.drift(ttl) }
 
 // Quorum returns N/2+1.
 func (e *Engine) Quorum() int { return e.q }
 
 // Masters returns the master addresses.
 func (e *Engine) Masters() []string { return append([]string(nil), e.addrs...) }
-
-// Conns returns the connections to master i (for health and identity).
-func (e *Engine) Conns(i int) []*conn.Conn { return append([]*conn.Conn(nil), e.conns[i]...) }
 
 // WaitReady blocks until at least a quorum of masters is connected, or ctx
 // ends (returning ctx's error with the masters' state).
@@ -146,6 +151,11 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 func (e *Engine) Close() error {
 	e.close.Do(func() {
 		e.closed.Store(true)
+		e.keep.close()
+		e.waits.close()
+		for _, s := range e.subs {
+			s.Close()
+		}
 		var wg sync.WaitGroup
 		for _, cs := range e.conns {
 			for _, c := range cs {
@@ -191,8 +201,8 @@ func (e *Engine) nextConn() uint32 {
 // that answered the acquire first rather than with its stragglers.
 func (e *Engine) firstMaster() int { return int(e.spread.Add(1) % uint32(e.n)) }
 
-func (e *Engine) pick(i int, cix uint32) Master {
-	cs := e.conns[i]
+func (e *Engine) pick(i int, cix uint32) master {
+	cs := e.fan[i]
 	if len(cs) == 1 {
 		return cs[0]
 	}
@@ -210,51 +220,11 @@ func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 	var co callOpts
 	if len(opts) > 0 {
 		co = applyOpts(opts)
+		if co.waitOnly != "" {
+			return nil, fmt.Errorf("%w: %s applies to Lock, not TryLock", ErrBadArgument, co.waitOnly)
+		}
 	}
 	return e.tryLock(ctx, key, ttl, co)
-}
-
-// Lock acquires key for ttl, retrying after a random delay in
-// [RetryDelay, 2*RetryDelay) until it succeeds, ctx ends (ctx.Err() is
-// returned) or MaxTries attempts failed (the last attempt's error, matching
-// [ErrNotAcquired] or [ErrUnavailable], is returned).
-func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
-	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
-	if len(opts) > 0 {
-		co = applyOptsTo(co, opts)
-	}
-	if co.retryDelay <= 0 { // WithRetryDelay(0 or negative): the default
-		co.retryDelay = e.cfg.RetryDelay
-	}
-	var timer *time.Timer
-	for try := 1; ; try++ {
-		l, err := e.tryLock(ctx, key, ttl, co)
-		if err == nil || !retryable(err) || (co.maxTries > 0 && try >= co.maxTries) {
-			if timer != nil {
-				timer.Stop()
-			}
-			return l, err
-		}
-		d := co.retryDelay + mrand.N(co.retryDelay) // uniform in [base, 2*base)
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, ctx.Err()
-		case <-timer.C:
-		}
-	}
-}
-
-// retryable reports whether Lock tries again after err: the key was held,
-// or too few masters answered (they may be back by the next try).
-func retryable(err error) bool {
-	qe, ok := err.(*QuorumError)
-	return ok && (qe.sentinel == ErrNotAcquired || qe.unavailable)
 }
 
 func applyOpts(opts []Option) callOpts { return applyOptsTo(callOpts{}, opts) }
@@ -343,16 +313,22 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 			return nil, ctx.Err()
 		}
 	}
-	drift := e.cfg.drift(ttl)
-	validity := ttl - time.Since(t1) - drift
-	if o.granted() >= e.q && validity > 0 && extra == nil {
-		o.unref()
-		l.until.Store(int64(t1.Sub(e.epoch) + ttl - drift))
-		e.acquired.Add(1)
-		return l, nil
-	}
-	if o.granted() >= e.q && extra == nil {
-		extra = ErrValidityExpired
+	if extra == nil {
+		var ok bool
+		if ok, extra = e.verdict(o, t1, ttl); ok {
+			o.unref()
+			l.until.Store(e.untilAfter(t1, ttl))
+			l.granted.Store(int64(t1.Sub(e.epoch)))
+			e.acquired.Add(1)
+			if co.autoExtend {
+				l.auto = true
+				if co.maxHold > 0 {
+					l.holdEnd = int64(t1.Sub(e.epoch) + co.maxHold)
+				}
+				e.keep.watch(l)
+			}
+			return l, nil
+		}
 	}
 	if extra != nil && errors.Is(extra, ErrUnavailable) {
 		// The fencing write-back reached too few masters: a grant without
@@ -375,6 +351,26 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	return nil, qerr
 }
 
+// verdict decides an acquire or extend o that started at t1 for ttl: ok
+// when a quorum granted with validity left (ttl − elapsed − drift > 0);
+// otherwise the extra cause for the error, ErrValidityExpired when the
+// quorum came too late, nil when there was none.
+func (e *Engine) verdict(o *op, t1 time.Time, ttl time.Duration) (bool, error) {
+	if o.granted() < e.q {
+		return false, nil
+	}
+	if ttl-time.Since(t1)-e.cfg.drift(ttl) > 0 {
+		return true, nil
+	}
+	return false, ErrValidityExpired
+}
+
+// untilAfter is the validity deadline, ns since e.epoch, of a grant that
+// started at t1 for ttl.
+func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
+	return int64(t1.Sub(e.epoch) + ttl - e.cfg.drift(ttl))
+}
+
 // cleanup releases token after the failed acquisition acq and waits
 // (bounded by CleanupTimeout per master) until each master answered, so a
 // failed acquisition leaves nothing behind. It ignores the caller's
@@ -395,8 +391,8 @@ func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 		}
 	}
 	acq.mu.Unlock()
-	o.cmd = appendRelease(o.cmd[:0], key, token)
-	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), ReleaseScript)
+	o.cmd = e.appendRelease(o.cmd[:0], key, token)
+	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), e.release)
 	<-o.done
 	o.unref()
 }
@@ -448,10 +444,16 @@ func appendSet(dst []byte, key, token string, ms int64) []byte {
 	return resp.AppendBulkInt(dst, ms)
 }
 
-func appendRelease(dst []byte, key, token string) []byte {
-	dst = ReleaseScript.AppendEvalSha(dst, 1, 1)
+func (e *Engine) appendRelease(dst []byte, key, token string) []byte {
+	if e.release == ReleaseScript {
+		dst = ReleaseScript.AppendEvalSha(dst, 1, 1)
+		dst = resp.AppendBulkString(dst, key)
+		return resp.AppendBulkString(dst, token)
+	}
+	dst = e.release.AppendEvalSha(dst, 1, 2)
 	dst = resp.AppendBulkString(dst, key)
-	return resp.AppendBulkString(dst, token)
+	dst = resp.AppendBulkString(dst, token)
+	return resp.AppendBulkString(dst, e.cfg.ReleaseChannel)
 }
 
 func appendExtend(dst []byte, key, token string, ms int64) []byte {

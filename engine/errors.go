@@ -24,6 +24,15 @@ var ErrUnavailable = errors.New("engine: no quorum of masters answered")
 // masters no longer holds the lock's token (it expired or was taken over).
 var ErrLockLost = errors.New("engine: lock lost")
 
+// ErrUnlocked is what [Lock.Err] returns after [Lock.Unlock]: the holder
+// gave the lock up ([Lock.Done] is closed).
+var ErrUnlocked = errors.New("engine: unlocked")
+
+// ErrMaxHold is matched, together with [ErrLockLost], by [Lock.Err] when
+// the watchdog stopped at the bound given to [WithAutoExtend] and the
+// validity ran out.
+var ErrMaxHold = errors.New("engine: maximum hold time reached")
+
 // ErrClosed is returned by operations on a closed [Engine].
 var ErrClosed = errors.New("engine: closed")
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
 
@@ -341,7 +342,7 @@ func TestConnPinning(t *testing.T) {
 	snapshot := func() [][]uint64 {
 		out := make([][]uint64, 5)
 		for i := range out {
-			for _, c := range v.e.Conns(i) {
+			for _, c := range enginex.Open(v.e).Conns(i) {
 				out[i] = append(out[i], c.Stats().Requests)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/resp"
@@ -73,7 +74,7 @@ func (v *env) waitConnected() {
 		v.tb.Fatalf("WaitReady: %v", err)
 	}
 	for i := range v.direct {
-		for _, c := range v.e.Conns(i) {
+		for _, c := range enginex.Open(v.e).Conns(i) {
 			if err := c.WaitConnected(ctx); err != nil {
 				v.tb.Fatalf("engine connection to master %d: %v", i, err)
 			}

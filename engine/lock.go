@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,24 @@ type Lock struct {
 	first      int    // master every fan-out starts with (see Engine.firstMaster)
 	tokenBuf   [TokenLen]byte
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
-	extensions atomic.Int64
-	unlocked   atomic.Bool // Unlock was called: not Valid, no Extend
+	extensions atomic.Int64 // successful extensions
+	unlocked   atomic.Bool  // Unlock was called: not Valid, no Extend
+
+	// Watchdog (WithAutoExtend), fixed at acquisition.
+	auto    bool
+	holdEnd int64 // ns since e.epoch after which the watchdog stops; 0: never
+	// granted is when the last successful acquire or extend started, ns
+	// since e.epoch: the watchdog extends a third of the TTL after it.
+	granted atomic.Int64
+	maxed   atomic.Bool // the watchdog stopped at holdEnd
+	watched atomic.Bool // the keeper has (or had) it scheduled
+	// Guarded by e.keep.mu: heap position + 1 (0: not scheduled), when the
+	// keeper acts on it next, and whether an extension is in flight.
+	kIdx      int
+	kAt       int64
+	extending bool
+
+	life lockLife
 
 	relMu sync.Mutex // serialises Unlock calls
 	// Guarded by relMu: per master, what its release answered (0 unknown:
@@ -29,6 +46,17 @@ type Lock struct {
 	released bool
 	relBuf   [8]int8 // relState's storage for up to 8 masters
 }
+
+// lockLife is the end of a lock's life as its holder sees it.
+type lockLife struct {
+	mu    sync.Mutex
+	done  chan struct{}          // made by the first Done, closed at the end
+	err   error                  // why it ended; nil while held
+	hooks map[uint64]func(error) // Context cancellations
+	next  uint64
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Key returns the locked key.
 func (l *Lock) Key() string { return l.key }
@@ -47,15 +75,133 @@ func (l *Lock) FencingToken() int64 { return l.fence }
 // extension) started.
 func (l *Lock) Until() time.Time { return l.e.epoch.Add(time.Duration(l.until.Load())) }
 
-// TTL returns the validity left, or 0 once it ran out.
-func (l *Lock) TTL() time.Duration {
+// Remaining returns the validity left, or 0 once it ran out.
+func (l *Lock) Remaining() time.Duration {
 	return max(0, time.Duration(l.until.Load())-time.Since(l.e.epoch))
 }
+
+// TTL returns the validity left, like [Lock.Remaining].
+//
+// Deprecated: the name reads as the TTL asked for; use [Lock.Remaining].
+func (l *Lock) TTL() time.Duration { return l.Remaining() }
 
 // Valid reports whether the validity has not run out and the lock was not
 // unlocked. It says nothing the masters did not say at acquisition: a
 // master restart without persistence can still lose the lock.
-func (l *Lock) Valid() bool { return !l.unlocked.Load() && l.TTL() > 0 }
+func (l *Lock) Valid() bool { return !l.unlocked.Load() && l.Remaining() > 0 }
+
+// Done returns a channel that is closed when the lock ends: Unlock was
+// called, an extension (the watchdog's or Extend's) failed to reach a
+// quorum, or the validity ran out. [Lock.Err] then says why. The first
+// call hands the lock to the engine's scheduler, which closes the channel
+// when the validity runs out (within about a millisecond before the
+// deadline) even without a watchdog.
+func (l *Lock) Done() <-chan struct{} {
+	l.life.mu.Lock()
+	if l.life.done == nil {
+		if l.life.err != nil {
+			l.life.mu.Unlock()
+			return closedChan
+		}
+		l.life.done = make(chan struct{})
+	}
+	d := l.life.done
+	l.life.mu.Unlock()
+	l.e.keep.watch(l)
+	return d
+}
+
+// Err returns nil while the lock is held, else why it ended: [ErrUnlocked]
+// after Unlock; an error matching [ErrLockLost] when it was lost (an
+// extension's quorum error, also matching [ErrUnavailable] when too few
+// masters answered; the validity ran out; with [ErrMaxHold] when the
+// watchdog reached its bound); [ErrClosed] when the engine closed while a
+// watchdog kept it.
+func (l *Lock) Err() error {
+	l.life.mu.Lock()
+	err := l.life.err
+	l.life.mu.Unlock()
+	if err == nil && l.Remaining() == 0 {
+		l.end(l.expired())
+		l.life.mu.Lock()
+		err = l.life.err
+		l.life.mu.Unlock()
+	}
+	return err
+}
+
+// Context returns a copy of parent that is cancelled when the lock ends
+// (context.Cause returns [Lock.Err]) or when the returned cancel is called:
+// hand it to the work the lock protects, so that work stops when the lock
+// is lost. It starts no goroutine.
+func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	l.life.mu.Lock()
+	if err := l.life.err; err != nil {
+		l.life.mu.Unlock()
+		cancel(err)
+		return ctx, func() {}
+	}
+	if l.life.hooks == nil {
+		l.life.hooks = map[uint64]func(error){}
+	}
+	id := l.life.next
+	l.life.next++
+	l.life.hooks[id] = cancel
+	l.life.mu.Unlock()
+	l.e.keep.watch(l)
+	return ctx, func() {
+		l.life.mu.Lock()
+		delete(l.life.hooks, id)
+		l.life.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// end ends the lock's life with err (the first cause wins): Done closes,
+// Context cancels, the keeper forgets it.
+func (l *Lock) end(err error) {
+	l.life.mu.Lock()
+	if l.life.err != nil {
+		l.life.mu.Unlock()
+		return
+	}
+	l.life.err = err
+	if l.life.done != nil {
+		close(l.life.done)
+	}
+	hooks := l.life.hooks
+	l.life.hooks = nil
+	l.life.mu.Unlock()
+	for _, cancel := range hooks {
+		cancel(err)
+	}
+	if l.watched.Load() {
+		l.e.keep.remove(l)
+	}
+}
+
+// ended reports whether the lock's life ended.
+func (l *Lock) ended() bool {
+	l.life.mu.Lock()
+	defer l.life.mu.Unlock()
+	return l.life.err != nil
+}
+
+var errExpired = fmt.Errorf("%w: validity ran out", ErrLockLost)
+var errMaxHold = fmt.Errorf("%w: %w", ErrLockLost, ErrMaxHold)
+var errExtensionsOut = fmt.Errorf("%w: %w", ErrLockLost, ErrTooManyExtensions)
+
+// expired is the cause of a validity that ran out.
+func (l *Lock) expired() error {
+	if l.auto && l.extensions.Load() >= int64(l.e.cfg.MaxExtensions) {
+		return errExtensionsOut
+	}
+	if l.maxed.Load() {
+		return errMaxHold
+	}
+	return errExpired
+}
 
 // Unlock releases the lock on every master with a compare-and-delete. It
 // returns nil when a quorum released it, an error matching [ErrLockLost]
@@ -78,6 +224,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return errUnlocked
 	}
 	l.unlocked.Store(true)
+	l.end(ErrUnlocked)
 	e := l.e
 	if e.closed.Load() {
 		return ErrClosed
@@ -90,9 +237,14 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	o := e.getOp(opRelease, false, l.cix, l.first)
 	o.retry = retry
 	copy(o.preset, l.relState)
-	o.cmd = appendRelease(o.cmd[:0], l.key, l.token)
-	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), ReleaseScript)
+	o.cmd = e.appendRelease(o.cmd[:0], l.key, l.token)
+	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), e.release)
 	defer o.unref()
+	if e.waits.n.Load() > 0 {
+		// Hand-off: a waiter of this engine tries now; its acquire follows
+		// this release on every master's connection (connFor).
+		e.waits.released(l)
+	}
 	err := ctx.Err() // cancelled before the call: the release is on the wire anyway
 	if err == nil {
 		err = o.wait(ctx)
@@ -138,10 +290,11 @@ func (l *Lock) lowerUntil(d int64) {
 // Extend resets the lock's TTL to ttl on every master that still holds the
 // token. It succeeds only when a quorum did so within the new validity;
 // then Until moves to ttl minus drift after the call started. Otherwise it
-// returns an error matching [ErrLockLost], [ErrTooManyExtensions], or ctx's
-// error; after a failed or cancelled Extend that reached the masters, Until
-// is the earlier of the old deadline and ttl minus drift after the call
-// started (some masters may hold the new, shorter TTL).
+// returns an error matching [ErrLockLost] (the lock ended: [Lock.Done]
+// closes), [ErrTooManyExtensions], or ctx's error; after a failed or
+// cancelled Extend that reached the masters, Until is the earlier of the
+// old deadline and ttl minus drift after the call started (some masters
+// may hold the new, shorter TTL).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
@@ -157,37 +310,54 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if l.extensions.Add(1) > int64(e.cfg.MaxExtensions) {
+	if l.extensions.Load() >= int64(e.cfg.MaxExtensions) {
 		return ErrTooManyExtensions
 	}
-	e.issued(ttl)
-	o := e.getOp(opExtend, false, l.cix, l.first)
-	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
-	t1 := time.Now()
-	o.fanout(t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)
-	drift := e.cfg.drift(ttl)
-	newUntil := int64(t1.Sub(e.epoch) + ttl - drift)
+	o := l.sendExtend(ttl, ms, false)
 	if err := o.wait(ctx); err != nil {
 		// Some masters may have applied the new TTL: never count on more
 		// than both the old deadline and the new one allow.
-		l.lowerUntil(newUntil)
+		l.lowerUntil(e.untilAfter(o.t1, ttl))
 		o.unref()
 		return err
 	}
-	validity := ttl - time.Since(t1) - drift
-	if o.granted() >= e.q && validity > 0 {
-		o.unref()
+	return l.extendDone(o)
+}
+
+// sendExtend starts an extension to ttl (ms in milliseconds). async: its
+// decision goes to the keeper instead of o.done.
+func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
+	e := l.e
+	e.issued(ttl)
+	o := e.getOp(opExtend, false, l.cix, l.first)
+	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
+	if async {
+		o.notify = e.keep.decided
+	}
+	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
+	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)
+	return o
+}
+
+// extendDone applies the decided extension o to the lock and releases o.
+func (l *Lock) extendDone(o *op) error {
+	defer o.unref()
+	e := l.e
+	newUntil := e.untilAfter(o.t1, o.ttl)
+	ok, extra := e.verdict(o, o.t1, o.ttl)
+	if ok {
 		l.until.Store(newUntil)
+		l.granted.Store(int64(o.t1.Sub(e.epoch)))
+		l.extensions.Add(1)
 		e.extended.Add(1)
+		if l.watched.Load() {
+			e.keep.reschedule(l)
+		}
 		return nil
 	}
 	l.lowerUntil(newUntil)
-	var extra error
-	if o.granted() >= e.q {
-		extra = ErrValidityExpired
-	}
-	err = o.quorumError(ErrLockLost, extra)
-	o.unref()
+	err := o.quorumError(ErrLockLost, extra)
 	e.extendFailed.Add(1)
+	l.end(err)
 	return err
 }

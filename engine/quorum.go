@@ -63,6 +63,14 @@ type op struct {
 	preset []int8
 
 	cmd []byte // encoded command (only touched by the op's owner)
+
+	// An extension's lock, start and TTL (set by its sender).
+	lock *Lock
+	t1   time.Time
+	ttl  time.Duration
+	// notify, when set, receives the op at its decision instead of done
+	// (the watchdog's extensions: nobody blocks on them).
+	notify func(*op)
 }
 
 var _ conn.Callback = (*op)(nil)
@@ -84,6 +92,7 @@ func (o *op) unref() {
 	o.yes.Store(0)
 	o.fence.Store(0)
 	o.retry = false
+	o.lock, o.notify = nil, nil
 	clear(o.results)
 	clear(o.preset)
 	select { // drain signals nobody waited for
@@ -170,7 +179,11 @@ func (o *op) record(i int, ok bool, cause error) {
 		o.all <- struct{}{}
 	}
 	if (all || (!o.waitAll && (yes >= q || no > n-q))) && o.decided.CompareAndSwap(false, true) {
-		o.done <- struct{}{}
+		if o.notify != nil {
+			o.notify(o)
+		} else {
+			o.done <- struct{}{}
+		}
 	}
 	if !ok && cause != ErrHeld && cause != ErrNotHeld && cause != ErrQuarantined {
 		o.e.masterErrs[i].Add(1)

@@ -7,6 +7,9 @@ import "github.com/redlock-dev/redlock/conn"
 var (
 	// ReleaseScript deletes KEYS[1] if it holds ARGV[1]; returns 1 or 0.
 	ReleaseScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+	// ReleaseNotifyScript is ReleaseScript that also publishes KEYS[1] on
+	// channel ARGV[2] when it deleted it (Config.ReleaseChannel).
+	ReleaseNotifyScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then redis.call("del",KEYS[1]) redis.call("publish",ARGV[2],KEYS[1]) return 1 else return 0 end`)
 	// ExtendScript sets the TTL of KEYS[1] to ARGV[2] ms if it holds ARGV[1]; returns 1 or 0.
 	ExtendScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`)
 

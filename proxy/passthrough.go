@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -53,7 +53,7 @@ func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Sc
 	if len(keys) > 0 {
 		key = string(keys[0])
 	}
-	reps, err := s.pass.Broadcast(ctx, key, timeout, sc, cmd)
+	reps, err := s.passTr.Broadcast(ctx, key, timeout, sc, cmd)
 	if err != nil {
 		return engineErr(err)
 	}
@@ -62,7 +62,7 @@ func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Sc
 
 // agreed returns the reply a quorum of masters agrees on, byte for byte,
 // else an error naming how far they were from agreeing.
-func (s *Server) agreed(reps []engine.MasterReply) []byte {
+func (s *Server) agreed(reps []enginex.MasterReply) []byte {
 	counts := map[string]int{}
 	best, bestN := "", 0
 	for _, r := range reps {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/internal/enginex"
 )
 
 // TestAllowScripts: with the opt-in, other scripts run on every master and
@@ -17,7 +19,7 @@ func TestAllowScripts(t *testing.T) {
 	lockRequests := func() uint64 {
 		var n uint64
 		for i := range e.srv.Engine().Masters() {
-			n += e.srv.Engine().Conns(i)[0].Stats().Requests
+			n += enginex.Open(e.srv.Engine()).Conns(i)[0].Stats().Requests
 		}
 		return n
 	}
@@ -97,7 +99,7 @@ func TestScriptReplyFailsOnlyItsCaller(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range e.srv.Engine().Masters() {
-		if st := e.srv.Engine().Conns(i)[0].Stats(); st.Connects != 1 || st.Broken != 0 {
+		if st := enginex.Open(e.srv.Engine()).Conns(i)[0].Stats(); st.Connects != 1 || st.Broken != 0 {
 			t.Fatalf("lock connection to master %d was torn down: %+v", i, st)
 		}
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
 
 // drift is the engine's allowance, so script acquisitions and SET NX PX
 // (engine TryLock) compute validity alike, also with a Shared engine.
-func (s *Server) drift(ttl time.Duration) time.Duration { return s.eng.Drift(ttl) }
+func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl) }
 
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.
@@ -31,7 +32,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 		ttl = time.Duration(ms) * time.Millisecond
 	}
 	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
-		l := s.eng.Attach(string(keys[0]), string(token), ttl)
+		l := s.tr.Attach(string(keys[0]), string(token), ttl)
 		var err error
 		if ls.Op == opRelease {
 			err = l.Unlock(ctx)
@@ -49,7 +50,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 
 	cmd := appendEvalSha(nil, ls.script, keys, argv)
 	t1 := time.Now()
-	reps, err := s.eng.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
+	reps, err := s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
 	if err != nil {
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
@@ -139,7 +140,7 @@ func quorumTTL(vals []int64, q int) (int64, bool) {
 	return vals[len(vals)-q], true
 }
 
-func pttlReply(ls *libScript, reps []engine.MasterReply, q int) []byte {
+func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
 	var vals []int64
 	for _, r := range reps {
 		if r.Err == nil && r.Reply.Type == resp.TypeInteger && r.Reply.Int > 0 {
@@ -163,12 +164,12 @@ func (s *Server) cleanup(keys [][]byte, token []byte) {
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.eng.Broadcast(ctx, string(keys[0]), timeout, cleanupScript, cmd)
+	s.tr.Broadcast(ctx, string(keys[0]), timeout, cleanupScript, cmd)
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.
 func (s *Server) get(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
+	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -187,7 +188,7 @@ func (s *Server) get(ctx context.Context, key []byte) []byte {
 // pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
 // holds the key without TTL; -2 otherwise.
 func (s *Server) pttl(ctx context.Context, key []byte) []byte {
-	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
+	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
 	if err != nil {
 		return engineErr(err)
 	}
@@ -223,7 +224,7 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	}
 	n := 0
 	for _, k := range keys {
-		reps, err := s.eng.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
+		reps, err := s.tr.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
 		if err != nil {
 			return engineErr(err)
 		}
@@ -234,7 +235,7 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	return redcon.AppendInt(nil, int64(n))
 }
 
-func countOnes(reps []engine.MasterReply) int {
+func countOnes(reps []enginex.MasterReply) int {
 	n := 0
 	for _, r := range reps {
 		if r.Err == nil && r.Reply.Type == resp.TypeInteger && r.Reply.Int == 1 {
@@ -246,7 +247,7 @@ func countOnes(reps []engine.MasterReply) int {
 
 // pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL.
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
-	reps, err := s.eng.Broadcast(ctx, string(key), 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
+	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
 	if err != nil {
 		return engineErr(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 )
 
 // Defaults of [Config]; a zero field selects them.
@@ -170,7 +171,9 @@ type Server struct {
 	cfg       Config
 	eng       *engine.Engine
 	ownEngine bool
-	pass      *engine.Engine // opted-in scripts' own master connections (nil unless AllowScripts)
+	tr        enginex.Transport // eng's broadcasts and attached locks
+	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
+	passTr    enginex.Transport // pass's broadcasts
 	scripts   scriptCache
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
@@ -214,6 +217,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ownEngine = true
 	}
+	s.tr = enginex.Open(s.eng)
 	s.fenceKey = s.eng.Config().FenceKey
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
@@ -222,6 +226,7 @@ func New(cfg Config) (*Server, error) {
 			s.closeEngines()
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
+		s.passTr = enginex.Open(s.pass)
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

@@ -1,0 +1,402 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+)
+
+func TestTryLockRefusesWaitOptions(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	ctx := context.Background()
+	for _, opt := range []engine.Option{engine.WithRetryDelay(time.Second), engine.WithMaxTries(3)} {
+		if l, err := v.e.TryLock(ctx, keyName(t), time.Second, opt); !errors.Is(err, engine.ErrBadArgument) {
+			t.Fatalf("TryLock with a wait-only option = %v, %v; want ErrBadArgument", l, err)
+		}
+	}
+	l, err := v.e.Lock(ctx, keyName(t), time.Second, engine.WithRetryDelay(time.Millisecond), engine.WithMaxTries(3))
+	if err != nil {
+		t.Fatalf("Lock with wait options: %v", err)
+	}
+	if r := l.Remaining(); r <= 0 || r > time.Second || l.TTL() > r {
+		t.Fatalf("Remaining() = %v, TTL() = %v for a fresh 1s lock", r, l.TTL())
+	}
+	l.Unlock(ctx)
+}
+
+// TestMaxExtensionsCountsSuccesses: a failed extension does not use up the
+// allowance; successful ones do.
+func TestMaxExtensionsCountsSuccesses(t *testing.T) {
+	cfg := functional
+	cfg.MaxExtensions = 2
+	v := newEnv(t, 3, cfg)
+	ctx := context.Background()
+	key := keyName(t)
+	l := v.mustLock(key, 10*time.Second)
+	for i := range v.direct {
+		v.mustExec(i, "DEL", key)
+	}
+	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrLockLost) {
+		t.Fatalf("Extend of a deleted lock = %v", err)
+	}
+	for i := range v.direct {
+		v.mustExec(i, "SET", key, l.Token(), "PX", "10000")
+	}
+	for i := range 2 {
+		if err := l.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatalf("extension %d after a failed one: %v", i+1, err)
+		}
+	}
+	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrTooManyExtensions) {
+		t.Fatalf("third successful extension = %v; want ErrTooManyExtensions", err)
+	}
+}
+
+// TestDoneAndContext: without a watchdog, Done closes when the validity
+// runs out — before Until, not after — and Context is cancelled with the
+// cause; Unlock ends them with ErrUnlocked.
+func TestDoneAndContext(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	l := v.mustLock(keyName(t, "expire"), ttl)
+	lctx, cancel := l.Context(ctx)
+	defer cancel()
+	if l.Err() != nil {
+		t.Fatalf("Err() = %v while held", l.Err())
+	}
+	select {
+	case <-l.Done():
+		// The keeper aims a millisecond before the deadline; a starved
+		// machine may wake its timer later (the loss test below has no
+		// such slack: a failed extension ends the lock at once).
+		if now := time.Now(); now.After(l.Until().Add(20 * time.Millisecond)) {
+			t.Fatalf("Done closed %v after the validity deadline", now.Sub(l.Until()))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done did not close after the validity ran out")
+	}
+	if !errors.Is(l.Err(), engine.ErrLockLost) {
+		t.Fatalf("Err() = %v after expiry", l.Err())
+	}
+	<-lctx.Done()
+	if c := context.Cause(lctx); !errors.Is(c, engine.ErrLockLost) {
+		t.Fatalf("Context cause = %v", c)
+	}
+
+	l2 := v.mustLock(keyName(t, "unlock"), 10*time.Second)
+	done := l2.Done()
+	ctx2, cancel2 := l2.Context(ctx)
+	defer cancel2()
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	<-ctx2.Done()
+	if !errors.Is(l2.Err(), engine.ErrUnlocked) || !errors.Is(context.Cause(ctx2), engine.ErrUnlocked) {
+		t.Fatalf("after Unlock: Err() = %v, cause %v", l2.Err(), context.Cause(ctx2))
+	}
+}
+
+// TestWatchdogManyLocks holds locks with auto-extend for three TTLs: every
+// one is still held on every master at the end, no goroutine per lock.
+func TestWatchdogManyLocks(t *testing.T) {
+	n, ttl := 10_000, 2*time.Second
+	if raceEnabled || testing.Short() {
+		n = 2_000 // the full count runs in make fault (no race detector)
+	}
+	if s := os.Getenv("REDLOCK_WATCHDOG_LOCKS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	v := newEnv(t, 3, engine.Config{MasterTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	take := func(from, to int) []*engine.Lock {
+		out := make([]*engine.Lock, to-from)
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for w := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := from + w; i < to; i += 32 {
+					l, err := v.e.TryLock(ctx, fmt.Sprintf("%s:%d", t.Name(), i), ttl, engine.WithAutoExtend(0))
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					out[i-from] = l
+				}
+			}()
+		}
+		wg.Wait()
+		if failed.Load() > 0 {
+			t.Fatalf("%d of %d acquisitions failed", failed.Load(), to-from)
+		}
+		return out
+	}
+	few := take(0, 100)
+	time.Sleep(50 * time.Millisecond)
+	g1 := runtime.NumGoroutine()
+	locks := append(few, take(100, n)...)
+	time.Sleep(50 * time.Millisecond)
+	g2 := runtime.NumGoroutine()
+	if g2 > g1+2 {
+		t.Fatalf("%d goroutines with 100 auto-extended locks, %d with %d", g1, g2, n)
+	}
+	ext0 := v.e.Stats().Extended
+	cpu0 := cpuTime()
+	time.Sleep(3 * ttl)
+	cpu := cpuTime() - cpu0
+	ext := v.e.Stats().Extended - ext0
+	if min := uint64(n) * 6; ext < min { // 3 TTLs at about ttl/3: ~9 each
+		t.Errorf("%d extensions of %d locks in 3 TTLs; want at least %d", ext, n, min)
+	}
+	t.Logf("%d locks, %d goroutines; %d extensions in %v, %.1f µs CPU per extension (this process, race=%v)",
+		n, g2, ext, 3*ttl, float64(cpu.Microseconds())/float64(ext), raceEnabled)
+	for i, l := range locks {
+		if err := l.Err(); err != nil {
+			t.Fatalf("lock %d lost: %v", i, err)
+		}
+	}
+	// Every master still holds every token (MGET in batches).
+	for m := range v.direct {
+		for from := 0; from < n; from += 1000 {
+			args := []string{"MGET"}
+			for _, l := range locks[from:min(from+1000, n)] {
+				args = append(args, l.Key())
+			}
+			r := v.mustExec(m, args...)
+			for j, el := range r.Elems {
+				if l := locks[from+j]; el.Text() != l.Token() {
+					t.Fatalf("master %d: %s = %q, want the holder's token", m, l.Key(), el.Text())
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 32 {
+				if err := locks[i].Unlock(ctx); err != nil {
+					t.Errorf("Unlock %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestWatchdogLoss: with 3 of 5 masters stopped, the next extension fails
+// and Done closes, with an error matching ErrLockLost, before the validity
+// deadline.
+func TestWatchdogLoss(t *testing.T) {
+	v := newEnv(t, 5, engine.Config{})
+	mastertest.RequireReal(t, v.set)
+	const ttl = time.Second
+	l := v.mustLock(keyName(t), ttl, engine.WithAutoExtend(0))
+	time.Sleep(ttl / 2) // at least one extension went through
+	if l.Err() != nil || v.e.Stats().Extended == 0 {
+		t.Fatalf("after half a TTL: Err() = %v, %d extensions", l.Err(), v.e.Stats().Extended)
+	}
+	v.pause(0, 1, 2)
+	deadline := l.Until()
+	select {
+	case <-l.Done():
+		now := time.Now()
+		if now.After(deadline) || now.After(l.Until()) {
+			t.Fatalf("Done closed %v after the validity deadline", now.Sub(deadline))
+		}
+		t.Logf("lost %v before the deadline: %v", deadline.Sub(now), l.Err())
+	case <-time.After(3 * ttl):
+		t.Fatal("Done did not close with 3 of 5 masters stopped")
+	}
+	if err := l.Err(); !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Err() = %v; want ErrLockLost and ErrUnavailable", err)
+	}
+}
+
+// TestWatchdogMaxHold: the watchdog stops at the bound; the lock then
+// ends when its validity runs out, with ErrMaxHold.
+func TestWatchdogMaxHold(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	const ttl, hold = 300 * time.Millisecond, 700 * time.Millisecond
+	start := time.Now()
+	l := v.mustLock(keyName(t), ttl, engine.WithAutoExtend(hold))
+	select {
+	case <-l.Done():
+	case <-time.After(10 * hold):
+		t.Fatal("Done did not close after the max hold")
+	}
+	if el := time.Since(start); el < hold-ttl/2 || el > hold+ttl {
+		t.Errorf("lock ended after %v; want about %v", el, hold)
+	}
+	if err := l.Err(); !errors.Is(err, engine.ErrMaxHold) || !errors.Is(err, engine.ErrLockLost) {
+		t.Fatalf("Err() = %v; want ErrMaxHold and ErrLockLost", err)
+	}
+	if v.e.Stats().Extended == 0 {
+		t.Fatal("no extension before the bound")
+	}
+}
+
+// TestHandOffInProcess: Lock calls on one key queue in arrival order, and
+// each Unlock hands the key to the next one at once — far sooner than the
+// retry delay (10 s here) or the TTL (30 s) would let them try.
+func TestHandOffInProcess(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	key := keyName(t)
+	const ttl = 30 * time.Second
+	holder := v.mustLock(key, ttl)
+	const waiters = 8
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := v.e.Lock(ctx, key, ttl, engine.WithRetryDelay(10*time.Second))
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("waiter %d Unlock: %v", i, err)
+			}
+		}()
+		time.Sleep(30 * time.Millisecond) // arrival order
+	}
+	start := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	took := time.Since(start)
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("grant order %v; want arrival order", order)
+		}
+	}
+	if len(order) != waiters || took > 5*time.Second {
+		t.Fatalf("%d of %d waiters served in %v", len(order), waiters, took)
+	}
+	t.Logf("%d hand-offs in %v", waiters, took)
+}
+
+// TestWaitFromPTTL: a holder elsewhere (another engine) never unlocks; the
+// waiter tries when the key expires on a quorum, not at its 10 s retry
+// delay.
+func TestWaitFromPTTL(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	other := newEnvOn(t, v.set, functional)
+	const ttl = 400 * time.Millisecond
+	key := keyName(t)
+	h := other.mustLock(key, ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := v.e.Lock(ctx, key, ttl, engine.WithRetryDelay(10*time.Second))
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	took := time.Since(start)
+	if time.Now().Before(h.Until()) || took > ttl+time.Second {
+		t.Fatalf("acquired after %v (holder valid until %v from start)", took, h.Until().Sub(start))
+	}
+	l.Unlock(ctx)
+}
+
+// TestReleaseNotification: with a release channel, a waiter of one engine
+// gets a key another engine unlocks at once, although the holder's TTL is
+// 30 s and the waiter's retry delay 10 s.
+func TestReleaseNotification(t *testing.T) {
+	cfg := functional
+	cfg.ReleaseChannel = "redlock:released"
+	v := newEnv(t, 3, cfg)
+	other := newEnvOn(t, v.set, cfg)
+	key := keyName(t)
+	const ttl = 30 * time.Second
+	h := other.mustLock(key, ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		l, err := v.e.Lock(ctx, key, ttl, engine.WithRetryDelay(10*time.Second))
+		if err == nil {
+			l.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the waiter tried and waits
+	start := time.Now()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("waiter got the key %v after the release elsewhere", took)
+	}
+}
+
+// TestLockCancelledWaiterLeavesQueue: a waiter whose ctx ends leaves the
+// queue; the next one is still served by the hand-off.
+func TestLockCancelledWaiterLeavesQueue(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	key := keyName(t)
+	const ttl = 30 * time.Second
+	holder := v.mustLock(key, ttl)
+	short, cancelShort := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { _, err := v.e.Lock(short, key, ttl); first <- err }()
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() {
+		l, err := v.e.Lock(ctx, key, ttl, engine.WithRetryDelay(10*time.Second))
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancelShort()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %v", err)
+	}
+	holder.Unlock(ctx)
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the remaining waiter was not handed the key")
+	}
+}

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// The transport-level surface (connections, broadcasts, attached locks) is
+// not part of the lock API: this module's proxy and bench reach it through
+// internal/enginex.
+func init() {
+	enginex.Register(func(x any) enginex.Transport { return transport{x.(*Engine)} })
+}
+
+// master is what a fan-out needs from one master connection;
+// [*conn.Conn] implements it, and tests swap in a fake (Engine.fan).
+type master interface {
+	Do(req conn.Request) error
+}
+
+var _ master = (*conn.Conn)(nil)
+
+type transport struct{ e *Engine }
+
+var _ enginex.Transport = transport{}
+
+func (t transport) Conns(i int) []*conn.Conn {
+	return append([]*conn.Conn(nil), t.e.conns[i]...)
+}
+
+func (t transport) Drift(ttl time.Duration) time.Duration { return t.e.cfg.drift(ttl) }
+
+func (t transport) Attach(key, token string, ttl time.Duration) enginex.Lock {
+	e := t.e
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	return &Lock{e: e, key: key, token: token, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
+}
+
+func (t transport) Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]enginex.MasterReply, error) {
+	e := t.e
+	if len(cmd) == 0 {
+		return nil, fmt.Errorf("%w: empty command", ErrBadArgument)
+	}
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if timeout <= 0 {
+		timeout = e.MasterTimeout(0)
+	}
+	b := &broadcast{replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{})}
+	deadline := time.Now().Add(timeout)
+	cix := e.nextConn()
+	if key != "" {
+		cix = e.connFor(key)
+	}
+	for i := 0; i < e.n; i++ {
+		req := conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(i), Script: script}
+		if err := e.pick(i, cix).Do(req); err != nil {
+			b.Complete(uint64(i), resp.Reply{}, err)
+		}
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.replies, nil
+}
+
+type broadcast struct {
+	mu      sync.Mutex
+	replies []enginex.MasterReply // guarded by mu
+	left    int                   // guarded by mu
+	done    chan struct{}
+}
+
+func (b *broadcast) Complete(tag uint64, r resp.Reply, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.replies[tag] = enginex.MasterReply{Reply: r.Clone(), Err: err}
+	b.left--
+	if b.left == 0 {
+		close(b.done)
+	}
+}

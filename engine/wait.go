@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/internal/enginex"
+)
+
+// Lock acquires key for ttl, waiting while it is held, until it succeeds,
+// ctx ends (ctx.Err() is returned) or [WithMaxTries] attempts failed (the
+// last attempt's error, matching [ErrNotAcquired] or [ErrUnavailable]).
+//
+// Waiting does not poll at fixed intervals (docs/algorithm.md,
+// "Waiting"). The Lock calls of one engine on one key queue in arrival
+// order, and only the longest waiter tries: a newcomer does not barge
+// ahead of it. When a lock of this engine on the key is unlocked, the
+// longest waiter tries at once, and its acquire follows the release on
+// every master's connection. While the holder is elsewhere, the next try
+// is at the moment a quorum of masters will have let the key expire (from
+// PTTL), or after the retry delay when that comes first, with jitter; with
+// [Config.ReleaseChannel] a release anywhere wakes the waiter at once.
+// While too few masters answer, tries are spaced by the retry delay.
+func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
+	if len(opts) > 0 {
+		co = applyOptsTo(co, opts)
+	}
+	if co.retryDelay <= 0 { // WithRetryDelay(0 or negative): the default
+		co.retryDelay = e.cfg.RetryDelay
+	}
+	if _, err := ttlMillis(ttl); err != nil {
+		return nil, err
+	}
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	tries := 0
+	// Queue first, then try: an Unlock of this engine from now on wakes us.
+	w := e.waits.join(key)
+	defer e.waits.leave(key, w)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	// delay is when to try next while the holder is unknown; 0 at first
+	// and after a wake-up: the head tries at once.
+	delay := time.Duration(0)
+	for {
+		head, holder := e.waits.turn(key, w)
+		var d time.Duration
+		switch {
+		case !head:
+			d = -1 // wait to become the head
+		case holder != nil:
+			// The holder is a lock of this engine: its Unlock wakes us; if
+			// it never comes, try once its validity ran out.
+			d = max(holder.Remaining(), 0) + time.Millisecond
+		default:
+			d = delay
+		}
+		if d != 0 {
+			var tc <-chan time.Time
+			if d > 0 {
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				tc = timer.C
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-w.ch:
+				delay = 0
+				continue // re-read our turn: promoted, or the holder unlocked
+			case <-tc:
+			}
+		}
+		if e.closed.Load() {
+			return nil, ErrClosed
+		}
+		l, err := e.tryLock(ctx, key, ttl, co)
+		tries++
+		if err == nil {
+			e.waits.granted(key, w, l)
+			return l, nil
+		}
+		if !retryable(err) || (co.maxTries > 0 && tries >= co.maxTries) {
+			return nil, err
+		}
+		if errors.Is(err, ErrUnavailable) {
+			delay = co.retryDelay + mrand.N(co.retryDelay)
+		} else {
+			delay = e.holdLeft(ctx, key, co.retryDelay)
+		}
+	}
+}
+
+// retryable reports whether Lock tries again after err: the key was held,
+// or too few masters answered (they may be back by the next try).
+func retryable(err error) bool {
+	qe, ok := err.(*QuorumError)
+	return ok && (qe.sentinel == ErrNotAcquired || qe.unavailable)
+}
+
+// holdLeft returns how long to wait before the next try on key held
+// elsewhere: until a quorum of masters will have let it expire (the
+// quorum-th smallest PTTL; a key without TTL counts as never), capped by
+// the retry delay base·[1, 2) when nothing wakes this waiter early (no
+// release channel), plus up to a tenth of it in jitter, so waiters of
+// several processes do not all try at the same instant.
+func (e *Engine) holdLeft(ctx context.Context, key string, base time.Duration) time.Duration {
+	poll := base + mrand.N(base)
+	reps, err := transport{e}.Broadcast(ctx, key, 0, nil, appendCmd("PTTL", key))
+	if err != nil {
+		return poll
+	}
+	left := pttlQuorum(reps, e.q)
+	if left < 0 {
+		return poll
+	}
+	left += time.Millisecond + mrand.N(left/10+time.Millisecond)
+	if e.cfg.ReleaseChannel == "" {
+		return min(left, poll)
+	}
+	return min(left, maxNotifiedWait)
+}
+
+// maxNotifiedWait bounds a wait for a release notification (a message lost
+// with a subscriber connection must not stall a waiter for a whole TTL).
+const maxNotifiedWait = time.Second
+
+// pttlQuorum returns when q masters will have let the key expire, from
+// their PTTL replies (-2: no key, expired already; -1: no TTL), or -1 when
+// fewer than q answered with a TTL or nothing.
+func pttlQuorum(reps []enginex.MasterReply, q int) time.Duration {
+	var left []time.Duration
+	for _, r := range reps {
+		if r.Err != nil || r.Reply.IsError() {
+			continue
+		}
+		switch ms := r.Reply.Int; {
+		case ms == -2:
+			left = append(left, 0)
+		case ms >= 0:
+			left = append(left, time.Duration(ms)*time.Millisecond)
+		}
+	}
+	if len(left) < q {
+		return -1
+	}
+	slices.Sort(left)
+	return left[q-1]
+}
+
+func appendCmd(name, key string) []byte {
+	b := fmt.Appendf(nil, "*2\r\n$%d\r\n%s\r\n", len(name), name)
+	return fmt.Appendf(b, "$%d\r\n%s\r\n", len(key), key)
+}
+
+// waitRoom queues the Lock calls of one engine per key.
+type waitRoom struct {
+	n      atomic.Int64 // waiters queued over all keys: Unlock's fast check
+	shards [32]waitShard
+}
+
+type waitShard struct {
+	mu   sync.Mutex
+	keys map[string]*keyWait // guarded by mu
+}
+
+// keyWait is one key's queue.
+type keyWait struct {
+	q []*waiter // arrival order; q[0] is the head, the only one trying
+	// holder is the lock on the key this engine granted to a waiter of this
+	// queue, until it is unlocked: the head waits for its Unlock.
+	holder *Lock
+}
+
+type waiter struct {
+	ch chan struct{} // buffered 1: "look again": promoted, or the holder unlocked
+}
+
+func (r *waitRoom) init() {
+	for i := range r.shards {
+		r.shards[i].keys = map[string]*keyWait{}
+	}
+}
+
+func (r *waitRoom) shard(key string) *waitShard {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &r.shards[h%uint32(len(r.shards))]
+}
+
+// join queues a new waiter for key at the tail.
+func (r *waitRoom) join(key string) *waiter {
+	w := &waiter{ch: make(chan struct{}, 1)}
+	s := r.shard(key)
+	s.mu.Lock()
+	kw := s.keys[key]
+	if kw == nil {
+		kw = &keyWait{}
+		s.keys[key] = kw
+	}
+	kw.q = append(kw.q, w)
+	s.mu.Unlock()
+	r.n.Add(1)
+	return w
+}
+
+// turn reports whether w is the head of key's queue, and the holder it
+// waits for (nil: unknown, maybe another process).
+func (r *waitRoom) turn(key string, w *waiter) (bool, *Lock) {
+	s := r.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kw := s.keys[key]
+	if kw == nil || len(kw.q) == 0 || kw.q[0] != w {
+		return false, nil
+	}
+	if h := kw.holder; h != nil && (h.ended() || h.Remaining() == 0) {
+		kw.holder = nil // lost, expired or unlocked without a hand-off
+	}
+	return true, kw.holder
+}
+
+// granted removes w, which acquired l, from key's queue: the next waiter
+// becomes the head and waits for l's Unlock.
+func (r *waitRoom) granted(key string, w *waiter, l *Lock) {
+	s := r.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kw := r.leaveLocked(s, key, w); kw != nil {
+		kw.holder = l
+	}
+}
+
+// leave removes w from key's queue (failed or cancelled) and wakes the new
+// head if w was the head.
+func (r *waitRoom) leave(key string, w *waiter) {
+	s := r.shard(key)
+	s.mu.Lock()
+	r.leaveLocked(s, key, w)
+	s.mu.Unlock()
+}
+
+// leaveLocked removes w and returns the queue, or nil when it is now empty
+// (and dropped: nobody is left to hand the key to).
+func (r *waitRoom) leaveLocked(s *waitShard, key string, w *waiter) *keyWait {
+	kw := s.keys[key]
+	if kw == nil {
+		return nil
+	}
+	if i := slices.Index(kw.q, w); i >= 0 {
+		kw.q = slices.Delete(kw.q, i, i+1)
+		r.n.Add(-1)
+		if i == 0 && len(kw.q) > 0 {
+			wake(kw.q[0])
+		}
+	}
+	if len(kw.q) == 0 {
+		delete(s.keys, key)
+		return nil
+	}
+	return kw
+}
+
+// released is called by Unlock of l after its release went on the wire:
+// the head of l's key tries now.
+func (r *waitRoom) released(l *Lock) {
+	s := r.shard(l.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kw := s.keys[l.key]
+	if kw == nil {
+		return
+	}
+	if kw.holder == l {
+		kw.holder = nil
+	}
+	if kw.holder == nil {
+		wake(kw.q[0])
+	}
+}
+
+// notified wakes the head of key's queue after a release elsewhere (the
+// release channel), unless it waits for a holder of this engine.
+func (r *waitRoom) notified(key string) {
+	if r.n.Load() == 0 {
+		return
+	}
+	s := r.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kw := s.keys[key]; kw != nil && len(kw.q) > 0 && kw.holder == nil {
+		wake(kw.q[0])
+	}
+}
+
+// close wakes every waiter (they find the engine closed).
+func (r *waitRoom) close() {
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for _, kw := range s.keys {
+			for _, w := range kw.q {
+				wake(w)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+func wake(w *waiter) {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}

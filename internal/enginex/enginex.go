@@ -1,0 +1,62 @@
+// Package enginex is the engine's transport-level handle for this module's
+// own tools (the proxy, the bench, tests): operations below the lock API
+// that package engine does not export. Package engine registers the
+// implementation when it is loaded; [Open] returns it for an engine.
+package enginex
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// MasterReply is one master's answer to [Transport.Broadcast]: a reply
+// (which may be a server error reply) or an error (timeout, connection
+// down...).
+type MasterReply struct {
+	Reply resp.Reply // deep copy, safe to keep
+	Err   error
+}
+
+// Lock is what an attached lock offers: the methods of *engine.Lock that
+// need no acquisition.
+type Lock interface {
+	Unlock(ctx context.Context) error
+	Extend(ctx context.Context, ttl time.Duration) error
+}
+
+// Transport is the engine's transport-level surface.
+type Transport interface {
+	// Conns returns the connections to master i (for health, identity and
+	// pipeline counters).
+	Conns(i int) []*conn.Conn
+	// Drift returns the clock drift allowance for ttl: ttl·DriftFactor +
+	// DriftMin. A lock's validity is ttl − elapsed − Drift(ttl).
+	Drift(ttl time.Duration) time.Duration
+	// Broadcast sends one command to every master at once (one enqueue
+	// each) and waits until all answered or timed out; timeout 0 means the
+	// engine's MasterTimeout(0). It allocates; lock operations use the lock
+	// API. If script is non-nil, cmd must be an EVALSHA of it (NOSCRIPT falls
+	// back to EVAL). Replies are indexed like the engine's masters. It
+	// returns ctx's error if ctx ends first (commands already sent may still
+	// execute). key routes the command like a lock on that key (the same
+	// connection per master as its acquire, cleanup, extend and release, so
+	// they stay in order); "" for a command on no key.
+	Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error)
+	// Attach returns a handle to a lock on key with token acquired
+	// elsewhere (a proxy client that only sends the key and token back), so
+	// it can be released or extended. ttl is the lock's TTL, used for
+	// timeouts only. Attach does not contact the masters.
+	Attach(key, token string, ttl time.Duration) Lock
+}
+
+var open func(engine any) Transport
+
+// Register installs the implementation; package engine calls it from init.
+func Register(f func(engine any) Transport) { open = f }
+
+// Open returns the transport of e, an *engine.Engine (it panics on any
+// other type: a programming error inside this module).
+func Open(e any) Transport { return open(e) }
