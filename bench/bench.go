@@ -320,9 +320,9 @@ type Phase struct {
 	// (WorkloadContended with a blocking lock call), the time from a
 	// worker's first attempt to its grant; CyclesPerSec then counts
 	// hand-offs (grants) per second.
-	WaitP50 float64 `json:"wait_p50_us,omitempty"`
-	WaitP99 float64 `json:"wait_p99_us,omitempty"`
-	Waited  bool    `json:"waited,omitempty"`
+	WaitP50        float64 `json:"wait_p50_us,omitempty"`
+	WaitP99        float64 `json:"wait_p99_us,omitempty"`
+	Waited         bool    `json:"waited,omitempty"`
 	CycleP50       float64 `json:"cycle_p50_us"`
 	CycleP99       float64 `json:"cycle_p99_us"`
 	Acquired       uint64  `json:"acquired"`
