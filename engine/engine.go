@@ -75,7 +75,7 @@ func New(cfg Config) (*Engine, error) {
 		e.release = ReleaseNotifyScript
 	}
 	e.keep.init(e)
-	e.waits.init()
+	e.waits.init(e)
 	e.masterErrs = make([]atomic.Uint64, e.n)
 	e.ops.New = func() any {
 		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), preset: make([]int8, e.n), cmd: make([]byte, 0, 128)}
@@ -255,21 +255,40 @@ var (
 )
 
 func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co callOpts) (*Lock, error) {
-	ms, err := ttlMillis(ttl)
+	a, err := e.begin(ctx, key, ttl, co)
 	if err != nil {
 		return nil, err
 	}
+	return e.finish(ctx, a)
+}
+
+// attempt is an acquisition on the wire, between begin and finish.
+type attempt struct {
+	l   *Lock
+	o   *op
+	t1  time.Time
+	mt  time.Duration // per-master timeout
+	ttl time.Duration
+	co  callOpts
+}
+
+// begin validates an acquisition and sends it to every master.
+func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co callOpts) (attempt, error) {
+	ms, err := ttlMillis(ttl)
+	if err != nil {
+		return attempt{}, err
+	}
 	if key == "" {
-		return nil, errEmptyKey
+		return attempt{}, errEmptyKey
 	}
 	if len(co.token) > 512 {
-		return nil, errBadTokenSize
+		return attempt{}, errBadTokenSize
 	}
 	if e.closed.Load() {
-		return nil, ErrClosed
+		return attempt{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return attempt{}, err
 	}
 	e.issued(ttl)
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
@@ -297,6 +316,13 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 	}
 	t1 := time.Now()
 	o.fanout(t1.Add(mt), script)
+	return attempt{l: l, o: o, t1: t1, mt: mt, ttl: ttl, co: co}, nil
+}
+
+// finish waits for the decision of a begun acquisition and completes it:
+// the lock, or an error after the cleanup.
+func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
+	l, o, t1, mt, ttl, co, key := a.l, a.o, a.t1, a.mt, a.ttl, a.co, a.l.key
 	if err := o.wait(ctx); err != nil {
 		e.cancelled.Add(1)
 		e.cleanup(o, key, l.token, l.cix)

@@ -43,7 +43,7 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	}
 	tries := 0
 	// Queue first, then try: an Unlock of this engine from now on wakes us.
-	w := e.waits.join(key)
+	w := e.waits.join(key, ttl, co)
 	defer e.waits.leave(key, w)
 	var timer *time.Timer
 	defer func() {
@@ -55,9 +55,11 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	// and after a wake-up: the head tries at once.
 	delay := time.Duration(0)
 	for {
-		head, holder := e.waits.turn(key, w)
+		head, holder, ready := e.waits.turn(key, w)
 		var d time.Duration
 		switch {
+		case ready:
+			d = 0 // an Unlock began our attempt
 		case !head:
 			d = -1 // wait to become the head
 		case holder != nil:
@@ -89,7 +91,13 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if e.closed.Load() {
 			return nil, ErrClosed
 		}
-		l, err := e.tryLock(ctx, key, ttl, co)
+		var l *Lock
+		var err error
+		if a, ok := e.waits.claim(key, w); ok {
+			l, err = e.finish(ctx, a)
+		} else {
+			l, err = e.tryLock(ctx, key, ttl, co)
+		}
 		tries++
 		if err == nil {
 			e.waits.granted(key, w, l)
@@ -98,6 +106,7 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 		if !retryable(err) || (co.maxTries > 0 && tries >= co.maxTries) {
 			return nil, err
 		}
+		e.waits.idle(key, w)
 		if errors.Is(err, ErrUnavailable) {
 			delay = co.retryDelay + mrand.N(co.retryDelay)
 		} else {
@@ -170,6 +179,7 @@ func appendCmd(name, key string) []byte {
 
 // waitRoom queues the Lock calls of one engine per key.
 type waitRoom struct {
+	e      *Engine
 	n      atomic.Int64 // waiters queued over all keys: Unlock's fast check
 	shards [32]waitShard
 }
@@ -188,10 +198,17 @@ type keyWait struct {
 }
 
 type waiter struct {
-	ch chan struct{} // buffered 1: "look again": promoted, or the holder unlocked
+	ch  chan struct{} // buffered 1: "look again": promoted, or the holder unlocked
+	ttl time.Duration
+	co  callOpts
+	// Guarded by the shard's mu: the waiter is making an attempt of its
+	// own; pre is an attempt an Unlock began for it (pre.l != nil).
+	trying bool
+	pre    attempt
 }
 
-func (r *waitRoom) init() {
+func (r *waitRoom) init(e *Engine) {
+	r.e = e
 	for i := range r.shards {
 		r.shards[i].keys = map[string]*keyWait{}
 	}
@@ -206,8 +223,8 @@ func (r *waitRoom) shard(key string) *waitShard {
 }
 
 // join queues a new waiter for key at the tail.
-func (r *waitRoom) join(key string) *waiter {
-	w := &waiter{ch: make(chan struct{}, 1)}
+func (r *waitRoom) join(key string, ttl time.Duration, co callOpts) *waiter {
+	w := &waiter{ch: make(chan struct{}, 1), ttl: ttl, co: co}
 	s := r.shard(key)
 	s.mu.Lock()
 	kw := s.keys[key]
@@ -221,20 +238,41 @@ func (r *waitRoom) join(key string) *waiter {
 	return w
 }
 
-// turn reports whether w is the head of key's queue, and the holder it
-// waits for (nil: unknown, maybe another process).
-func (r *waitRoom) turn(key string, w *waiter) (bool, *Lock) {
+// turn reports whether w is the head of key's queue, the holder it waits
+// for (nil: unknown, maybe another process), and whether an Unlock began
+// an attempt for it.
+func (r *waitRoom) turn(key string, w *waiter) (head bool, holder *Lock, ready bool) {
 	s := r.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kw := s.keys[key]
 	if kw == nil || len(kw.q) == 0 || kw.q[0] != w {
-		return false, nil
+		return false, nil, false
 	}
 	if h := kw.holder; h != nil && (h.ended() || h.Remaining() == 0) {
 		kw.holder = nil // lost, expired or unlocked without a hand-off
 	}
-	return true, kw.holder
+	return true, kw.holder, w.pre.l != nil
+}
+
+// claim marks w as trying and returns the attempt an Unlock began for it,
+// if any (else w makes its own).
+func (r *waitRoom) claim(key string, w *waiter) (attempt, bool) {
+	s := r.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.trying = true
+	a := w.pre
+	w.pre = attempt{}
+	return a, a.l != nil
+}
+
+// idle marks w as waiting again after a failed attempt.
+func (r *waitRoom) idle(key string, w *waiter) {
+	s := r.shard(key)
+	s.mu.Lock()
+	w.trying = false
+	s.mu.Unlock()
 }
 
 // granted removes w, which acquired l, from key's queue: the next waiter
@@ -249,12 +287,20 @@ func (r *waitRoom) granted(key string, w *waiter, l *Lock) {
 }
 
 // leave removes w from key's queue (failed or cancelled) and wakes the new
-// head if w was the head.
+// head if w was the head. An attempt an Unlock began for w meanwhile is
+// completed and, if it got the key, unlocked (handing it on).
 func (r *waitRoom) leave(key string, w *waiter) {
 	s := r.shard(key)
 	s.mu.Lock()
+	a := w.pre
+	w.pre = attempt{}
 	r.leaveLocked(s, key, w)
 	s.mu.Unlock()
+	if a.l != nil {
+		if l, err := r.e.finish(context.Background(), a); err == nil {
+			l.Unlock(context.Background())
+		}
+	}
 }
 
 // leaveLocked removes w and returns the queue, or nil when it is now empty
@@ -292,7 +338,16 @@ func (r *waitRoom) released(l *Lock) {
 		kw.holder = nil
 	}
 	if kw.holder == nil {
-		wake(kw.q[0])
+		// Direct hand-off: begin the head's acquire here, right behind
+		// the release on every master's connection (most often in the
+		// same write), without waiting for the head to be scheduled.
+		h := kw.q[0]
+		if !h.trying && h.pre.l == nil {
+			if a, err := r.e.begin(context.Background(), l.key, h.ttl, h.co); err == nil {
+				h.pre = a
+			}
+		}
+		wake(h)
 	}
 }
 
