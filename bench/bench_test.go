@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -137,8 +138,21 @@ func TestRunWorkloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkPhase(t, r.Phase)
-		if r.FailedAcquires == 0 || r.AttemptsPerSec <= r.CyclesPerSec {
-			t.Fatalf("no contention on one key with 8 workers: %+v", r.Phase)
+		// The engine waits (Lock): no refusals, and each worker waits about
+		// for the 7 others' holds of ≥1ms.
+		if !r.Waited || r.FailedAcquires != 0 || r.WaitP50 < 3000 || r.WaitP99 < r.WaitP50 {
+			t.Fatalf("contended workload did not wait on one key with 8 workers: %+v", r.Phase)
+		}
+		// The wait is reported in the table, the HTML report and the JSON.
+		var tb strings.Builder
+		if err := r.WriteTable(&tb); err != nil {
+			t.Fatal(err)
+		}
+		js, _ := json.Marshal(r.Phase)
+		html := renderHTML(r)
+		if !strings.Contains(tb.String(), "hand-offs/s") || !strings.Contains(tb.String(), "wait p99") ||
+			!strings.Contains(string(js), `"wait_p99_us"`) || !strings.Contains(html, `id="engine-wait-p99"`) {
+			t.Fatalf("wait columns missing:\n%s\n%s", tb.String(), js)
 		}
 		// One key held ≥1ms at a time: at most ~1000 cycles/s.
 		if r.CyclesPerSec > 1100 {

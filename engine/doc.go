@@ -18,6 +18,14 @@
 // sent with EVALSHA (scripts are loaded once per connection; NOSCRIPT falls
 // back to EVAL transparently).
 //
+// Waiting and holding: [Engine.Lock] queues the waiters of one engine per
+// key (FIFO) and hands the key to the next one at Unlock; for holders in
+// other processes it schedules the next try from the masters' PTTL, and
+// with [Config.ReleaseChannel] a release anywhere wakes it. [WithAutoExtend]
+// hands a lock to the engine's one scheduler (the watchdog), and
+// [Lock.Done], [Lock.Err] and [Lock.Context] tell the holder when a lock
+// ended (docs/algorithm.md).
+//
 // Guarantees: within the safety model of Redlock (see docs/algorithm.md),
 // at most one holder has a valid lock on a key at any instant, provided
 // clocks advance at roughly the same rate and no master loses data on

@@ -113,3 +113,86 @@ func ExampleWithFencing() {
 	// new holder writes: true
 	// paused holder writes: false
 }
+
+// exampleEngine starts n in-process masters and an Engine over them.
+func exampleEngine(n int) (*engine.Engine, func(), error) {
+	var ms []*miniredis.Miniredis
+	stop := func() {
+		for _, m := range ms {
+			m.Close()
+		}
+	}
+	var addrs []string
+	for range n {
+		m, err := miniredis.Run()
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ms = append(ms, m)
+		addrs = append(addrs, m.Addr())
+	}
+	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: 100 * time.Millisecond})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return e, func() { e.Close(); stop() }, nil
+}
+
+// With WithAutoExtend the engine's watchdog keeps the lock for as long as
+// the work takes, extending it about every third of its TTL; Done and Err
+// report the end of the lock.
+func ExampleWithAutoExtend() {
+	e, stop, err := exampleEngine(3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
+
+	l, err := e.TryLock(ctx, "nightly-job", time.Second, engine.WithAutoExtend(time.Hour))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	time.Sleep(1500 * time.Millisecond) // longer than the TTL: work goes on
+	fmt.Println("still held:", l.Err() == nil && l.Valid())
+	fmt.Println("extended:", e.Stats().Extended >= 2)
+
+	l.Unlock(ctx)
+	<-l.Done()
+	fmt.Println("ended:", l.Err())
+	// Output:
+	// still held: true
+	// extended: true
+	// ended: engine: unlocked
+}
+
+// Lock.Context hands the lock's lifetime to the work it protects: the
+// context is cancelled when the lock is lost — here when the watchdog's
+// bound (1.5 s) is reached — and its cause says why.
+func ExampleLock_Context() {
+	e, stop, err := exampleEngine(3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	l, err := e.TryLock(context.Background(), "report", time.Second, engine.WithAutoExtend(1500*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := l.Context(context.Background())
+	defer cancel()
+
+	<-ctx.Done() // the work would stop here
+	fmt.Println("lost:", errors.Is(context.Cause(ctx), engine.ErrLockLost))
+	fmt.Println("bound reached:", errors.Is(context.Cause(ctx), engine.ErrMaxHold))
+	// Output:
+	// lost: true
+	// bound reached: true
+}

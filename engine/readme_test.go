@@ -29,7 +29,7 @@ func processOrder(ctx context.Context, masters []string) error {
 	defer e.Close()
 
 	lock, err := e.TryLock(ctx, "orders:42", 10*time.Second) // one attempt
-	// or e.Lock(ctx, key, ttl) to wait (jittered retries) until ctx ends
+	// or e.Lock(ctx, key, ttl) to wait (queued; handed the key at Unlock)
 	switch {
 	case errors.Is(err, engine.ErrNotAcquired):
 		fmt.Println("someone else holds orders:42")
