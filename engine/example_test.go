@@ -132,7 +132,7 @@ func exampleEngine(n int) (*engine.Engine, func(), error) {
 		ms = append(ms, m)
 		addrs = append(addrs, m.Addr())
 	}
-	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: 100 * time.Millisecond})
+	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: 300 * time.Millisecond})
 	if err != nil {
 		stop()
 		return nil, nil, err

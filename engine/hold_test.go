@@ -210,7 +210,7 @@ func cpuTime() time.Duration {
 // and Done closes, with an error matching ErrLockLost, before the validity
 // deadline.
 func TestWatchdogLoss(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, engine.Config{MasterTimeout: 100 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	const ttl = time.Second
 	l := v.mustLock(keyName(t), ttl, engine.WithAutoExtend(0))
@@ -398,5 +398,40 @@ func TestLockCancelledWaiterLeavesQueue(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the remaining waiter was not handed the key")
+	}
+}
+
+// TestCloseEndsWaitersAndWatchdog: Close returns every waiting Lock call
+// with ErrClosed, and ends the locks the watchdog kept.
+func TestCloseEndsWaitersAndWatchdog(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	key := keyName(t)
+	holder := v.mustLock(key, 30*time.Second, engine.WithAutoExtend(0))
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := v.e.Lock(context.Background(), key, 30*time.Second, engine.WithRetryDelay(10*time.Second))
+			errs <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	v.e.Close()
+	for range 3 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, engine.ErrClosed) {
+				t.Fatalf("waiter after Close: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiter still blocked after Close")
+		}
+	}
+	select {
+	case <-holder.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after Close")
+	}
+	if !errors.Is(holder.Err(), engine.ErrClosed) {
+		t.Fatalf("Err() after Close = %v", holder.Err())
 	}
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // Lock acquires key for ttl, waiting while it is held, until it succeeds,
@@ -55,6 +55,9 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	// and after a wake-up: the head tries at once.
 	delay := time.Duration(0)
 	for {
+		if e.closed.Load() {
+			return nil, ErrClosed
+		}
 		head, holder, ready := e.waits.turn(key, w)
 		var d time.Duration
 		switch {
@@ -130,7 +133,7 @@ func retryable(err error) bool {
 // several processes do not all try at the same instant.
 func (e *Engine) holdLeft(ctx context.Context, key string, base time.Duration) time.Duration {
 	poll := base + mrand.N(base)
-	reps, err := transport{e}.Broadcast(ctx, key, 0, nil, appendCmd("PTTL", key))
+	reps, err := transport{e}.Broadcast(ctx, key, 0, nil, resp.AppendCommandStrings(nil, "PTTL", key))
 	if err != nil {
 		return poll
 	}
@@ -170,11 +173,6 @@ func pttlQuorum(reps []enginex.MasterReply, q int) time.Duration {
 	}
 	slices.Sort(left)
 	return left[q-1]
-}
-
-func appendCmd(name, key string) []byte {
-	b := fmt.Appendf(nil, "*2\r\n$%d\r\n%s\r\n", len(name), name)
-	return fmt.Appendf(b, "$%d\r\n%s\r\n", len(key), key)
 }
 
 // waitRoom queues the Lock calls of one engine per key.
