@@ -121,10 +121,18 @@ func TestFencingWriteBack(t *testing.T) {
 	// Once 3 and 4 carry the second number, 1 and 2 restart empty: they
 	// vote again after their quarantine with counters started from their
 	// clocks, and 3 or 4 is in every quorum.
+	// The write-back beyond the quorum is best effort: on a starved machine
+	// the raise to a just-restarted master can time out. Another holder's
+	// write-back then carries a higher number there.
 	deadline := time.Now().Add(5 * time.Second)
-	for c := v.counters(); c[3] < f2 || c[4] < f2; c = v.counters() {
+	for c, tries := v.counters(), 0; c[3] < f2 || c[4] < f2; c, tries = v.counters(), tries+1 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the write-back of %d never reached masters 3 and 4: %v", f2, c)
+		}
+		if tries%50 == 49 {
+			l := fencedLock(t, e2, key, ttl)
+			f2 = l.FencingToken()
+			l.Unlock(ctx)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
