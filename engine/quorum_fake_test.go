@@ -13,9 +13,9 @@ import (
 	"github.com/redlock-dev/redlock/resp"
 )
 
-// fakeMaster answers every request from another goroutine (as a
-// connection's reader would): at once, or at its deadline when it times
-// out, according to its mode: grant, deny (SET NX:
+// fakeMaster answers every request at once, inside Do, or — when it
+// times out — at the request's deadline from a timer goroutine (as a
+// connection's expiry would), according to its mode: grant, deny (SET NX:
 // nil; release/extend: 0) or time out. It records what it was sent.
 type fakeMaster struct {
 	mu   sync.Mutex
@@ -57,7 +57,9 @@ func (f *fakeMaster) Do(req conn.Request) error {
 		time.AfterFunc(time.Until(req.Deadline), func() { req.Callback.Complete(req.Tag, r, err) })
 		return nil
 	}
-	go req.Callback.Complete(req.Tag, r, err)
+	// Answers come back inside Do, so every answer precedes every timeout
+	// and the decision does not depend on goroutine scheduling.
+	req.Callback.Complete(req.Tag, r, err)
 	return nil
 }
 
