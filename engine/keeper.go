@@ -171,6 +171,11 @@ func (k *keeper) act(l *Lock, now int64) {
 		return
 	}
 	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		l.end(ErrClosed)
+		return
+	}
 	extend := l.auto && !l.extending && !l.maxed.Load()
 	ttl := l.ttl
 	if extend && l.holdEnd != 0 {
@@ -188,7 +193,7 @@ func (k *keeper) act(l *Lock, now int64) {
 		extend = false
 	}
 	l.extending = extend
-	if l.kIdx == 0 && !k.stopped {
+	if l.kIdx == 0 {
 		l.kAt = k.nextAt(l)
 		heap.Push(&k.h, l)
 	}
@@ -203,7 +208,6 @@ func (k *keeper) act(l *Lock, now int64) {
 func (k *keeper) close() {
 	k.mu.Lock()
 	k.stopped = true
-	locks := append([]*Lock(nil), k.h...)
 	k.mu.Unlock()
 	ran := true
 	k.start.Do(func() { ran = false }) // run can no longer start
@@ -211,6 +215,9 @@ func (k *keeper) close() {
 	if ran {
 		<-k.done
 	}
+	k.mu.Lock()
+	locks := append([]*Lock(nil), k.h...)
+	k.mu.Unlock()
 	for _, l := range locks {
 		l.end(ErrClosed)
 	}
