@@ -64,22 +64,12 @@ func Example() {
 func ExampleWithFencing() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var addrs []string
-	for range 3 {
-		m, err := miniredis.Run()
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		defer m.Close()
-		addrs = append(addrs, m.Addr())
-	}
-	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: 500 * time.Millisecond})
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer e.Close()
+	defer stop()
 
 	// The storage's side of fencing.
 	var highest int64
@@ -114,8 +104,9 @@ func ExampleWithFencing() {
 	// paused holder writes: false
 }
 
-// exampleEngine starts n in-process masters and an Engine over them.
-func exampleEngine(n int) (*engine.Engine, func(), error) {
+// exampleEngine starts n in-process masters and an Engine over them with
+// per-master timeout mt (generous: examples run on busy test machines).
+func exampleEngine(n int, mt time.Duration) (*engine.Engine, func(), error) {
 	var ms []*miniredis.Miniredis
 	stop := func() {
 		for _, m := range ms {
@@ -132,7 +123,7 @@ func exampleEngine(n int) (*engine.Engine, func(), error) {
 		ms = append(ms, m)
 		addrs = append(addrs, m.Addr())
 	}
-	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: 300 * time.Millisecond})
+	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: mt})
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -144,7 +135,7 @@ func exampleEngine(n int) (*engine.Engine, func(), error) {
 // the work takes, extending it about every third of its TTL; Done and Err
 // report the end of the lock.
 func ExampleWithAutoExtend() {
-	e, stop, err := exampleEngine(3)
+	e, stop, err := exampleEngine(3, 300*time.Millisecond)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -174,7 +165,7 @@ func ExampleWithAutoExtend() {
 // context is cancelled when the lock is lost — here when the watchdog's
 // bound (1.5 s) is reached — and its cause says why.
 func ExampleLock_Context() {
-	e, stop, err := exampleEngine(3)
+	e, stop, err := exampleEngine(3, 300*time.Millisecond)
 	if err != nil {
 		fmt.Println(err)
 		return
