@@ -184,11 +184,8 @@ func (k *keeper) act(l *Lock, now int64) {
 		if ttl < l.ttl {
 			l.maxed.Store(true) // the last extension
 		}
-		if ttl < time.Millisecond || l.extensions.Load() >= int64(k.e.cfg.MaxExtensions) {
-			l.maxed.Store(true)
-			extend = false
-		}
-	} else if extend && l.extensions.Load() >= int64(k.e.cfg.MaxExtensions) {
+	}
+	if extend && (ttl < time.Millisecond || l.extensions.Load() >= int64(k.e.cfg.MaxExtensions)) {
 		l.maxed.Store(true)
 		extend = false
 	}
