@@ -7,6 +7,10 @@
 // they speak the commands Redlock needs (SET NX PX, EVAL, EVALSHA, SCRIPT
 // LOAD) and expire keys in real time, but cannot be paused and give
 // performance numbers that say nothing about a real deployment.
+//
+// Masters can be secured (Options.Password, Options.TLS) the way a
+// production deployment would be; secured masters are always real
+// redis-server processes: embedded masters support neither.
 package localmaster
 
 import (
@@ -34,6 +38,31 @@ type Options struct {
 	ServerPath  string    // redis-server binary; default exec.LookPath("redis-server")
 	ExtraArgs   []string  // extra redis-server arguments
 	Notice      io.Writer // where the one-line embedded notice goes (default os.Stderr; io.Discard to silence)
+
+	// Password, if set, is passed to every redis-server as --requirepass
+	// (so it shows in the process list: for tests and benchmarks only),
+	// and the readiness probe authenticates with it. ExtraArgs can add
+	// ACL users (--user name on >pass ~* &* +@all).
+	Password string
+	// TLS, if set, makes every redis-server listen only on TLS (no
+	// plain-text port) on the port Master.Addr reports, and require client
+	// certificates signed by TLS.CAFile.
+	TLS *TLSFiles
+	// Password and TLS need real masters: with Embedded set Start returns
+	// an error, and without redis-server it returns ErrNoRedisServer
+	// instead of falling back to embedded masters.
+}
+
+// TLSFiles names the PEM files of TLS masters (see Options.TLS);
+// internal/testcerts writes a matching set. Relative paths are taken from
+// the current directory at Start.
+type TLSFiles struct {
+	CertFile string // server certificate (--tls-cert-file), valid for 127.0.0.1 under CAFile
+	KeyFile  string // its private key (--tls-key-file)
+	CAFile   string // CA that signed the server and client certificates (--tls-ca-cert-file)
+	// ClientCertFile and ClientKeyFile are the client certificate and key
+	// the readiness probe presents.
+	ClientCertFile, ClientKeyFile string
 }
 
 var (
@@ -64,6 +93,10 @@ func Start(ctx context.Context, o Options) (*Set, error) {
 	if o.Embedded && o.RequireReal {
 		return nil, errors.New("localmaster: Options.Embedded and Options.RequireReal are mutually exclusive")
 	}
+	secure := o.Password != "" || o.TLS != nil
+	if o.Embedded && secure {
+		return nil, errors.New("localmaster: Options.Password and Options.TLS need redis-server: embedded masters support neither")
+	}
 	notice := o.Notice
 	if notice == nil {
 		notice = os.Stderr
@@ -78,9 +111,13 @@ func Start(ctx context.Context, o Options) (*Set, error) {
 	}
 	bin, err := exec.LookPath(path)
 	if err == nil {
-		return startReal(ctx, n, bin, o.ExtraArgs)
+		spec, err := newSpec(bin, o)
+		if err != nil {
+			return nil, err
+		}
+		return startReal(ctx, n, spec)
 	}
-	if o.RequireReal || o.ServerPath != "" {
+	if o.RequireReal || o.ServerPath != "" || secure {
 		return nil, fmt.Errorf("%w: %v", ErrNoRedisServer, err)
 	}
 	fmt.Fprintf(notice, "redlock: redis-server not found; using %d embedded in-process masters (miniredis) — numbers are not representative\n", n)
@@ -144,8 +181,7 @@ type Master struct {
 	closed bool // the Set was closed; no restarts
 
 	// real masters
-	bin    string
-	extra  []string
+	spec   *spec
 	dir    string
 	port   int
 	cmd    *exec.Cmd
@@ -156,8 +192,8 @@ type Master struct {
 	mini *miniredis.Miniredis
 }
 
-// Addr returns the master's "127.0.0.1:port" address. It stays the same
-// across Restart.
+// Addr returns the master's "127.0.0.1:port" address (a TLS port with
+// Options.TLS). It stays the same across Restart.
 func (m *Master) Addr() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

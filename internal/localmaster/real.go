@@ -3,6 +3,8 @@ package localmaster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +28,74 @@ const (
 // likely because another process took its port.
 var errExited = errors.New("redis-server exited during start-up")
 
-func startReal(ctx context.Context, n int, bin string, extra []string) (*Set, error) {
+// spec is what every redis-server of a Set is started with, besides its
+// port and directory.
+type spec struct {
+	bin      string
+	extra    []string
+	password string      // --requirepass; the probe AUTHs first
+	tls      *TLSFiles   // absolute paths; nil: plain TCP
+	probeTLS *tls.Config // the probe's client side of tls
+}
+
+func newSpec(bin string, o Options) (*spec, error) {
+	sp := &spec{bin: bin, extra: o.ExtraArgs, password: o.Password}
+	if o.TLS == nil {
+		return sp, nil
+	}
+	f := *o.TLS
+	for _, p := range []*string{&f.CertFile, &f.KeyFile, &f.CAFile, &f.ClientCertFile, &f.ClientKeyFile} {
+		if *p == "" {
+			return nil, errors.New("localmaster: Options.TLS: CertFile, KeyFile, CAFile, ClientCertFile and ClientKeyFile are all required")
+		}
+		// redis-server reads them after changing into its --dir.
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, fmt.Errorf("localmaster: %w", err)
+		}
+		*p = abs
+	}
+	ca, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("localmaster: Options.TLS: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("localmaster: Options.TLS: no certificate in %s", f.CAFile)
+	}
+	cert, err := tls.LoadX509KeyPair(f.ClientCertFile, f.ClientKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("localmaster: Options.TLS: client certificate: %w", err)
+	}
+	sp.tls = &f
+	sp.probeTLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: "127.0.0.1"}
+	return sp, nil
+}
+
+// secured reports whether a client needs more than a TCP connection.
+func (sp *spec) secured() bool { return sp.tls != nil || sp.password != "" }
+
+// args returns redis-server's arguments for a master on port.
+func (sp *spec) args(port int, dir, logPath string) []string {
+	listen := []string{"--port", strconv.Itoa(port)}
+	if sp.tls != nil {
+		listen = []string{
+			"--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", sp.tls.CertFile, "--tls-key-file", sp.tls.KeyFile,
+			"--tls-ca-cert-file", sp.tls.CAFile, "--tls-auth-clients", "yes",
+		}
+	}
+	args := append(listen,
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--daemonize", "no", "--dir", dir, "--logfile", logPath,
+	)
+	if sp.password != "" {
+		args = append(args, "--requirepass", sp.password)
+	}
+	return append(args, sp.extra...)
+}
+
+func startReal(ctx context.Context, n int, sp *spec) (*Set, error) {
 	ports, err := freePorts(n)
 	if err != nil {
 		return nil, err
@@ -39,7 +108,7 @@ func startReal(ctx context.Context, n int, bin string, extra []string) (*Set, er
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		m := &Master{index: i, bin: bin, extra: extra, dir: filepath.Join(dir, strconv.Itoa(i))}
+		m := &Master{index: i, spec: sp, dir: filepath.Join(dir, strconv.Itoa(i))}
 		s.masters[i] = m
 		wg.Go(func() {
 			if err := os.Mkdir(m.dir, 0o700); err != nil {
@@ -80,10 +149,7 @@ func (m *Master) spawnRetryLocked(ctx context.Context, port int, newPort bool) e
 // spawnLocked starts one redis-server on port and waits until it is ready.
 func (m *Master) spawnLocked(ctx context.Context, port int) error {
 	logPath := filepath.Join(m.dir, "redis.log")
-	args := append([]string{
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--protected-mode", "no", "--daemonize", "no", "--dir", m.dir, "--logfile", logPath,
-	}, m.extra...)
+	args := m.spec.args(port, m.dir, logPath)
 	// Configuration errors go to stderr before the log file is opened, so
 	// send stdout and stderr to the log as well.
 	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -91,7 +157,7 @@ func (m *Master) spawnLocked(ctx context.Context, port int) error {
 		return fmt.Errorf("localmaster: %w", err)
 	}
 	defer out.Close()
-	cmd := exec.Command(m.bin, args...)
+	cmd := exec.Command(m.spec.bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -104,7 +170,7 @@ func (m *Master) spawnLocked(ctx context.Context, port int) error {
 	}()
 	m.cmd, m.exited, m.paused = cmd, exited, false
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitReady(ctx, addr, cmd.Process.Pid, exited); err != nil {
+	if err := waitReady(ctx, m.spec, addr, cmd.Process.Pid, exited); err != nil {
 		_ = m.haltLocked(false)
 		return fmt.Errorf("localmaster: master %d on %s: %w%s", m.index, addr, err, logTail(logPath))
 	}
@@ -199,49 +265,75 @@ func freePorts(n int) ([]int, error) {
 }
 
 // waitReady polls addr until the redis-server with the given pid answers.
-func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
+func waitReady(ctx context.Context, sp *spec, addr string, pid int, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if probe(ctx, addr, pid) {
+		err := probe(ctx, sp, addr, pid)
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
 			return errExited
 		case <-ctx.Done():
+			if sp.secured() {
+				// A TLS or AUTH mismatch never shows in the server's log.
+				return fmt.Errorf("redis-server not ready: %w (last probe: %v)", ctx.Err(), err)
+			}
 			return fmt.Errorf("redis-server not ready: %w", ctx.Err())
 		case <-tick.C:
 		}
 	}
 }
 
-// probe sends PING and INFO server to addr and reports whether it got +PONG
-// from the process pid, and not from some other server that won the port.
-func probe(ctx context.Context, addr string, pid int) bool {
+// probe sends PING and INFO server to addr (after a TLS handshake and AUTH
+// for secured masters) and reports whether it got +PONG from the process
+// pid, and not from some other server that won the port.
+func probe(ctx context.Context, sp *spec, addr string, pid int) error {
 	d := net.Dialer{Timeout: 250 * time.Millisecond}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return false
+		return err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := io.WriteString(c, "PING\r\nINFO server\r\n"); err != nil {
-		return false
+	var rw io.ReadWriter = c
+	if sp.probeTLS != nil {
+		tc := tls.Client(c, sp.probeTLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return fmt.Errorf("tls handshake: %w", err)
+		}
+		rw = tc
 	}
-	r := bufio.NewReader(c)
+	req := "PING\r\nINFO server\r\n"
+	if sp.password != "" {
+		req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(sp.password), sp.password) + req
+	}
+	if _, err := io.WriteString(rw, req); err != nil {
+		return err
+	}
+	r := bufio.NewReader(rw)
+	if sp.password != "" {
+		if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+			return fmt.Errorf("AUTH: %q, %v", strings.TrimSpace(line), err)
+		}
+	}
 	if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
-		return false
+		return fmt.Errorf("PING: %q, %v", strings.TrimSpace(line), err)
 	}
 	for { // scan the INFO bulk string for its process_id line
 		line, err := r.ReadString('\n')
 		if err != nil {
-			return false
+			return fmt.Errorf("INFO server: %w", err)
 		}
 		if strings.HasPrefix(line, "process_id:") {
-			return line == "process_id:"+strconv.Itoa(pid)+"\r\n"
+			if line != "process_id:"+strconv.Itoa(pid)+"\r\n" {
+				return fmt.Errorf("another server answers (%s)", strings.TrimSpace(line))
+			}
+			return nil
 		}
 	}
 }
