@@ -13,7 +13,8 @@ import (
 )
 
 // connect dials the master and runs the handshake (AUTH, SELECT, SCRIPT
-// LOAD, INFO server) as one pipelined batch.
+// LOAD, INFO server) as one pipelined batch. A refused authentication
+// fails it with an error matching [ErrAuth].
 func (c *Conn) connect(ctx context.Context) (net.Conn, *resp.Reader, ServerInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 	defer cancel()
@@ -100,11 +101,19 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			return nil, ServerInfo{}, fmt.Errorf("handshake %s: %w", name, err)
 		}
 		if rep.IsError() {
-			if name == "INFO" {
+			// A refused AUTH, or NOAUTH when no password was sent, is an
+			// authentication failure: the Conn would otherwise come up
+			// and fail every command.
+			auth := name == "AUTH" || rep.HasErrorPrefix("NOAUTH")
+			if name == "INFO" && !auth {
 				continue // identity is best effort (embedded masters lack INFO server)
 			}
 			if firstErr == nil {
-				firstErr = fmt.Errorf("handshake %s: %w", name, rep.Err())
+				if auth {
+					firstErr = fmt.Errorf("handshake %s: %w: %w", name, ErrAuth, rep.Err())
+				} else {
+					firstErr = fmt.Errorf("handshake %s: %w", name, rep.Err())
+				}
 			}
 			continue
 		}

@@ -29,6 +29,14 @@ var ErrOverloaded = errors.New("conn: too many pending requests")
 // fail with a [BrokenError] wrapping it.
 var ErrStalled = errors.New("conn: master stalled")
 
+// ErrAuth is matched by the error of a connect attempt the master refused
+// to authenticate: AUTH was answered with an error (WRONGPASS, or a
+// password sent to a master that has none), or, without
+// [Config.Password], a handshake command was answered with NOAUTH. The
+// error also wraps the server's reply ([*resp.Error]), and matches
+// [ErrDown] wherever the Conn reports being down.
+var ErrAuth = errors.New("conn: authentication refused")
+
 // ErrBadCommand is returned by Do for an empty command.
 var ErrBadCommand = errors.New("conn: empty command")
 
