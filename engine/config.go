@@ -90,6 +90,12 @@ type Config struct {
 	// Default "": off (waiters of other processes' locks poll; see
 	// [Engine.Lock]).
 	ReleaseChannel string
+	// KeyPrefix is prepended to every key on the masters: engines (or
+	// tenants) with different prefixes share masters without seeing each
+	// other's locks. [Lock.Key] returns the key without it. The fencing
+	// counter ([Config.FenceKey]) is not prefixed: one counter per master
+	// serves every tenant, and its tokens still increase per key.
+	KeyPrefix string
 	// Logger receives master state changes (down, up, restarted) and quorum
 	// lost / regained; nil discards them (the library is quiet by default).
 	Logger *slog.Logger

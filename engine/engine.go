@@ -224,7 +224,10 @@ func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 			return nil, fmt.Errorf("%w: %s applies to Lock, not TryLock", ErrBadArgument, co.waitOnly)
 		}
 	}
-	return e.tryLock(ctx, key, ttl, co)
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	return e.tryLock(ctx, e.cfg.KeyPrefix+key, ttl, co)
 }
 
 func applyOpts(opts []Option) callOpts { return applyOptsTo(callOpts{}, opts) }

@@ -58,8 +58,9 @@ type lockLife struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+// Key returns the locked key, as passed to Lock or TryLock (without
+// [Config.KeyPrefix]).
+func (l *Lock) Key() string { return l.key[len(l.e.cfg.KeyPrefix):] }
 
 // Token returns the lock's token: the value stored on the masters.
 func (l *Lock) Token() string { return l.token }

@@ -41,6 +41,7 @@ func (t transport) Attach(key, token string, ttl time.Duration) enginex.Lock {
 	if ttl <= 0 {
 		ttl = 30 * time.Second
 	}
+	key = e.cfg.KeyPrefix + key
 	return &Lock{e: e, key: key, token: token, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
 }
 

@@ -41,6 +41,7 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	if key == "" {
 		return nil, errEmptyKey
 	}
+	key = e.cfg.KeyPrefix + key
 	tries := 0
 	// Queue first, then try: an Unlock of this engine from now on wakes us.
 	w := e.waits.join(key, ttl, co)

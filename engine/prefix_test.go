@@ -1,0 +1,61 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+)
+
+// TestKeyPrefix: engines with different prefixes share masters without
+// seeing each other's locks; Key() is the caller's key; release, extend and
+// waiting work on the prefixed key.
+func TestKeyPrefix(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	a := newEnvOn(t, set, engine.Config{KeyPrefix: "tenant-a:"})
+	b := newEnvOn(t, set, engine.Config{KeyPrefix: "tenant-b:"})
+	ctx := context.Background()
+	la := a.mustLock("job", time.Second)
+	lb := b.mustLock("job", time.Second) // same key, other tenant: free
+	if la.Key() != "job" || lb.Key() != "job" {
+		t.Fatalf("Key() = %q, %q; want the caller's key", la.Key(), lb.Key())
+	}
+	if got := a.values("tenant-a:job"); countOf(got, la.Token()) != 3 {
+		t.Fatalf("tenant-a:job on the masters = %q, want a's token", got)
+	}
+	if got := a.values("job"); countOf(got, nilValue) != 3 {
+		t.Fatalf("the bare key was written: %q", got)
+	}
+	if _, err := a.e.TryLock(ctx, "job", time.Second); err == nil {
+		t.Fatal("a second lock of tenant a on job succeeded")
+	}
+	if err := la.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// A waiter of tenant a is handed the key at a's Unlock.
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		l, err := a.e.Lock(wctx, "job", time.Second)
+		if err == nil && l.Key() != "job" {
+			t.Errorf("waiter's Key() = %q", l.Key())
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.values("tenant-b:job"); countOf(got, nilValue) != 3 {
+		t.Fatalf("tenant-b:job after Unlock = %q", got)
+	}
+}
