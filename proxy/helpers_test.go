@@ -26,7 +26,12 @@ type env struct {
 
 func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 	t.Helper()
-	set := mastertest.Start(t, n)
+	return startEnvOn(t, mastertest.Start(t, n), mod)
+}
+
+// startEnvOn starts a proxy over the masters of set.
+func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
+	t.Helper()
 	// Generous per-master timeouts: -race on 2 noisy cores.
 	cfg := Config{Engine: engine.Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
 	if mod != nil {

@@ -114,6 +114,12 @@ type Config struct {
 	ScriptTimeout time.Duration
 	// MaxScripts bounds remembered opted-in scripts (default [DefaultMaxScripts]).
 	MaxScripts int
+	// KeyPrefix is prepended to every key a client names (in key
+	// arguments and in the keys of scripts) before it reaches the masters,
+	// so that tenants whose proxies use different prefixes share masters
+	// without seeing or touching each other's locks. The engine's own
+	// Config.KeyPrefix must then be empty.
+	KeyPrefix string
 	// Logger receives the server's events (panics, refused clients);
 	// nil discards them. Passwords are never logged.
 	Logger *slog.Logger
@@ -122,6 +128,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Shared == nil && len(c.Engine.Addrs) == 0 {
 		return c, fmt.Errorf("%w: no masters (Engine.Addrs or Shared)", ErrBadConfig)
+	}
+	if c.Engine.KeyPrefix != "" || (c.Shared != nil && c.Shared.Config().KeyPrefix != "") {
+		return c, fmt.Errorf("%w: set the proxy's KeyPrefix, not the engine's", ErrBadConfig)
 	}
 	if c.AllowScripts && len(c.Engine.Addrs) == 0 {
 		return c, fmt.Errorf("%w: AllowScripts needs Engine.Addrs for its own master connections", ErrBadConfig)

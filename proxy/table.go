@@ -1,6 +1,11 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/redlock-dev/redlock/resp"
+)
 
 // command is one entry of the proxy's command table: what COMMAND reports
 // and how dispatch runs it.
@@ -77,6 +82,9 @@ func (c *client) dispatch(args [][]byte) *call {
 	if !c.authed && !cmd.noAuth {
 		return errCall(msgNoAuth)
 	}
+	if p := c.s.cfg.KeyPrefix; p != "" {
+		prefixKeys(cmd, args, p)
+	}
 	if cmd.first > 0 {
 		last := cmd.last
 		if last < 0 {
@@ -100,4 +108,27 @@ func sub(args [][]byte) string {
 		return ""
 	}
 	return printable(args[1])
+}
+
+// prefixKeys prepends p to the key arguments of a command: those at cmd's
+// key positions, or the numkeys keys of a script call (EVAL, EVALSHA,
+// FCALL; a bad numkeys is left for the command to refuse).
+func prefixKeys(cmd *command, args [][]byte, p string) {
+	first, last := cmd.first, cmd.last
+	step := max(cmd.step, 1)
+	if first == 0 {
+		if !slices.Contains(cmd.flags, "movablekeys") || len(args) < 3 {
+			return
+		}
+		n, ok := resp.ParseInt(args[2])
+		if !ok || n <= 0 || n > int64(len(args)-3) {
+			return
+		}
+		first, last = 3, 2+int(n)
+	} else if last < 0 {
+		last += len(args)
+	}
+	for i := first; i <= last && i < len(args); i += step {
+		args[i] = append([]byte(p), args[i]...)
+	}
 }

@@ -1,0 +1,61 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redlock-dev/redlock/engine"
+)
+
+// TestKeyPrefix: a proxy with a key prefix writes every client key under
+// it — SET NX PX, the release and extend scripts, multi-key commands —, so
+// tenants behind different prefixes share masters without colliding; the
+// prefix cannot be used to reach the fencing counter.
+func TestKeyPrefix(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.KeyPrefix = "t1:" })
+	c := e.client(t)
+	ctx := context.Background()
+	if err := c.Do(ctx, "SET", "job", "tok", "NX", "PX", "5000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitHolding(t, "t1:job", "tok", 3)
+	if n := e.holding(t, "job", "tok"); n != 0 {
+		t.Fatalf("the bare key is on %d masters", n)
+	}
+	if v, err := c.Get(ctx, "job").Result(); err != nil || v != "tok" {
+		t.Fatalf("GET job through the prefixed proxy = %q, %v", v, err)
+	}
+	if n, err := c.Exists(ctx, "job", "other").Result(); err != nil || n != 1 {
+		t.Fatalf("EXISTS job other = %d, %v", n, err)
+	}
+	ext := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
+	if n, err := c.Eval(ctx, ext, []string{"job"}, "tok", 9000).Int(); err != nil || n != 1 {
+		t.Fatalf("extend script = %d, %v", n, err)
+	}
+	if pttl := e.masters[0].PTTL(ctx, "t1:job").Val(); pttl.Milliseconds() < 6000 {
+		t.Fatalf("t1:job PTTL %v after the extend", pttl)
+	}
+	// Another tenant's proxy on the same masters: the same key is free.
+	other := startEnvOn(t, e.set, func(c *Config) { c.KeyPrefix = "t2:" })
+	if err := other.client(t).Do(ctx, "SET", "job", "tok2", "NX", "PX", "5000").Err(); err != nil {
+		t.Fatalf("tenant 2: %v", err)
+	}
+	e.waitHolding(t, "t2:job", "tok2", 3)
+	rel := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	if n, err := c.Eval(ctx, rel, []string{"job"}, "tok").Int(); err != nil || n != 1 {
+		t.Fatalf("release script = %d, %v", n, err)
+	}
+	e.waitHolding(t, "t1:job", "tok", 0)
+	e.waitHolding(t, "t2:job", "tok2", 3)
+	// A prefix plus a key that spell the fencing counter is refused.
+	fence := startEnvOn(t, e.set, func(c *Config) { c.KeyPrefix = "redlock:" })
+	err := fence.client(t).Do(ctx, "SET", "fence", "x", "NX", "PX", "5000").Err()
+	if err == nil || !strings.Contains(err.Error(), "fencing counter") {
+		t.Fatalf("prefix+key = the fencing counter: %v", err)
+	}
+	// The engine's own prefix is refused: the proxy prefixes.
+	if _, err := New(Config{Engine: engine.Config{Addrs: e.set.Addrs(), KeyPrefix: "x:"}}); err == nil {
+		t.Fatal("New accepted an engine KeyPrefix")
+	}
+}
