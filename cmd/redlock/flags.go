@@ -25,6 +25,12 @@ func newFlagSet(name string) *flag.FlagSet {
 // refuses positional arguments, and zero or negative values of the flags
 // named in positive when they are given.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, help string, positive ...string) error {
+	return parseFlagsArgs(fs, args, 0, stdout, help, positive...)
+}
+
+// parseFlagsArgs is parseFlags for a command that takes exactly nargs
+// positional arguments after its flags (fs.Args()).
+func parseFlagsArgs(fs *flag.FlagSet, args []string, nargs int, stdout io.Writer, help string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
@@ -35,8 +41,11 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, help string, 
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments: %q", fs.Args())}
+	if fs.NArg() > nargs {
+		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[nargs:])}
+	}
+	if fs.NArg() < nargs {
+		return usageError{fmt.Errorf("want %d argument(s) after the flags, got %d", nargs, fs.NArg())}
 	}
 	var bad error
 	fs.Visit(func(f *flag.Flag) {

@@ -22,6 +22,7 @@ usage: redlock <command> [flags]
 commands:
   bench     run a lock load benchmark (starts 5 local masters unless --masters is given)
   proxy     serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
+  lock      run a command while holding a lock: redlock lock KEY -- COMMAND [ARG...]
   version   print the version (also --version)
 
 Run 'redlock <command> -h' for the command's flags.
@@ -46,6 +47,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = benchCmd(ctx, args[1:], stdout, stderr)
 	case "proxy":
 		err = proxyCmd(ctx, args[1:], stdout, stderr)
+	case "lock":
+		err = lockCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -57,9 +60,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var ue usageError
+	var xe exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &xe):
+		if xe.msg != "" {
+			fmt.Fprintf(stderr, "redlock %s: %s\n", args[0], xe.msg)
+		}
+		return xe.code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):

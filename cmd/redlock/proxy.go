@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +17,9 @@ import (
 	"github.com/redlock-dev/redlock/proxy"
 )
 
-// Environment variables `redlock proxy` reads, so that secrets need not
-// appear in the process list.
-const (
-	envProxyPassword  = "REDLOCK_PROXY_PASSWORD"
-	envMasterPassword = "REDLOCK_MASTER_PASSWORD"
-)
+// envProxyPassword is the password clients AUTH with to `redlock proxy`
+// (--requirepass), read by the proxy and by `redlock lock --proxy`.
+const envProxyPassword = "REDLOCK_PROXY_PASSWORD"
 
 const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock quorum locks.
 
@@ -29,7 +27,8 @@ usage: redlock proxy --masters host:port,... [flags]
 
 Unmodified clients send SET key value NX PX ms (or their lock library's
 scripts) and get a quorum-backed answer. Passwords may come from
-$REDLOCK_PROXY_PASSWORD and $REDLOCK_MASTER_PASSWORD instead of flags.
+$REDLOCK_PROXY_PASSWORD and $REDLOCK_PASSWORD, the masters from
+$REDLOCK_MASTERS, instead of flags.
 
 Example:
   REDLOCK_PROXY_PASSWORD=secret redlock proxy --listen 127.0.0.1:7380 \
@@ -42,10 +41,15 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("proxy")
 	var cfg proxy.Config
 	ec := &cfg.Engine
-	masters := fs.String("masters", "", "comma-separated host:port of the Redis masters (required)")
+	var mf masterFlags
+	mf.register(fs, "comma-separated host:port of the Redis masters (required)")
 	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "address to listen on")
-	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (or $"+envProxyPassword+")")
-	fs.StringVar(&ec.Conn.Password, "master-password", "", "password sent to the masters (or $"+envMasterPassword+")")
+	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (or $"+envProxyPassword+", or --requirepass-file)")
+	requirePassFile := fs.String("requirepass-file", "", "read the clients' password from this `file`")
+	tlsCert := fs.String("tls-cert", "", "serve clients over TLS with this PEM certificate `file` (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "PEM `file` of the private key of --tls-cert")
+	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by the CAs in this PEM `file` (with --tls-cert)")
+	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix added to every client key on the masters (tenants sharing masters through separate proxies)")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum bytes of one request's arguments")
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
@@ -76,18 +80,31 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		"auth-timeout", "request-timeout"); err != nil {
 		return err
 	}
-	ec.Addrs = splitList(*masters)
+	ec.Addrs = mf.list()
 	if len(ec.Addrs) == 0 {
 		return usageError{errors.New("--masters is required")}
 	}
 	if err := checkAddrs("masters", ec.Addrs); err != nil {
 		return err
 	}
-	if cfg.RequirePass == "" {
+	if err := mf.apply(&ec.Conn); err != nil {
+		return err
+	}
+	switch {
+	case cfg.RequirePass != "" && *requirePassFile != "":
+		return usageError{errors.New("--requirepass and --requirepass-file are exclusive")}
+	case *requirePassFile != "":
+		pw, err := readSecret(*requirePassFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--requirepass-file: %w", err)}
+		}
+		cfg.RequirePass = pw
+	case cfg.RequirePass == "":
 		cfg.RequirePass = os.Getenv(envProxyPassword)
 	}
-	if ec.Conn.Password == "" {
-		ec.Conn.Password = os.Getenv(envMasterPassword)
+	serverTLS, err := listenerTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
@@ -124,8 +141,12 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "redlock proxy listening on %s, masters %s (quorum %d)\n",
-		ln.Addr(), strings.Join(ec.Addrs, ","), len(ec.Addrs)/2+1)
+	scheme := ""
+	if serverTLS != nil {
+		ln, scheme = tls.NewListener(ln, serverTLS), " (TLS)"
+	}
+	fmt.Fprintf(stdout, "redlock proxy listening on %s%s, masters %s (quorum %d)\n",
+		ln.Addr(), scheme, strings.Join(ec.Addrs, ","), len(ec.Addrs)/2+1)
 	if cfg.AllowScripts {
 		log.Warn("--allow-scripts: every client may run any script on every master")
 	}
@@ -144,4 +165,31 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = serr
 	}
 	return err
+}
+
+// listenerTLS builds the proxy's server TLS config from --tls-cert,
+// --tls-key and --tls-client-ca (nil without --tls-cert).
+func listenerTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		if clientCA != "" {
+			return nil, usageError{errors.New("--tls-client-ca needs --tls-cert and --tls-key")}
+		}
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, usageError{errors.New("--tls-cert and --tls-key go together")}
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--tls-cert/--tls-key: %w", err)}
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCA != "" {
+		pool, err := loadCAs("tls-client-ca", clientCA)
+		if err != nil {
+			return nil, err
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
 }

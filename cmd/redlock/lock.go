@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+)
+
+// Exit codes of `redlock lock` other than the command's own status.
+const (
+	// exitUnavailable: too few masters (or the proxy) answered to take the
+	// lock (sysexits EX_UNAVAILABLE).
+	exitUnavailable = 69
+	// exitNotAcquired: the key is held and --wait ran out (or was 0)
+	// (sysexits EX_TEMPFAIL: try again later).
+	exitNotAcquired = 75
+	// exitLost: the lock was lost while the command ran (an extension
+	// failed or the validity ran out); the command was terminated.
+	exitLost = 76
+)
+
+// forwardedSignals are passed on to the command while it runs.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+const lockHelp = `redlock lock: run a command while holding a Redlock lock.
+
+usage: redlock lock [flags] KEY -- COMMAND [ARG...]
+
+Takes KEY over the masters (--masters or $REDLOCK_MASTERS) or through a
+redlock proxy (--proxy), runs COMMAND with REDLOCK_KEY, REDLOCK_TOKEN and
+REDLOCK_FENCING_TOKEN in its environment, extends the lock while the command
+runs, releases it when the command exits, and exits with the command's
+status (128+N when a signal N ended it). Signals sent to redlock lock
+(INT, TERM, HUP, QUIT, USR1, USR2) are passed on to the command.
+
+Exit codes of its own:
+  69  unavailable: too few masters answered to take the lock
+  75  not acquired: KEY is held and --wait ran out (the default --wait 0 tries once)
+  76  lost: the lock was lost while the command ran; the command got SIGTERM
+      (and SIGKILL after --grace)
+   2  bad usage;  1  other errors (the command could not be started, ...)
+
+REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
+next: pass it to the storage the command writes, which refuses lower ones
+(docs/safety.md).
+
+Examples:
+  redlock lock --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 nightly-report -- ./report.sh
+  REDLOCK_MASTERS=... redlock lock --wait 5m --ttl 30s deploy -- make deploy
+  redlock lock --proxy 127.0.0.1:7380 orders:42 -- sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
+`
+
+// lockOpts are the parsed flags of `redlock lock`.
+type lockOpts struct {
+	key                 string
+	argv                []string
+	ttl, wait, maxHold  time.Duration
+	grace               time.Duration
+	proxyAddr, proxyPwd string
+	proxyTLSCA          string
+	verbose             bool
+}
+
+// heldLock is a lock taken for the command: an engine Lock, or one held
+// through a proxy.
+type heldLock interface {
+	Token() string
+	FencingToken() int64
+	Done() <-chan struct{}
+	Err() error
+	Unlock(ctx context.Context) error
+}
+
+// lockCmd runs `redlock lock`. Its outcome other than success is an
+// exitError carrying the exit code.
+func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("lock")
+	var mf masterFlags
+	mf.register(fs, "comma-separated host:port of the Redis masters")
+	var o lockOpts
+	var ec engine.Config
+	durationVar(fs, &o.ttl, "ttl", 10*time.Second, "lock TTL: how long the lock outlives a redlock lock that dies (it is extended every third of it)")
+	durationVar(fs, &o.wait, "wait", 0, "how long to wait for KEY while it is held (0: try once)")
+	durationVar(fs, &o.maxHold, "max-hold", 0, "stop extending this long after the acquisition: the lock is then lost and the command terminated (0: no bound)")
+	durationVar(fs, &o.grace, "grace", 10*time.Second, "after a loss, how long the command has between SIGTERM and SIGKILL")
+	fs.StringVar(&o.proxyAddr, "proxy", "", "take the lock through this redlock proxy (host:port) instead of --masters")
+	fs.StringVar(&o.proxyPwd, "proxy-password", "", "password for the proxy's AUTH (or $"+envProxyPassword+")")
+	fs.StringVar(&o.proxyTLSCA, "proxy-tls-ca", "", "connect to the proxy over TLS, trusting the CA certificates in this PEM `file`")
+	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
+	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
+	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
+	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
+	flagArgs, argv, dash := cutDash(args)
+	if err := parseFlagsArgs(fs, flagArgs, 1, stdout, lockHelp, "ttl", "grace"); err != nil {
+		return err
+	}
+	if !dash || len(argv) == 0 {
+		return usageError{errors.New("want KEY -- COMMAND [ARG...]")}
+	}
+	o.key, o.argv = fs.Arg(0), argv
+	if o.key == "" {
+		return usageError{errors.New("KEY must not be empty")}
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var h heldLock
+	var closeFn func()
+	var err error
+	if o.proxyAddr != "" {
+		if mf.addrs != "" {
+			return usageError{errors.New("--masters and --proxy are exclusive")}
+		}
+		if ec.KeyPrefix != "" || ec.QuarantineFor != 0 || ec.MasterTimeout != 0 {
+			return usageError{errors.New("--key-prefix, --quarantine-for and --master-timeout are the proxy's settings, not --proxy clients'")}
+		}
+		h, closeFn, err = proxyAcquire(ctx, o, log)
+	} else {
+		h, closeFn, err = engineAcquire(ctx, o, &mf, ec, log)
+	}
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	log.Info("lock acquired", "key", o.key, "fencing_token", h.FencingToken())
+	return runHolding(ctx, h, o, log, stdout, stderr)
+}
+
+// cutDash splits args at the first "--": the flags and KEY before, the
+// command after.
+func cutDash(args []string) (before, after []string, found bool) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:], true
+		}
+	}
+	return args, nil, false
+}
+
+// engineAcquire takes the lock over the masters with an engine of its own:
+// fenced, extended by the engine's watchdog.
+func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.Config, log *slog.Logger) (heldLock, func(), error) {
+	ec.Addrs = mf.list()
+	if len(ec.Addrs) == 0 {
+		return nil, nil, usageError{errors.New("--masters (or $" + envMasters + ") is required, or --proxy")}
+	}
+	if err := checkAddrs("masters", ec.Addrs); err != nil {
+		return nil, nil, err
+	}
+	if err := mf.apply(&ec.Conn); err != nil {
+		return nil, nil, err
+	}
+	ec.Logger = log
+	e, err := engine.New(ec)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	// Wait for the first connects, so that a lock is not refused because
+	// a master's TLS handshake took longer than one per-master timeout.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = e.Probe(pctx)
+	cancel()
+	if err != nil && !errors.Is(err, engine.ErrUnavailable) {
+		e.Close()
+		if errors.Is(err, engine.ErrDuplicateMaster) {
+			return nil, nil, usageError{err}
+		}
+		return nil, nil, acquireExit(ctx, err, o)
+	}
+	opts := []engine.Option{engine.WithFencing(), engine.WithAutoExtend(o.maxHold)}
+	var l *engine.Lock
+	if o.wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, o.wait)
+		l, err = e.Lock(wctx, o.key, o.ttl, opts...)
+		cancel()
+	} else {
+		l, err = e.TryLock(ctx, o.key, o.ttl, opts...)
+	}
+	if err != nil {
+		e.Close()
+		return nil, nil, acquireExit(ctx, err, o)
+	}
+	return l, func() { e.Close() }, nil
+}
+
+// acquireExit turns a failed acquisition into its exit code.
+func acquireExit(ctx context.Context, err error, o lockOpts) error {
+	switch {
+	case ctx.Err() != nil:
+		return exitError{130, "interrupted while waiting for the lock"}
+	case errors.Is(err, engine.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
+		if o.wait > 0 {
+			return exitError{exitNotAcquired, fmt.Sprintf("%s is held: not acquired within --wait %v", o.key, o.wait)}
+		}
+		return exitError{exitNotAcquired, o.key + " is held (--wait to wait for it)"}
+	case errors.Is(err, engine.ErrUnavailable):
+		return exitError{exitUnavailable, cleanError(err)}
+	}
+	return err
+}
+
+// runHolding runs the command while h is held, and releases h when it
+// exits. It returns the command's status as an exitError (nil for 0), or
+// exitLost when h was lost meanwhile.
+func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, stdout, stderr io.Writer) error {
+	release := func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := h.Unlock(uctx); err != nil {
+			log.Warn("release failed: the lock expires at the end of its TTL", "key", o.key, "err", err)
+			return
+		}
+		log.Info("lock released", "key", o.key)
+	}
+	cmd := exec.Command(o.argv[0], o.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"REDLOCK_KEY="+o.key,
+		"REDLOCK_TOKEN="+h.Token(),
+		"REDLOCK_FENCING_TOKEN="+strconv.FormatInt(h.FencingToken(), 10))
+	// A command that exits while a child of its own keeps its stdout open
+	// must not keep us (and the lock) waiting.
+	cmd.WaitDelay = time.Second
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		release()
+		code := 126 // found but could not be run, as a shell says
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return exitError{code, err.Error()}
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	done := h.Done()
+	var kill <-chan time.Time
+	var lost error
+	for {
+		select {
+		case err := <-exited:
+			if lost == nil {
+				if lost = h.Err(); lost == nil { // not lost while it ran
+					release()
+					return commandStatus(cmd, err)
+				}
+			}
+			return exitError{exitLost, fmt.Sprintf("lock on %s lost while the command ran: %s", o.key, cleanError(lost))}
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case <-done:
+			done, lost = nil, h.Err()
+			log.Error("lock lost: terminating the command", "key", o.key, "err", lost, "pid", cmd.Process.Pid, "grace", o.grace)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			kill = time.After(o.grace)
+		case <-kill:
+			kill = nil
+			log.Error("the command outlived --grace after SIGTERM: SIGKILL", "pid", cmd.Process.Pid)
+			_ = cmd.Process.Kill()
+		}
+	}
+}
+
+// commandStatus is the command's exit status as redlock lock's: nil for 0,
+// else an exitError with the status (128+N for signal N, as a shell).
+func commandStatus(cmd *exec.Cmd, waitErr error) error {
+	st := cmd.ProcessState
+	if st == nil {
+		return waitErr
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitError{128 + int(ws.Signal()), ""}
+	}
+	if code := st.ExitCode(); code != 0 {
+		return exitError{code, ""}
+	}
+	if waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return waitErr
+	}
+	return nil
+}
+
+// exitError ends a command with a given exit code; msg (if any) is printed
+// on stderr first.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string {
+	if e.msg == "" {
+		return "exit status " + strconv.Itoa(e.code)
+	}
+	return e.msg
+}

@@ -1,0 +1,446 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/proxy"
+)
+
+// TestMain lets the test binary act as the redlock command for tests that
+// need it as a separate process (signals): REDLOCK_TEST_MAIN=1 runs main.
+func TestMain(m *testing.M) {
+	if os.Getenv("REDLOCK_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// runLock runs `redlock lock args...` in this process and returns its exit
+// code and stderr. (The command's output and the log share the buffers,
+// from different goroutines: they are locked.)
+func runLock(args ...string) (int, string) {
+	var stdout, stderr lockedBuffer
+	code := run(append([]string{"lock"}, args...), &stdout, &stderr)
+	return code, stderr.String()
+}
+
+// masterClient reads and writes keys on every master directly.
+type masterClient []*conn.Conn
+
+func dialMasters(t *testing.T, set *localmaster.Set) masterClient {
+	t.Helper()
+	var mc masterClient
+	for _, a := range set.Addrs() {
+		c := conn.New(a, conn.Config{})
+		t.Cleanup(func() { c.Close() })
+		mc = append(mc, c)
+	}
+	return mc
+}
+
+// do runs a command on every master and returns the replies' text ("" for
+// nil or an unreachable master).
+func (mc masterClient) do(t *testing.T, args ...string) []string {
+	t.Helper()
+	out := make([]string, len(mc))
+	for i, c := range mc {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		r, err := c.Exec(ctx, args...)
+		cancel()
+		if err == nil {
+			out[i] = r.Text()
+		}
+	}
+	return out
+}
+
+// waitFile waits until path exists with content and returns it.
+func waitFile(t *testing.T, path string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+			return string(b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within %v", path, d)
+	return ""
+}
+
+// TestLockRunsCommand: the command gets the key, token and fencing token,
+// the lock is held on every master while it runs and released after, and
+// its exit status is redlock lock's.
+func TestLockRunsCommand(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	dir := t.TempDir()
+	env, stop := filepath.Join(dir, "env"), filepath.Join(dir, "stop")
+	script := fmt.Sprintf(`echo "$REDLOCK_KEY $REDLOCK_TOKEN $REDLOCK_FENCING_TOKEN" > %s; while [ ! -e %s ]; do sleep 0.01; done; exit 7`, env, stop)
+	res := make(chan int, 1)
+	go func() {
+		code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
+		if code != 7 {
+			t.Errorf("exit code %d, want the command's 7; stderr:\n%s", code, stderr)
+		}
+		res <- code
+	}()
+	f := strings.Fields(waitFile(t, env, 10*time.Second))
+	if len(f) != 3 || f[0] != "job:1" || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(f[1]) {
+		t.Fatalf("command environment: %q", f)
+	}
+	if n, err := strconv.ParseInt(f[2], 10, 64); err != nil || n <= 0 {
+		t.Fatalf("REDLOCK_FENCING_TOKEN = %q", f[2])
+	}
+	for i, v := range mc.do(t, "GET", "job:1") {
+		if v != f[1] {
+			t.Fatalf("master %d holds %q, want the command's token %q", i, v, f[1])
+		}
+	}
+	// Held for longer than its TTL: the watchdog extends it.
+	time.Sleep(2500 * time.Millisecond)
+	for i, v := range mc.do(t, "GET", "job:1") {
+		if v != f[1] {
+			t.Fatalf("after 1.25 TTLs master %d holds %q, want %q (not extended?)", i, v, f[1])
+		}
+	}
+	// A second runner cannot take it: at once without --wait, after --wait with it.
+	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "job:1 is held") {
+		t.Fatalf("second runner: exit %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+	}
+	start := time.Now()
+	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "300ms", "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "not acquired within --wait 300ms") {
+		t.Fatalf("second runner with --wait: exit %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("--wait 300ms returned after %v", d)
+	}
+	// A waiting runner gets it when the first one's command exits.
+	waited := make(chan int, 1)
+	go func() {
+		code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "10s", "job:1", "--", "true")
+		waited <- code
+	}()
+	time.Sleep(100 * time.Millisecond)
+	os.WriteFile(stop, nil, 0o600)
+	<-res
+	if code := <-waited; code != 0 {
+		t.Fatalf("waiting runner: exit %d, want 0", code)
+	}
+	for i, v := range mc.do(t, "EXISTS", "job:1") {
+		if v != "0" {
+			t.Fatalf("master %d still has the key after both runners exited (EXISTS %s)", i, v)
+		}
+	}
+	// Status 0 and a command that cannot be found.
+	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != 0 {
+		t.Fatalf("true: exit %d; stderr:\n%s", code, stderr)
+	}
+	if code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "/nonexistent/cmd"); code != 127 {
+		t.Fatalf("missing command: exit %d, want 127", code)
+	}
+	if v := mc.do(t, "EXISTS", "job:1"); v[0] != "0" {
+		t.Fatalf("the lock outlived a command that could not start: %v", v)
+	}
+}
+
+// TestLockUsage: bad invocations exit 2 and say why.
+func TestLockUsage(t *testing.T) {
+	set := mastertest.Start(t, 1)
+	m := set.Addrs()[0]
+	t.Setenv(envMasters, "")
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--masters", m, "k"}, "want KEY -- COMMAND"},
+		{[]string{"--masters", m, "k", "--"}, "want KEY -- COMMAND"},
+		{[]string{"--masters", m, "--", "true"}, "want 1 argument(s)"},
+		{[]string{"--masters", m, "a", "b", "--", "true"}, "unexpected arguments"},
+		{[]string{"k", "--", "true"}, "--masters (or $REDLOCK_MASTERS) is required"},
+		{[]string{"--masters", m, "--proxy", m, "k", "--", "true"}, "exclusive"},
+		{[]string{"--masters", m, "--ttl", "0", "k", "--", "true"}, "--ttl must be a positive duration"},
+		{[]string{"--masters", m, "--master-tls-cert", "x.pem", "k", "--", "true"}, "--master-tls-cert and --master-tls-key go together"},
+		{[]string{"--masters", m, "--master-user", "u", "k", "--", "true"}, "--master-user needs a password"},
+	} {
+		code, stderr := runLock(tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+	// $REDLOCK_MASTERS stands in for --masters.
+	t.Setenv(envMasters, m)
+	if code, stderr := runLock("k", "--", "true"); code != 0 {
+		t.Fatalf("with $REDLOCK_MASTERS: exit %d; stderr:\n%s", code, stderr)
+	}
+}
+
+// TestLockNoOverlap: runners contending for one key never run their
+// commands at the same time (mkdir is the mutual-exclusion detector), and
+// the fencing tokens they see, in the order they ran, strictly increase.
+func TestLockNoOverlap(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "tokens")
+	script := fmt.Sprintf(`mkdir %[1]s/held || exit 99; echo "$REDLOCK_FENCING_TOKEN" >> %[2]s; sleep 0.02; rmdir %[1]s/held`, dir, log)
+	const runners, runs = 4, 5
+	var wg sync.WaitGroup
+	for range runners {
+		wg.Go(func() {
+			for range runs {
+				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "30s", "--ttl", "2s", "shared", "--", "sh", "-c", script)
+				if code != 0 {
+					t.Errorf("exit %d (99: overlap); stderr:\n%s", code, stderr)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	checkIncreasing(t, log, runners*runs)
+}
+
+// checkIncreasing checks that path holds want numbers, strictly increasing.
+func checkIncreasing(t *testing.T, path string, want int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	if len(lines) != want {
+		t.Fatalf("%d runs recorded a token, want %d: %q", len(lines), want, lines)
+	}
+	prev := int64(0)
+	for i, l := range lines {
+		n, err := strconv.ParseInt(l, 10, 64)
+		if err != nil || n <= prev {
+			t.Fatalf("fencing token %d is %q after %d: not strictly increasing (%q)", i, l, prev, lines)
+		}
+		prev = n
+	}
+}
+
+// TestLockLost: when the lock is lost while the command runs (here its key
+// is deleted on every master, so the next extension is refused), the
+// command gets SIGTERM — SIGKILL after --grace if it ignores it — and
+// redlock lock exits with exitLost.
+func TestLockLost(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	for _, tt := range []struct {
+		name, trap string
+		wantTerm   bool
+	}{
+		{"terminates", `trap "echo term > %[2]s; exit 0" TERM`, true},
+		{"killed after grace", `trap "" TERM`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ready, term := filepath.Join(dir, "ready"), filepath.Join(dir, "term")
+			script := fmt.Sprintf(tt.trap+`; echo $$ > %[1]s; while :; do sleep 0.01; done`, ready, term)
+			res := make(chan [2]any, 1)
+			go func() {
+				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms", "lost:"+tt.name, "--", "sh", "-c", script)
+				res <- [2]any{code, stderr}
+			}()
+			pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
+			mc.do(t, "DEL", "lost:"+tt.name)
+			start := time.Now()
+			var r [2]any
+			select {
+			case r = <-res:
+			case <-time.After(5 * time.Second):
+				t.Fatal("redlock lock did not end within 5s of the loss")
+			}
+			code, stderr := r[0].(int), r[1].(string)
+			if code != exitLost || !strings.Contains(stderr, "lock lost") || !strings.Contains(stderr, "lost while the command ran") {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitLost, stderr)
+			}
+			// Extensions every 200ms: the loss is seen within one; then the grace.
+			if d := time.Since(start); d > 1500*time.Millisecond {
+				t.Fatalf("ended %v after the loss", d)
+			}
+			if tt.wantTerm {
+				if b, _ := os.ReadFile(term); string(b) != "term\n" {
+					t.Fatalf("the command's TERM trap did not run (%q)", b)
+				}
+			} else if !strings.Contains(stderr, "SIGKILL") {
+				t.Fatalf("no SIGKILL after --grace; stderr:\n%s", stderr)
+			}
+			if err := syscall.Kill(pid, 0); err == nil {
+				t.Fatalf("the command (pid %d) is still running", pid)
+			}
+		})
+	}
+}
+
+// TestLockForwardsSignals: signals sent to redlock lock reach the command;
+// the command's status is redlock lock's, and the lock is released.
+func TestLockForwardsSignals(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+	script := fmt.Sprintf(`trap "echo usr1 >> %[2]s" USR1; trap "echo hup >> %[2]s" HUP; trap "echo term >> %[2]s; exit 3" TERM; echo ready > %[1]s; while :; do sleep 0.01; done`, ready, got)
+	cmd := exec.Command(os.Args[0], "lock", "--masters", strings.Join(set.Addrs(), ","), "sig", "--", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "REDLOCK_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFile(t, ready, 10*time.Second)
+	for _, s := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGHUP} {
+		if err := cmd.Process.Signal(s); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the trap runs between sleeps
+	}
+	if b, _ := os.ReadFile(got); string(b) != "usr1\nhup\n" {
+		t.Fatalf("the command saw %q, want usr1 then hup", b)
+	}
+	if v := mc.do(t, "EXISTS", "sig"); v[0] != "1" {
+		t.Fatalf("lock not held after forwarded signals: %v", v)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("exit %v, want the command's 3; stderr:\n%s", err, stderr.String())
+	}
+	if b, _ := os.ReadFile(got); !strings.HasSuffix(string(b), "term\n") {
+		t.Fatalf("the command did not get SIGTERM: %q", b)
+	}
+	for i, v := range mc.do(t, "EXISTS", "sig") {
+		if v != "0" {
+			t.Fatalf("master %d kept the lock after redlock lock exited", i)
+		}
+	}
+}
+
+// TestLockFencingAcrossRestarts: the fencing tokens successive commands see
+// strictly increase while masters are restarted empty between the runs —
+// two at a time (restart quarantine keeps them from voting at once), and
+// once all five.
+func TestLockFencingAcrossRestarts(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	log := filepath.Join(t.TempDir(), "tokens")
+	args := []string{"--masters", strings.Join(set.Addrs(), ","), "--quarantine-for", "1s", "--wait", "10s", "fenced", "--",
+		"sh", "-c", `echo "$REDLOCK_FENCING_TOKEN" >> ` + log}
+	ms := set.Masters()
+	runs := 0
+	lock := func() {
+		t.Helper()
+		if code, stderr := runLock(args...); code != 0 {
+			t.Fatalf("run %d: exit %d; stderr:\n%s", runs, code, stderr)
+		}
+		runs++
+	}
+	lock()
+	for i := range 5 {
+		for _, m := range []*localmaster.Master{ms[i], ms[(i+1)%5]} {
+			if err := m.Restart(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lock()
+	}
+	for _, m := range ms {
+		if err := m.Restart(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2100 * time.Millisecond) // quarantine (uptime has 1s steps)
+	lock()
+	lock()
+	checkIncreasing(t, log, runs)
+}
+
+// TestLockThroughProxy: --proxy takes the lock with REDLOCK.LOCK (a fencing
+// token), extends and releases it through the proxy, and signals a loss.
+func TestLockThroughProxy(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	srv, err := proxy.New(proxy.Config{Engine: engine.Config{Addrs: set.Addrs()}, RequirePass: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	t.Setenv(envProxyPassword, "s3cret")
+	dir := t.TempDir()
+	env := filepath.Join(dir, "env")
+	code, stderr := runLock("--proxy", addr, "--ttl", "900ms", "p:1", "--", "sh", "-c",
+		`sleep 1.5; echo "$REDLOCK_TOKEN $REDLOCK_FENCING_TOKEN" > `+env+`; exit 5`)
+	if code != 5 {
+		t.Fatalf("exit %d, want 5; stderr:\n%s", code, stderr)
+	}
+	f := strings.Fields(waitFile(t, env, time.Second))
+	if n, err := strconv.ParseInt(f[1], 10, 64); err != nil || n <= 0 || len(f[0]) != 40 {
+		t.Fatalf("command environment %q", f)
+	}
+	if v := mc.do(t, "EXISTS", "p:1"); strings.Join(v, "") != "000" {
+		t.Fatalf("not released: %v", v)
+	}
+	// Held by another: refused at once, and after --wait.
+	other, err := conn.Dial(t.Context(), addr, conn.Config{Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if r, err := other.Exec(t.Context(), "SET", "p:2", "other", "NX", "PX", "1000"); err != nil || !r.IsOK() {
+		t.Fatalf("SET through the proxy: %v %v", r, err)
+	}
+	if code, stderr := runLock("--proxy", addr, "p:2", "--", "true"); code != exitNotAcquired {
+		t.Fatalf("held key: exit %d; stderr:\n%s", code, stderr)
+	}
+	start := time.Now()
+	if code, stderr := runLock("--proxy", addr, "--wait", "5s", "p:2", "--", "true"); code != 0 || time.Since(start) < 500*time.Millisecond {
+		t.Fatalf("waiting for an expiring key: exit %d after %v; stderr:\n%s", code, time.Since(start), stderr)
+	}
+	// Loss: the key disappears from the masters.
+	ready := filepath.Join(dir, "ready")
+	res := make(chan int, 1)
+	go func() {
+		code, _ := runLock("--proxy", addr, "--ttl", "600ms", "--grace", "200ms", "p:3", "--", "sh", "-c", `echo x > `+ready+`; while :; do sleep 0.01; done`)
+		res <- code
+	}()
+	waitFile(t, ready, 10*time.Second)
+	mc.do(t, "DEL", "p:3")
+	select {
+	case code := <-res:
+		if code != exitLost {
+			t.Fatalf("loss through the proxy: exit %d, want %d", code, exitLost)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("loss through the proxy not signalled within 5s")
+	}
+	// A wrong password is a usage error naming the proxy's answer.
+	t.Setenv(envProxyPassword, "wrong")
+	if code, stderr := runLock("--proxy", addr, "p:4", "--", "true"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
+		t.Fatalf("wrong proxy password: exit %d; stderr:\n%s", code, stderr)
+	}
+}

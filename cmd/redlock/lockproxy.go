@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// proxyTimeout bounds one command sent to the proxy (it answers within its
+// per-master timeouts; this covers the network to the proxy).
+const proxyTimeout = 5 * time.Second
+
+// proxyLock is a lock held through a redlock proxy: REDLOCK.LOCK takes it
+// with a fencing token, the engine's compare-and-pexpire script (which the
+// proxy runs as a quorum extension) keeps it, the compare-and-delete
+// releases it. The proxy does the quorum and validity accounting per
+// command; proxyLock keeps its own validity from the time it sent each
+// successful command, so a proxy that stops answering costs at most the
+// remaining validity before the loss is signalled.
+type proxyLock struct {
+	c              *conn.Conn
+	key, token     string
+	fence          int64
+	ttl, maxHold   time.Duration
+	acquired       time.Time
+	log            *slog.Logger
+	done, stop     chan struct{}
+	wg             sync.WaitGroup
+	mu             sync.Mutex
+	until          time.Time // validity end, as of the last granted command
+	err            error     // why the lock ended (set once, before done closes)
+	stopOnce, once sync.Once
+}
+
+// proxyAcquire connects to the proxy and takes the lock, waiting up to
+// o.wait while it is held.
+func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, func(), error) {
+	if err := checkAddrs("proxy", []string{o.proxyAddr}); err != nil {
+		return nil, nil, err
+	}
+	cfg := conn.Config{Password: firstNonEmpty(o.proxyPwd, os.Getenv(envProxyPassword))}
+	if o.proxyTLSCA != "" {
+		tc, err := clientTLS("proxy-tls-ca", o.proxyTLSCA, "", "")
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.TLS = tc
+	}
+	dctx, cancel := context.WithTimeout(ctx, proxyTimeout)
+	c, err := conn.Dial(dctx, o.proxyAddr, cfg)
+	cancel()
+	if err != nil {
+		if errors.Is(err, conn.ErrAuth) {
+			return nil, nil, usageError{fmt.Errorf("--proxy %s: %w", o.proxyAddr, err)}
+		}
+		return nil, nil, exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
+	}
+	var raw [engine.TokenLen / 2]byte
+	crand.Read(raw[:])
+	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
+		log: log, done: make(chan struct{}), stop: make(chan struct{})}
+	if err := l.acquire(ctx, o); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	l.wg.Go(l.keep)
+	return l, func() { l.halt(); c.Close() }, nil
+}
+
+// acquire sends REDLOCK.LOCK until it is granted or the wait is over.
+func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
+	deadline := time.Now().Add(o.wait)
+	ms := strconv.FormatInt(max(l.ttl.Milliseconds(), 1), 10)
+	for {
+		sent := time.Now()
+		rep, err := l.exec(ctx, "REDLOCK.LOCK", l.key, l.token, ms)
+		switch {
+		case err == nil && !rep.IsNull():
+			n, ok := intReply(rep)
+			if !ok {
+				return fmt.Errorf("proxy answered REDLOCK.LOCK with %s, not a fencing token", rep.String())
+			}
+			l.fence, l.acquired, l.until = n, sent, l.validUntil(sent, l.ttl)
+			return nil
+		case ctx.Err() != nil:
+			return exitError{130, "interrupted while waiting for the lock"}
+		case err != nil && !time.Now().Before(deadline):
+			return exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
+		case err == nil && !time.Now().Before(deadline):
+			return acquireExit(ctx, engine.ErrNotAcquired, o)
+		}
+		// Held (or the proxy could not tell): wait until the quorum's TTL
+		// says the key may be free, within the wait.
+		pause := 100 * time.Millisecond
+		if err == nil {
+			if p, perr := l.exec(ctx, "PTTL", l.key); perr == nil {
+				if n, ok := intReply(p); ok && n > 0 {
+					pause = time.Duration(n)*time.Millisecond + time.Millisecond
+				}
+			}
+		}
+		pause = min(pause, time.Second) + time.Duration(mrand.Int64N(int64(pause/10)+1))
+		pause = min(pause, time.Until(deadline))
+		select {
+		case <-ctx.Done():
+			return exitError{130, "interrupted while waiting for the lock"}
+		case <-time.After(max(pause, 0)):
+		}
+	}
+}
+
+// validUntil is the validity end of a grant of ttl asked at sent: TTL minus
+// the engine's clock drift allowance.
+func (l *proxyLock) validUntil(sent time.Time, ttl time.Duration) time.Time {
+	drift := time.Duration(float64(ttl)*engine.DefaultDriftFactor) + engine.DefaultDriftMin
+	return sent.Add(ttl - drift)
+}
+
+// keep extends the lock every third of its TTL until it is released, lost,
+// or held for maxHold.
+func (l *proxyLock) keep() {
+	t := time.NewTimer(l.ttl / 3)
+	defer t.Stop()
+	for {
+		l.mu.Lock()
+		until := l.until
+		l.mu.Unlock()
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-time.After(time.Until(until) - time.Millisecond):
+			l.end(fmt.Errorf("%w: validity ran out (the proxy did not grant an extension in time)", engine.ErrLockLost))
+			return
+		}
+		ttl := l.ttl
+		if l.maxHold > 0 {
+			ttl = min(ttl, time.Until(l.acquired.Add(l.maxHold)))
+			if ttl < time.Millisecond {
+				// No more extensions: the lock ends with its validity.
+				select {
+				case <-l.stop:
+				case <-time.After(time.Until(until) - time.Millisecond):
+					l.end(fmt.Errorf("%w: %w", engine.ErrLockLost, engine.ErrMaxHold))
+				}
+				return
+			}
+		}
+		sent := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), until)
+		rep, err := l.exec(ctx, "EVAL", engine.ExtendScript.Source(), "1", l.key, l.token, strconv.FormatInt(ttl.Milliseconds(), 10))
+		cancel()
+		switch n, _ := intReply(rep); {
+		case err == nil && n == 1:
+			l.mu.Lock()
+			l.until = l.validUntil(sent, ttl)
+			l.mu.Unlock()
+			t.Reset(l.ttl / 3)
+		case err == nil:
+			l.end(fmt.Errorf("%w: the proxy refused the extension (a quorum of masters no longer holds the token)", engine.ErrLockLost))
+			return
+		default: // the proxy could not tell: try again soon, within the validity
+			l.log.Warn("extension failed; retrying", "key", l.key, "err", err)
+			t.Reset(min(100*time.Millisecond, l.ttl/10))
+		}
+	}
+}
+
+// exec sends one command to the proxy; an error reply is an error.
+func (l *proxyLock) exec(ctx context.Context, args ...string) (resp.Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, proxyTimeout)
+	defer cancel()
+	return l.c.Exec(ctx, args...)
+}
+
+// intReply returns an integer reply's value.
+func intReply(r resp.Reply) (int64, bool) { return r.Int, r.Type == resp.TypeInteger }
+
+func (l *proxyLock) end(err error) {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.err = err
+		l.mu.Unlock()
+		close(l.done)
+	})
+}
+
+// halt stops the keeper and waits for it.
+func (l *proxyLock) halt() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
+func (l *proxyLock) Token() string         { return l.token }
+func (l *proxyLock) FencingToken() int64   { return l.fence }
+func (l *proxyLock) Done() <-chan struct{} { return l.done }
+
+func (l *proxyLock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Unlock stops extending and releases the lock through the proxy.
+func (l *proxyLock) Unlock(ctx context.Context) error {
+	l.halt()
+	rep, err := l.exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", l.key, l.token)
+	l.end(engine.ErrUnlocked)
+	if err != nil {
+		return err
+	}
+	if n, _ := intReply(rep); n != 1 {
+		return fmt.Errorf("%w: a quorum of masters no longer held the token", engine.ErrLockLost)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+// Environment variables read by every command that connects to masters, so
+// that addresses and secrets need not appear in the process list or in
+// shell history. A flag given on the command line wins over its variable.
+const (
+	envMasters        = "REDLOCK_MASTERS"         // --masters
+	envMasterUser     = "REDLOCK_USER"            // --master-user
+	envPassword       = "REDLOCK_PASSWORD"        // --master-password
+	envMasterPassword = "REDLOCK_MASTER_PASSWORD" // older name of REDLOCK_PASSWORD, still read
+)
+
+// masterFlags are the flags that say how to reach the masters: where, as
+// whom, and over what (TLS). bench, proxy, lock and inspect share them.
+type masterFlags struct {
+	addrs                  string
+	user                   string
+	password, passwordFile string
+	tls                    bool
+	tlsCA, tlsCert, tlsKey string
+	tlsServerName          string
+}
+
+// register defines the flags on fs; usage is --masters' help text.
+func (m *masterFlags) register(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&m.addrs, "masters", "", usage+" (or $"+envMasters+")")
+	fs.StringVar(&m.user, "master-user", "", "ACL username sent to the masters with AUTH (or $"+envMasterUser+")")
+	fs.StringVar(&m.password, "master-password", "", "password sent to the masters with AUTH (or $"+envPassword+", or --master-password-file)")
+	fs.StringVar(&m.passwordFile, "master-password-file", "", "read the masters' password from this `file` (trailing newline dropped)")
+	fs.BoolVar(&m.tls, "master-tls", false, "connect to the masters over TLS (implied by the --master-tls-* flags)")
+	fs.StringVar(&m.tlsCA, "master-tls-ca", "", "PEM `file` of the CA certificates that sign the masters' certificates (default: the system roots)")
+	fs.StringVar(&m.tlsCert, "master-tls-cert", "", "PEM `file` of the client certificate presented to the masters (with --master-tls-key)")
+	fs.StringVar(&m.tlsKey, "master-tls-key", "", "PEM `file` of the client certificate's private key")
+	fs.StringVar(&m.tlsServerName, "master-tls-server-name", "", "name the masters' certificates must carry (default: each master's host)")
+}
+
+// list returns the master addresses from --masters or $REDLOCK_MASTERS,
+// nil when neither is set.
+func (m *masterFlags) list() []string {
+	if m.addrs == "" {
+		return splitList(os.Getenv(envMasters))
+	}
+	return splitList(m.addrs)
+}
+
+// apply fills cfg's AUTH and TLS settings from the flags, the files they
+// name and the environment. Its errors are usageErrors; they name flags
+// and files, never a secret.
+func (m *masterFlags) apply(cfg *conn.Config) error {
+	cfg.Username = firstNonEmpty(m.user, os.Getenv(envMasterUser))
+	switch {
+	case m.password != "" && m.passwordFile != "":
+		return usageError{errors.New("--master-password and --master-password-file are exclusive")}
+	case m.passwordFile != "":
+		pw, err := readSecret(m.passwordFile)
+		if err != nil {
+			return usageError{fmt.Errorf("--master-password-file: %w", err)}
+		}
+		cfg.Password = pw
+	default:
+		cfg.Password = firstNonEmpty(m.password, os.Getenv(envPassword), os.Getenv(envMasterPassword))
+	}
+	if cfg.Username != "" && cfg.Password == "" {
+		return usageError{errors.New("--master-user needs a password (--master-password, --master-password-file or $" + envPassword + ")")}
+	}
+	if !m.tls && m.tlsCA == "" && m.tlsCert == "" && m.tlsKey == "" && m.tlsServerName == "" {
+		return nil
+	}
+	tc, err := clientTLS("master-tls-ca", m.tlsCA, m.tlsCert, m.tlsKey)
+	if err != nil {
+		return err
+	}
+	tc.ServerName = m.tlsServerName
+	cfg.TLS = tc
+	return nil
+}
+
+// clientTLS builds the TLS client config for the masters: roots from caFile
+// (system roots when empty), and a client certificate when given.
+func clientTLS(caFlag, caFile, certFile, keyFile string) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := loadCAs(caFlag, caFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, usageError{errors.New("--master-tls-cert and --master-tls-key go together")}
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--master-tls-cert/--master-tls-key: %w", err)}
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// readSecret reads a password file: the first line, without its newline.
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s, _, _ := strings.Cut(string(b), "\n")
+	s = strings.TrimSuffix(s, "\r")
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// loadCAs reads the PEM CA certificates of flag name from file.
+func loadCAs(name, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--%s: %w", name, err)}
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, usageError{fmt.Errorf("--%s: %s holds no PEM certificate", name, file)}
+	}
+	return pool, nil
+}
