@@ -99,6 +99,10 @@ type Config struct {
 	ReadBufferSize int
 	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnWrite, if set, is called on the Conn's writer goroutine after each
+	// write with the number of commands it carried (auto-pipelining's
+	// batch size). It must be fast and not block.
+	OnWrite func(commands int)
 	// OnState, if set, is called on the Conn's goroutine each time it
 	// comes up or goes down: once per change, not once per failed
 	// reconnect attempt. It must not block.
@@ -191,6 +195,7 @@ type Conn struct {
 	nc           net.Conn
 	q            queue
 	wbuf         []byte
+	wcmds        int // commands in wbuf
 	spare        []byte    // the other write buffer, while not being written
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
@@ -384,6 +389,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 	c.pushQueueLocked(req)
 	wasEmpty := len(c.wbuf) == 0
 	c.wbuf = append(c.wbuf, req.Cmd...)
+	c.wcmds++
 	return wasEmpty
 }
 
@@ -581,7 +587,7 @@ func (c *Conn) failAll(err error) {
 		}
 		c.q.pop()
 	}
-	c.wbuf = c.wbuf[:0]
+	c.wbuf, c.wcmds = c.wbuf[:0], 0
 	c.firstLive = c.q.seq
 	c.nextDeadline = time.Time{}
 	c.mu.Unlock()
@@ -616,8 +622,8 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 			}
 			continue
 		}
-		buf := c.wbuf
-		c.wbuf, c.spare = c.spare[:0], nil
+		buf, n := c.wbuf, c.wcmds
+		c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0
 		c.mu.Unlock()
 		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
 		if err == nil {
@@ -632,6 +638,9 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 			return err
 		}
 		c.writes.Add(1)
+		if c.cfg.OnWrite != nil {
+			c.cfg.OnWrite(n)
+		}
 	}
 }
 

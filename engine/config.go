@@ -96,6 +96,12 @@ type Config struct {
 	// counter ([Config.FenceKey]) is not prefixed: one counter per master
 	// serves every tenant, and its tokens still increase per key.
 	KeyPrefix string
+	// Observer, if set, receives the engine's measurements (acquisitions
+	// by result, latencies, per-master round trips and errors, quorum
+	// margins, extensions, losses, commands per write): the metrics
+	// package exports them to Prometheus. Its methods run on hot paths
+	// and must not block (see [Observer]). Nil: nothing is measured.
+	Observer Observer
 	// Logger receives master state changes (down, up, restarted) and quorum
 	// lost / regained; nil discards them (the library is quiet by default).
 	Logger *slog.Logger

@@ -22,6 +22,7 @@ const TokenLen = 40
 // by any number of goroutines. Create it with [New]; Close it when done.
 type Engine struct {
 	cfg    Config
+	obs    Observer // cfg.Observer; nil when none
 	addrs  []string
 	conns  [][]*conn.Conn // [master][connection]
 	fan    [][]master     // what fan-outs send on: conns, or a test's fake
@@ -84,8 +85,18 @@ func New(cfg Config) (*Engine, error) {
 	e.quar = make([]atomic.Int64, e.n)
 	e.conns = make([][]*conn.Conn, e.n)
 	e.fan = make([][]master, e.n)
+	e.obs = cfg.Observer
 	for i, a := range cfg.Addrs {
 		cc := cfg.Conn
+		if obs := cfg.Observer; obs != nil {
+			user := cc.OnWrite
+			cc.OnWrite = func(n int) {
+				obs.WriteBatch(i, n)
+				if user != nil {
+					user(n)
+				}
+			}
+		}
 		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), e.release, ExtendScript, FenceAcquireScript, FenceRaiseScript)
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
@@ -318,6 +329,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		mt = e.cfg.masterTimeout(ttl)
 	}
 	t1 := time.Now()
+	o.t1 = t1
 	o.fanout(t1.Add(mt), script)
 	return attempt{l: l, o: o, t1: t1, mt: mt, ttl: ttl, co: co}, nil
 }
@@ -328,6 +340,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 	l, o, t1, mt, ttl, co, key := a.l, a.o, a.t1, a.mt, a.ttl, a.co, a.l.key
 	if err := o.wait(ctx); err != nil {
 		e.cancelled.Add(1)
+		e.observeAcquire(err, o, t1, ttl)
 		e.cleanup(o, key, l.token, l.cix)
 		o.unref()
 		return nil, err
@@ -337,6 +350,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 		l.fence, extra = e.fence(ctx, o.fence.Load(), l, mt)
 		if extra != nil && ctx.Err() != nil {
 			e.cancelled.Add(1)
+			e.observeAcquire(ctx.Err(), o, t1, ttl)
 			e.cleanup(o, key, l.token, l.cix)
 			o.unref()
 			return nil, ctx.Err()
@@ -345,6 +359,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 	if extra == nil {
 		var ok bool
 		if ok, extra = e.verdict(o, t1, ttl); ok {
+			e.observeAcquire(nil, o, t1, ttl)
 			o.unref()
 			l.until.Store(e.untilAfter(t1, ttl))
 			l.granted.Store(int64(t1.Sub(e.epoch)))
@@ -364,6 +379,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 		// a token that later holders are sure to exceed.
 		e.cleanup(o, key, l.token, l.cix)
 		e.unavailable.Add(1)
+		e.observeAcquire(extra, o, t1, ttl)
 		o.unref()
 		return nil, extra
 	}
@@ -376,8 +392,22 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 	} else {
 		e.failed.Add(1)
 	}
+	e.observeAcquire(qerr, o, t1, ttl)
 	o.unref()
 	return nil, qerr
+}
+
+// observeAcquire reports an ended acquisition attempt to the Observer.
+func (e *Engine) observeAcquire(err error, o *op, t1 time.Time, ttl time.Duration) {
+	if e.obs == nil {
+		return
+	}
+	now := time.Now()
+	ev := AcquireEvent{Result: acquireResult(err), Latency: now.Sub(t1), Margin: o.granted() - e.q, TTL: ttl}
+	if err == nil {
+		ev.ValidityLeft = ttl - now.Sub(t1) - e.cfg.drift(ttl)
+	}
+	e.obs.Acquire(ev)
 }
 
 // verdict decides an acquire or extend o that started at t1 for ttl: ok

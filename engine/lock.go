@@ -174,6 +174,9 @@ func (l *Lock) end(err error) {
 	hooks := l.life.hooks
 	l.life.hooks = nil
 	l.life.mu.Unlock()
+	if obs := l.e.obs; obs != nil && err != ErrUnlocked && err != ErrClosed {
+		obs.Lost(err)
+	}
 	for _, cancel := range hooks {
 		cancel(err)
 	}
@@ -257,9 +260,15 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if o.granted() >= e.q {
 		l.released = true
 		e.released.Add(1)
+		if e.obs != nil {
+			e.obs.Release(true)
+		}
 		return nil
 	}
 	e.lost.Add(1)
+	if e.obs != nil {
+		e.obs.Release(false)
+	}
 	return o.quorumError(ErrLockLost, nil)
 }
 
@@ -351,6 +360,9 @@ func (l *Lock) extendDone(o *op) error {
 		l.granted.Store(int64(o.t1.Sub(e.epoch)))
 		l.extensions.Add(1)
 		e.extended.Add(1)
+		if e.obs != nil {
+			e.obs.Extend(true, o.notify != nil)
+		}
 		if l.watched.Load() {
 			e.keep.reschedule(l)
 		}
@@ -359,6 +371,9 @@ func (l *Lock) extendDone(o *op) error {
 	l.lowerUntil(newUntil)
 	err := o.quorumError(ErrLockLost, extra)
 	e.extendFailed.Add(1)
+	if e.obs != nil {
+		e.obs.Extend(false, o.notify != nil)
+	}
 	l.end(err)
 	return err
 }

@@ -34,13 +34,16 @@ type MasterStatus struct {
 	Up    bool
 	Info  conn.ServerInfo // identity of the server, when Up
 	Err   error           // why it is down, when not Up (the dial error)
+	// Quarantined: restarted less than the quarantine period ago, its
+	// grants do not count yet (docs/safety.md).
+	Quarantined bool
 }
 
 // Status returns every master's state now.
 func (e *Engine) Status() []MasterStatus {
 	out := make([]MasterStatus, e.n)
 	for i, cs := range e.conns {
-		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info()}
+		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info(), Quarantined: e.quarantined(i)}
 		if !out[i].Up {
 			out[i].Err = cs[0].DownErr()
 		}

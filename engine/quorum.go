@@ -64,7 +64,8 @@ type op struct {
 
 	cmd []byte // encoded command (only touched by the op's owner)
 
-	// An extension's lock, start and TTL (set by its sender).
+	// An extension's lock, start and TTL (set by its sender). t1 is also
+	// an acquisition's start, and a release's when an Observer measures.
 	lock *Lock
 	t1   time.Time
 	ttl  time.Duration
@@ -92,7 +93,7 @@ func (o *op) unref() {
 	o.yes.Store(0)
 	o.fence.Store(0)
 	o.retry = false
-	o.lock, o.notify = nil, nil
+	o.lock, o.notify, o.t1 = nil, nil, time.Time{}
 	clear(o.results)
 	clear(o.preset)
 	select { // drain signals nobody waited for
@@ -117,6 +118,13 @@ func (o *op) Complete(tag uint64, r resp.Reply, err error) {
 	}
 	if ok && (o.kind == opAcquire || o.kind == opFenced || o.kind == opExtend) && o.e.quarantined(int(tag)) {
 		ok, cause = false, ErrQuarantined
+	}
+	if obs := o.e.obs; obs != nil {
+		rerr := err
+		if rerr == nil && r.IsError() {
+			rerr = r.Err()
+		}
+		obs.MasterReply(int(tag), time.Since(o.t1), rerr)
 	}
 	o.record(int(tag), ok, cause)
 	o.unref()
@@ -193,6 +201,9 @@ func (o *op) record(i int, ok bool, cause error) {
 // fanout sends o.cmd to every master, one enqueue each.
 func (o *op) fanout(deadline time.Time, script *conn.Script) {
 	e := o.e
+	if e.obs != nil && o.t1.IsZero() {
+		o.t1 = time.Now() // for the round trips (a release)
+	}
 	for j := 0; j < e.n; j++ {
 		i := o.first + j
 		if i >= e.n {
@@ -209,6 +220,9 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 		}
 		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true}
 		if err := e.pick(i, o.cix).Do(req); err != nil {
+			if e.obs != nil {
+				e.obs.MasterReply(i, 0, err) // refused at once (down, overloaded)
+			}
 			o.record(i, false, err)
 			o.unref()
 		}

@@ -28,6 +28,16 @@ import (
 // [Config.ReleaseChannel] a release anywhere wakes the waiter at once.
 // While too few masters answer, tries are spaced by the retry delay.
 func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
+	if e.obs == nil {
+		return e.lock(ctx, key, ttl, opts)
+	}
+	start := time.Now()
+	l, err := e.lock(ctx, key, ttl, opts)
+	e.obs.Wait(time.Since(start), err == nil)
+	return l, err
+}
+
+func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts []Option) (*Lock, error) {
 	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
 	if len(opts) > 0 {
 		co = applyOptsTo(co, opts)
