@@ -1,0 +1,281 @@
+// Package metrics exports an engine's measurements as Prometheus series.
+//
+// The engine imports no metrics library: it reports through the small
+// [engine.Observer] interface. [New] returns an Observer that records into
+// Prometheus collectors; pass it as engine.Config.Observer, then call
+// [Metrics.Watch] with the engine for the masters' state gauges, and serve
+// the registry with [Handler] (`redlock proxy --metrics-addr` and `redlock
+// bench --metrics-addr` do this). The series are listed in
+// docs/operations.md, with what to alert on.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Namespace prefixes every series name.
+const Namespace = "redlock"
+
+// Metrics records one engine's events ([engine.Observer]). Its methods are
+// safe for concurrent use and allocate nothing.
+type Metrics struct {
+	acquisitions [5]prometheus.Counter // by engine.AcquireResult
+	acquireSecs  prometheus.Histogram
+	waitSecs     [2]prometheus.Observer // got it: false, true
+	margin       prometheus.Histogram
+	validity     prometheus.Histogram
+	extensions   [2][2]prometheus.Counter // [auto][ok]
+	releases     [2]prometheus.Counter    // [ok]
+	losses       prometheus.Counter
+	rttVec       *prometheus.HistogramVec
+	errVec       *prometheus.CounterVec
+	batchVec     *prometheus.HistogramVec
+	masters      [engine.MaxMasters]atomic.Pointer[masterSeries] // made at a master's first event
+
+	reg   prometheus.Registerer
+	state *stateCollector
+}
+
+// masterSeries are one master's series, resolved once.
+type masterSeries struct {
+	rtt, batch prometheus.Observer
+	errs       [len(errorKinds)]prometheus.Counter
+}
+
+// errorKinds label a master's failed replies.
+var errorKinds = [...]string{"timeout", "down", "error_reply", "other"}
+
+// New creates the collectors and registers them with reg. Per-master
+// series are labelled with the master's index in engine.Config.Addrs
+// (master="0"...; redlock_master_up also carries the address).
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{reg: reg, state: &stateCollector{}}
+	acq := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "acquisitions_total",
+		Help: "Acquisition attempts by result: acquired, taken (held by another), no_quorum (too few masters answered), timeout, cancelled."}, []string{"result"})
+	for r := range m.acquisitions {
+		m.acquisitions[r] = acq.WithLabelValues(engine.AcquireResult(r).String())
+	}
+	m.acquireSecs = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "acquire_duration_seconds",
+		Help: "Time from sending an acquisition to every master until its decision.", Buckets: latencyBuckets})
+	wait := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "wait_duration_seconds",
+		Help: "Time a Lock call waited, by whether it got the lock.", Buckets: waitBuckets}, []string{"acquired"})
+	m.waitSecs = [2]prometheus.Observer{wait.WithLabelValues("false"), wait.WithLabelValues("true")}
+	m.margin = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "quorum_margin",
+		Help:    "Grants minus quorum per acquisition attempt: how many more masters could have failed (negative: short of a quorum).",
+		Buckets: prometheus.LinearBuckets(-3, 1, 7)})
+	m.validity = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "validity_left_ratio",
+		Help: "Share of the TTL left as validity when a lock was granted (1 − (elapsed + drift)/TTL).", Buckets: []float64{0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999}})
+	ext := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "extensions_total",
+		Help: "Decided extensions, by who asked (watchdog or caller) and result (extended or failed)."}, []string{"by", "result"})
+	for a, by := range []string{"caller", "watchdog"} {
+		for ok, res := range []string{"failed", "extended"} {
+			m.extensions[a][ok] = ext.WithLabelValues(by, res)
+		}
+	}
+	rel := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "releases_total",
+		Help: "Decided Unlocks: released (by a quorum) or lost (a quorum no longer held the token)."}, []string{"result"})
+	m.releases = [2]prometheus.Counter{rel.WithLabelValues("lost"), rel.WithLabelValues("released")}
+	losses := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "locks_lost_total",
+		Help: "Locks that ended other than by Unlock: an extension failed, the validity ran out, or the hold limit was reached."})
+	m.losses = losses
+	rtt := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "master_rtt_seconds",
+		Help: "Round trip of one master's part of an operation, from the fan-out to its reply or failure.", Buckets: latencyBuckets}, []string{"master"})
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "master_errors_total",
+		Help: "A master's failed parts of operations, by kind: timeout, down (not connected), error_reply, other."}, []string{"master", "kind"})
+	batch := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "write_batch_commands",
+		Help: "Commands per write to a master (auto-pipelining's batch size).", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}, []string{"master"})
+	m.rttVec, m.errVec, m.batchVec = rtt, errs, batch
+	for _, c := range []prometheus.Collector{acq, m.acquireSecs, wait, m.margin, m.validity, ext, rel, losses, rtt, errs, batch} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+var (
+	latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	waitBuckets    = []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 60, 300}
+)
+
+var _ engine.Observer = (*Metrics)(nil)
+
+// Acquire implements [engine.Observer].
+func (m *Metrics) Acquire(ev engine.AcquireEvent) {
+	if int(ev.Result) < len(m.acquisitions) {
+		m.acquisitions[ev.Result].Inc()
+	}
+	m.acquireSecs.Observe(ev.Latency.Seconds())
+	m.margin.Observe(float64(ev.Margin))
+	if ev.Result == engine.Acquired && ev.TTL > 0 {
+		m.validity.Observe(float64(ev.ValidityLeft) / float64(ev.TTL))
+	}
+}
+
+// Wait implements [engine.Observer].
+func (m *Metrics) Wait(d time.Duration, acquired bool) {
+	m.waitSecs[b2i(acquired)].Observe(d.Seconds())
+}
+
+// Extend implements [engine.Observer].
+func (m *Metrics) Extend(ok, auto bool) { m.extensions[b2i(auto)][b2i(ok)].Inc() }
+
+// Release implements [engine.Observer].
+func (m *Metrics) Release(ok bool) { m.releases[b2i(ok)].Inc() }
+
+// Lost implements [engine.Observer].
+func (m *Metrics) Lost(error) { m.losses.Inc() }
+
+// master returns master i's series (nil for an index out of range).
+func (m *Metrics) master(i int) *masterSeries {
+	if i < 0 || i >= len(m.masters) {
+		return nil
+	}
+	if s := m.masters[i].Load(); s != nil {
+		return s
+	}
+	l := strconv.Itoa(i)
+	s := &masterSeries{rtt: m.rttVec.WithLabelValues(l), batch: m.batchVec.WithLabelValues(l)}
+	for k, kind := range errorKinds {
+		s.errs[k] = m.errVec.WithLabelValues(l, kind)
+	}
+	if m.masters[i].CompareAndSwap(nil, s) {
+		return s
+	}
+	return m.masters[i].Load()
+}
+
+// MasterReply implements [engine.Observer].
+func (m *Metrics) MasterReply(i int, rtt time.Duration, err error) {
+	s := m.master(i)
+	if s == nil {
+		return
+	}
+	s.rtt.Observe(rtt.Seconds())
+	if err == nil {
+		return
+	}
+	var re *resp.Error
+	k := 3
+	switch {
+	case errors.Is(err, conn.ErrTimeout), errors.Is(err, conn.ErrStalled):
+		k = 0
+	case errors.Is(err, conn.ErrDown), errors.Is(err, conn.ErrBroken), errors.Is(err, conn.ErrClosed):
+		k = 1
+	case errors.As(err, &re):
+		k = 2
+	}
+	s.errs[k].Inc()
+}
+
+// WriteBatch implements [engine.Observer].
+func (m *Metrics) WriteBatch(i, n int) {
+	if s := m.master(i); s != nil {
+		s.batch.Observe(float64(n))
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Watch makes the scrapes read the masters' state from e: connected and
+// quarantined per master, masters voting, and the quorum. A later call
+// replaces the engine (a benchmark runs one engine after another).
+func (m *Metrics) Watch(e *engine.Engine) error {
+	if m.state.e.Swap(e) != nil {
+		return nil
+	}
+	return m.reg.Register(m.state)
+}
+
+// stateCollector reads the masters' state from the engine at scrape time.
+type stateCollector struct{ e atomic.Pointer[engine.Engine] }
+
+var (
+	upDesc = prometheus.NewDesc(Namespace+"_master_up",
+		"1 when the engine is connected to the master.", []string{"master", "addr"}, nil)
+	quarDesc = prometheus.NewDesc(Namespace+"_master_quarantined",
+		"1 while the master's grants do not count (restarted less than the quarantine period ago).", []string{"master"}, nil)
+	votingDesc = prometheus.NewDesc(Namespace+"_masters_voting",
+		"Masters connected and not quarantined: locks can be taken while this is at least the quorum.", nil, nil)
+	quorumDesc = prometheus.NewDesc(Namespace+"_quorum",
+		"Masters needed for a lock (N/2+1).", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upDesc
+	ch <- quarDesc
+	ch <- votingDesc
+	ch <- quorumDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.e.Load()
+	if e == nil {
+		return
+	}
+	st := e.Status()
+	voting := 0
+	for _, s := range st {
+		up, q := float64(b2i(s.Up)), float64(b2i(s.Quarantined))
+		if s.Up && !s.Quarantined {
+			voting++
+		}
+		i := strconv.Itoa(s.Index)
+		ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up, i, s.Addr)
+		ch <- prometheus.MustNewConstMetric(quarDesc, prometheus.GaugeValue, q, i)
+	}
+	ch <- prometheus.MustNewConstMetric(votingDesc, prometheus.GaugeValue, float64(voting))
+	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(len(st)/2+1))
+}
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors, for a binary's /metrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves reg in the Prometheus exposition format.
+func Handler(reg prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Serve serves reg on addr at /metrics until ctx ends. It returns once
+// the listener is open (its address, for ":0"), or the listen error;
+// the server shuts down in the background when ctx ends.
+func Serve(ctx context.Context, addr string, reg prometheus.Gatherer) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", Handler(reg))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	})
+	return ln.Addr(), nil
+}

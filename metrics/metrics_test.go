@@ -1,0 +1,186 @@
+package metrics_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/metrics"
+)
+
+// scrape GETs url and returns every sample, keyed by name{labels} as
+// printed (labels in the exposition's order).
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad sample line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// TestMetricsMove: after a load with every kind of outcome, the main
+// series moved, each by what the load did.
+func TestMetricsMove(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), Observer: m, MasterTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := m.Watch(e); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://%s/metrics", addr)
+	if _, err := e.Probe(ctx); err != nil { // every master's first connect
+		t.Fatal(err)
+	}
+	before := scrape(t, url)
+	if before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`] != 1 || before["redlock_quorum"] != 2 || before["redlock_masters_voting"] != 3 {
+		t.Fatalf("state gauges at start: up=%v quorum=%v voting=%v", before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`], before["redlock_quorum"], before["redlock_masters_voting"])
+	}
+
+	// 400 acquire+release cycles from 8 goroutines on distinct keys.
+	const cycles = 400
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range cycles / 8 {
+				l, err := e.TryLock(ctx, fmt.Sprintf("k:%d:%d", g, i), time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Taken, then a waiter handed the key, an Extend, a watchdog lock lost.
+	held, err := e.TryLock(ctx, "hot", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryLock(ctx, "hot", time.Second); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("second TryLock: %v", err)
+	}
+	if err := held.Extend(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); held.Unlock(ctx) }()
+	w, err := e.Lock(ctx, "hot", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Unlock(ctx)
+	lost, err := e.TryLock(ctx, "lost", 600*time.Millisecond, engine.WithAutoExtend(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range set.Addrs() {
+		c, err := conn.Dial(ctx, a, conn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Exec(ctx, "DEL", "lost")
+		c.Close()
+	}
+	select {
+	case <-lost.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the deleted lock was not reported lost")
+	}
+	// A master down: its part fails, and the gauges say so.
+	if err := set.Masters()[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Status()[2].Up && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l, err := e.TryLock(ctx, "one-down", time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		l.Unlock(ctx)
+	}
+
+	after := scrape(t, url)
+	moved := func(name string) float64 { return after[name] - before[name] }
+	for _, c := range []struct {
+		name string
+		min  float64
+		max  float64
+	}{
+		{`redlock_acquisitions_total{result="acquired"}`, cycles + 4, cycles + 4},
+		{`redlock_acquisitions_total{result="taken"}`, 1, 3}, // TryLock refused; Lock may have tried before the hand-off
+		{`redlock_acquire_duration_seconds_count`, cycles + 5, cycles + 7},
+		{`redlock_wait_duration_seconds_count{acquired="true"}`, 1, 1},
+		{`redlock_extensions_total{by="caller",result="extended"}`, 1, 1},
+		{`redlock_extensions_total{by="watchdog",result="failed"}`, 1, 1},
+		{`redlock_locks_lost_total`, 1, 1},
+		{`redlock_releases_total{result="released"}`, cycles + 3, cycles + 3},
+		{`redlock_validity_left_ratio_count`, cycles + 4, cycles + 4},
+		{`redlock_quorum_margin_count`, cycles + 5, cycles + 7},
+		{`redlock_master_rtt_seconds_count{master="0"}`, 2*cycles + 9, 2*cycles + 20},
+		{`redlock_master_errors_total{kind="down",master="2"}`, 1, 4},
+		{`redlock_write_batch_commands_count{master="0"}`, 1, 2*cycles + 20},
+		{`redlock_write_batch_commands_sum{master="0"}`, 2*cycles + 9, 2*cycles + 20},
+	} {
+		if d := moved(c.name); d < c.min || d > c.max {
+			t.Errorf("%s moved by %v, want %v..%v", c.name, d, c.min, c.max)
+		}
+	}
+	// Every margin of the cycles was +1 (3 of 3 granted, quorum 2); the
+	// one with master 2 down was 0.
+	if got := moved(`redlock_quorum_margin_bucket{le="0"}`); got < 1 {
+		t.Errorf("no acquisition with margin ≤ 0 counted (%v)", got)
+	}
+	if after[`redlock_master_up{addr="`+set.Addrs()[2]+`",master="2"}`] != 0 || after["redlock_masters_voting"] != 2 {
+		t.Errorf("after the kill: master 2 up=%v, voting=%v", after[`redlock_master_up{addr="`+set.Addrs()[2]+`",master="2"}`], after["redlock_masters_voting"])
+	}
+	if after["go_goroutines"] == 0 || after["process_open_fds"] == 0 {
+		t.Error("runtime and process collectors missing")
+	}
+}
