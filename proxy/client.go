@@ -234,6 +234,7 @@ func (c *client) readErr(err error) string {
 		return ""
 	case errors.As(err, &pe):
 		c.s.protoErrors.Add(1)
+		c.s.logLimited("proxy: protocol error; closing the client", "remote", c.remote, "reason", pe.Reason)
 		reason := pe.Reason
 		switch {
 		case pe.Reason == resp.ReasonMemory && !c.authed:
@@ -250,6 +251,9 @@ func (c *client) readErr(err error) string {
 		}
 		return "ERR Protocol error: " + reason
 	}
+	// Anything else: a TLS handshake that failed (plain text on a TLS
+	// listener, a missing or untrusted client certificate), ...
+	c.s.logLimited("proxy: client connection failed", "remote", c.remote, "err", err)
 	return ""
 }
 

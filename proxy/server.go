@@ -206,6 +206,12 @@ type Server struct {
 
 	// Counters for INFO.
 	accepted, rejected, commands, protoErrors atomic.Uint64
+
+	// logLimited's budget: at most logBurst lines per logWindow.
+	logMu         sync.Mutex
+	logStart      time.Time
+	logLines      int
+	logSuppressed int
 	panics, authFailures, memRefused          atomic.Uint64
 }
 
@@ -402,4 +408,32 @@ func (s *Server) closeEngines() {
 	if s.pass != nil {
 		s.pass.Close()
 	}
+}
+
+const (
+	logWindow = 10 * time.Second
+	logBurst  = 20
+)
+
+// logLimited logs a warning about a client, at most logBurst per
+// logWindow: a hostile client must not flood the log. The first line of
+// the next window says how many were left out.
+func (s *Server) logLimited(msg string, attrs ...any) {
+	s.logMu.Lock()
+	now := time.Now()
+	if now.Sub(s.logStart) >= logWindow {
+		s.logStart, s.logLines = now, 0
+	}
+	if s.logLines >= logBurst {
+		s.logSuppressed++
+		s.logMu.Unlock()
+		return
+	}
+	s.logLines++
+	if s.logSuppressed > 0 {
+		attrs = append(attrs, "suppressed_before", s.logSuppressed)
+		s.logSuppressed = 0
+	}
+	s.logMu.Unlock()
+	s.log.Warn(msg, attrs...)
 }
