@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/metrics"
 )
 
 // Defaults of [Config]; a zero field selects them.
@@ -127,6 +128,10 @@ type Config struct {
 	CPUProfile, MemProfile, MutexProfile, BlockProfile string
 	// PprofAddr, if set, serves net/http/pprof on this address during the run.
 	PprofAddr string
+	// MetricsAddr, if set, serves the engine target's Prometheus metrics
+	// at http://MetricsAddr/metrics during the run (package metrics).
+	MetricsAddr string
+	metrics     *metrics.Metrics // set by Run from MetricsAddr
 	// ReportDir, if set, receives index.html, result.json and the profiles.
 	ReportDir string
 	// Progress, if set, receives one line per second.
@@ -400,6 +405,19 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 			err = WriteReport(cfg.ReportDir, res)
 		}
 	}()
+	if cfg.MetricsAddr != "" {
+		reg := metrics.NewRegistry()
+		if cfg.metrics, err = metrics.New(reg); err != nil {
+			return Result{}, err
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		addr, err := metrics.Serve(mctx, cfg.MetricsAddr, reg)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: metrics server: %w", ErrBadConfig, err)
+		}
+		fmt.Fprintf(cfg.Notice, "redlock: metrics at http://%s/metrics\n", addr)
+	}
 	if cfg.SweepVar != "" {
 		return runSweep(ctx, cfg)
 	}

@@ -30,9 +30,19 @@ type engineLocker struct {
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
-	e, err := engine.New(engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout})
+	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout}
+	if cfg.metrics != nil {
+		ec.Observer = cfg.metrics
+	}
+	e, err := engine.New(ec)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if cfg.metrics != nil {
+		if err := cfg.metrics.Watch(e); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("bench: %w", err)
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

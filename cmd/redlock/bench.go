@@ -54,6 +54,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a mutex contention profile to this file")
 	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write a goroutine blocking profile to this file")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the engine's Prometheus metrics at http://`addr`/metrics during the run")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address during the run (e.g. localhost:6060)")
 	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into this directory")
 	jsonOut := fs.Bool("json", false, "print one JSON object as the last stdout line")

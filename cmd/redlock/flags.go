@@ -154,6 +154,7 @@ func cleanError(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"bench: ", "proxy: ", "engine: ", "conn: ", "resp: "} {
 		msg = strings.ReplaceAll(msg, ": "+p, ": ")
+		msg = strings.ReplaceAll(msg, "\n"+p, "\n")
 		for strings.HasPrefix(msg, p) {
 			msg = strings.TrimPrefix(msg, p)
 		}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 )
 
@@ -68,6 +69,8 @@ type lockOpts struct {
 	grace               time.Duration
 	proxyAddr, proxyPwd string
 	proxyTLSCA          string
+	proxyTLSCert        string
+	proxyTLSKey         string
 	verbose             bool
 }
 
@@ -96,6 +99,8 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.proxyAddr, "proxy", "", "take the lock through this redlock proxy (host:port) instead of --masters")
 	fs.StringVar(&o.proxyPwd, "proxy-password", "", "password for the proxy's AUTH (or $"+envProxyPassword+")")
 	fs.StringVar(&o.proxyTLSCA, "proxy-tls-ca", "", "connect to the proxy over TLS, trusting the CA certificates in this PEM `file`")
+	fs.StringVar(&o.proxyTLSCert, "proxy-tls-cert", "", "PEM `file` of a client certificate for a proxy that requires one (with --proxy-tls-key)")
+	fs.StringVar(&o.proxyTLSKey, "proxy-tls-key", "", "PEM `file` of the client certificate's private key")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
 	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
@@ -201,6 +206,8 @@ func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	switch {
 	case ctx.Err() != nil:
 		return exitError{130, "interrupted while waiting for the lock"}
+	case errors.Is(err, conn.ErrAuth):
+		return usageError{fmt.Errorf("the masters refused the credentials: %w", err)}
 	case errors.Is(err, engine.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		if o.wait > 0 {
 			return exitError{exitNotAcquired, fmt.Sprintf("%s is held: not acquired within --wait %v", o.key, o.wait)}

@@ -177,7 +177,7 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"k", "--", "true"}, "--masters (or $REDLOCK_MASTERS) is required"},
 		{[]string{"--masters", m, "--proxy", m, "k", "--", "true"}, "exclusive"},
 		{[]string{"--masters", m, "--ttl", "0", "k", "--", "true"}, "--ttl must be a positive duration"},
-		{[]string{"--masters", m, "--master-tls-cert", "x.pem", "k", "--", "true"}, "--master-tls-cert and --master-tls-key go together"},
+		{[]string{"--masters", m, "--master-tls-cert", "x.pem", "k", "--", "true"}, "the client certificate and its key go together"},
 		{[]string{"--masters", m, "--master-user", "u", "k", "--", "true"}, "--master-user needs a password"},
 	} {
 		code, stderr := runLock(tt.args...)

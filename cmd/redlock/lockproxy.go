@@ -51,8 +51,8 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 		return nil, nil, err
 	}
 	cfg := conn.Config{Password: firstNonEmpty(o.proxyPwd, os.Getenv(envProxyPassword))}
-	if o.proxyTLSCA != "" {
-		tc, err := clientTLS("proxy-tls-ca", o.proxyTLSCA, "", "")
+	if o.proxyTLSCA != "" || o.proxyTLSCert != "" || o.proxyTLSKey != "" {
+		tc, err := clientTLS("proxy-tls-ca", o.proxyTLSCA, o.proxyTLSCert, o.proxyTLSKey)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -99,12 +99,12 @@ func clientTLS(caFlag, caFile, certFile, keyFile string) (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, usageError{errors.New("--master-tls-cert and --master-tls-key go together")}
+		return nil, usageError{errors.New("the client certificate and its key go together (--master-tls-cert/--master-tls-key, --proxy-tls-cert/--proxy-tls-key)")}
 	}
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--master-tls-cert/--master-tls-key: %w", err)}
+			return nil, usageError{fmt.Errorf("client certificate: %w", err)}
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

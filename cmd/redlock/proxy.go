@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/metrics"
 	"github.com/redlock-dev/redlock/proxy"
 )
 
@@ -49,6 +50,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tlsCert := fs.String("tls-cert", "", "serve clients over TLS with this PEM certificate `file` (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by the CAs in this PEM `file` (with --tls-cert)")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix added to every client key on the masters (tenants sharing masters through separate proxies)")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum bytes of one request's arguments")
@@ -108,6 +110,14 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
+	var m *metrics.Metrics
+	reg := metrics.NewRegistry()
+	if *metricsAddr != "" {
+		if m, err = metrics.New(reg); err != nil {
+			return err
+		}
+		ec.Observer = m
+	}
 	srv, err := proxy.New(cfg)
 	if errors.Is(err, proxy.ErrBadConfig) {
 		return usageError{err}
@@ -116,6 +126,18 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer srv.Close()
+	if m != nil {
+		if err := m.Watch(srv.Engine()); err != nil {
+			return err
+		}
+		mctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		addr, err := metrics.Serve(mctx, *metricsAddr, reg)
+		if err != nil {
+			return usageError{fmt.Errorf("--metrics-addr: %w", err)}
+		}
+		fmt.Fprintf(stdout, "redlock proxy metrics at http://%s/metrics\n", addr)
+	}
 	cctx, cancel := context.WithTimeout(ctx, *checkTimeout)
 	st, err := srv.CheckMasters(cctx)
 	cancel()

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/internal/relay"
 )
@@ -70,5 +76,94 @@ func TestProxyNoQuorum(t *testing.T) {
 	if d := time.Since(start); code != 2 || d > 5*time.Second || !strings.Contains(stderr.String(), "--masters: ") || !strings.Contains(stderr.String(), "1/3 masters reachable") ||
 		!strings.Contains(stderr.String(), "connection refused") || !strings.Contains(stderr.String(), "--wait-masters") {
 		t.Fatalf("exit %d after %v:\n%s", code, d, stderr.String())
+	}
+}
+
+// startProxyCmd runs `redlock proxy args...` in this process until the
+// test ends and returns its stdout once the listening line is out.
+func startProxyCmd(t *testing.T, args ...string) *lockedBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("proxy: %v\n%s", err, stderr.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stdout.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy did not start:\n%s\n%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return &stdout
+}
+
+// field returns the word after marker in s.
+func field(t *testing.T, s, marker string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(s, marker)
+	if !ok {
+		t.Fatalf("%q not in %q", marker, s)
+	}
+	return strings.TrimSuffix(strings.Fields(rest)[0], ",")
+}
+
+// TestProxyMetricsAndAuth: `redlock proxy --metrics-addr` serves /metrics
+// whose acquisition series move with the clients' locks, and
+// --requirepass refuses unauthenticated commands as Redis does.
+func TestProxyMetricsAndAuth(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	t.Setenv(envProxyPassword, "")
+	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw")
+	addr := field(t, out.String(), "listening on ")
+	url := field(t, out.String(), "metrics at ")
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	rd := bufio.NewReader(raw)
+	for _, x := range []struct{ cmd, want string }{
+		{"SET m:1 tok NX PX 5000\r\n", "-NOAUTH Authentication required.\r\n"},
+		{"AUTH wrong\r\n", "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+		{"AUTH pw\r\n", "+OK\r\n"},
+	} {
+		raw.SetDeadline(time.Now().Add(5 * time.Second))
+		io.WriteString(raw, x.cmd)
+		if line, err := rd.ReadString('\n'); line != x.want {
+			t.Fatalf("%q: got %q (%v), want %q", x.cmd, line, err, x.want)
+		}
+	}
+	c := conn.New(addr, conn.Config{Password: "pw"})
+	defer c.Close()
+	ctx := t.Context()
+	for i := range 20 {
+		if r, err := c.Exec(ctx, "SET", fmt.Sprintf("m:%d", i), "tok", "NX", "PX", "5000"); err != nil || !r.IsOK() {
+			t.Fatalf("SET: %v %v", r, err)
+		}
+	}
+	if r, _ := c.Exec(ctx, "SET", "m:0", "other", "NX", "PX", "5000"); !r.IsNull() {
+		t.Fatalf("SET on a held key: %v", r)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`redlock_acquisitions_total{result="acquired"} 20`,
+		`redlock_acquisitions_total{result="taken"} 1`,
+		`redlock_masters_voting 3`,
+		`redlock_master_rtt_seconds_count{master="0"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -229,11 +229,15 @@ func TestLockTLSAndACL(t *testing.T) {
 				}
 				code, stderr := timedLock(t, append(args, "sec:refused", "--", "touch", ran)...)
 				t.Logf("-v=%v: exit %d; stderr:\n%s", verbose, code, stderr)
-				// Today every master refusing is "unavailable" (69); a
-				// refused password or certificate could fairly be a usage
-				// error (2), as it is with --proxy. Anything else is wrong.
-				if (code != exitUnavailable && code != 2) || !strings.Contains(stderr, tt.want) {
-					t.Errorf("-v=%v: exit %d, want %d (unavailable) or 2 and %q in stderr:\n%s", verbose, code, exitUnavailable, tt.want, stderr)
+				// Refused credentials are a usage error (2), as with
+				// --proxy; a failed TLS handshake leaves the masters
+				// unreachable (69).
+				want := exitUnavailable
+				if tt.want == "WRONGPASS" || tt.want == "NOAUTH" {
+					want = 2
+				}
+				if code != want || !strings.Contains(stderr, tt.want) {
+					t.Errorf("-v=%v: exit %d, want %d and %q in stderr:\n%s", verbose, code, want, tt.want, stderr)
 				}
 				checkNoSecrets(t, "redlock lock", stderr)
 			}
@@ -453,14 +457,19 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 		cn := redisClient(t, pc.addr, withCert).Conn()
 		defer cn.Close()
 		authLock(t, cn, m, "kc")
-		// redlock lock --proxy has no flags for a client certificate: it
-		// is refused, quickly.
+		// redlock lock --proxy without a client certificate is refused,
+		// quickly; with --proxy-tls-cert/--proxy-tls-key it works.
 		code, stderr := timedLock(t, "--proxy", pc.addr, "--proxy-tls-ca", m.files.CA, "--proxy-password", secProxyPW, "pk", "--", "true")
 		t.Logf("redlock lock --proxy without a client certificate: exit %d; stderr:\n%s", code, stderr)
 		if code != exitUnavailable {
 			t.Errorf("redlock lock --proxy without a client certificate: exit %d, want %d; stderr:\n%s", code, exitUnavailable, stderr)
 		}
 		checkNoSecrets(t, "redlock lock --proxy", stderr)
+		code, stderr = timedLock(t, "--proxy", pc.addr, "--proxy-tls-ca", m.files.CA, "--proxy-tls-cert", m.files.ClientCert, "--proxy-tls-key", m.files.ClientKey,
+			"--proxy-password", secProxyPW, "pk", "--", "true")
+		if code != 0 {
+			t.Errorf("redlock lock --proxy with a client certificate: exit %d; stderr:\n%s", code, stderr)
+		}
 		pc.stop()
 		checkNoSecrets(t, "redlock proxy --tls-client-ca", pc.stderr.String())
 	})
