@@ -195,7 +195,7 @@ type Conn struct {
 	nc           net.Conn
 	q            queue
 	wbuf         []byte
-	wcmds        int // commands in wbuf
+	wcmds        int       // commands in wbuf
 	spare        []byte    // the other write buffer, while not being written
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
