@@ -207,12 +207,13 @@ type Server struct {
 	// Counters for INFO.
 	accepted, rejected, commands, protoErrors atomic.Uint64
 
-	// logLimited's budget: at most logBurst lines per logWindow.
-	logMu                            sync.Mutex
-	logStart                         time.Time
-	logLines                         int
-	logSuppressed                    int
 	panics, authFailures, memRefused atomic.Uint64
+
+	// logLimited's budget: at most logBurst lines per logWindow.
+	logMu         sync.Mutex
+	logStart      time.Time
+	logLines      int
+	logSuppressed int
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
