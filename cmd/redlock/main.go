@@ -1,4 +1,6 @@
-// Command redlock runs the redlock tools: `redlock bench` measures lock
+// Command redlock runs the redlock tools: `redlock lock` runs a command
+// under a lock, `redlock proxy` serves Redis clients, `redlock inspect`
+// finds broken locks, and `redlock bench` measures lock
 // throughput and latency over N Redis masters.
 package main
 
@@ -23,6 +25,7 @@ commands:
   bench     run a lock load benchmark (starts 5 local masters unless --masters is given)
   proxy     serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
   lock      run a command while holding a lock: redlock lock KEY -- COMMAND [ARG...]
+  inspect   find leaked (no TTL), minority and mismatched lock keys on the masters
   version   print the version (also --version)
 
 Run 'redlock <command> -h' for the command's flags.
@@ -49,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = proxyCmd(ctx, args[1:], stdout, stderr)
 	case "lock":
 		err = lockCmd(ctx, args[1:], stdout, stderr)
+	case "inspect":
+		err = inspectCmd(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
