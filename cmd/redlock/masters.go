@@ -23,7 +23,7 @@ const (
 )
 
 // masterFlags are the flags that say how to reach the masters: where, as
-// whom, and over what (TLS). bench, proxy, lock and inspect share them.
+// whom, and over what (TLS). proxy, lock and inspect share them.
 type masterFlags struct {
 	addrs                  string
 	user                   string
