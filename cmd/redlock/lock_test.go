@@ -336,9 +336,9 @@ func TestLockForwardsSignals(t *testing.T) {
 }
 
 // TestLockFencingAcrossRestarts: the fencing tokens successive commands see
-// strictly increase while masters are restarted empty between the runs —
-// two at a time (restart quarantine keeps them from voting at once), and
-// once all five.
+// strictly increase while masters are killed (-9) or stopped and restarted
+// empty between the runs — two at a time (restart quarantine keeps them
+// from voting at once), and once all five.
 func TestLockFencingAcrossRestarts(t *testing.T) {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
@@ -357,6 +357,11 @@ func TestLockFencingAcrossRestarts(t *testing.T) {
 	lock()
 	for i := range 5 {
 		for _, m := range []*localmaster.Master{ms[i], ms[(i+1)%5]} {
+			if i%2 == 0 {
+				if err := m.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := m.Restart(t.Context()); err != nil {
 				t.Fatal(err)
 			}

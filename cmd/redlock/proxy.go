@@ -179,7 +179,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(stderr, "redlock proxy: shutting down")
+	log.Info("redlock proxy: shutting down", "timeout", *shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(sctx)
