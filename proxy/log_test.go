@@ -6,33 +6,15 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogsRefusedClients: wrong passwords and protocol errors are logged
 // with the client's address (never the password tried), and a flood of
 // them is capped per window.
 func TestLogsRefusedClients(t *testing.T) {
-	var logs syncBuf
+	var logs syncBuffer
 	e := startEnv(t, 1, func(c *Config) {
 		c.RequirePass = "right-secret"
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

@@ -31,14 +31,7 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 }
 
 func TestGenerate(t *testing.T) {
-	f, err := testcerts.Generate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := testcerts.Generate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, other := generateTwo(t)
 	pool, err := f.CAPool()
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +86,7 @@ func TestGenerate(t *testing.T) {
 // TestHandshake runs Go TLS handshakes over loopback with the generated
 // configurations.
 func TestHandshake(t *testing.T) {
-	f, err := testcerts.Generate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := testcerts.Generate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, other := generateTwo(t)
 	good, err := f.ClientTLS()
 	if err != nil {
 		t.Fatal(err)
@@ -179,4 +165,18 @@ func TestGenerateMissingDir(t *testing.T) {
 	if _, err := testcerts.Generate(t.TempDir() + "/missing"); err == nil {
 		t.Fatal("Generate into a missing directory succeeded")
 	}
+}
+
+// generateTwo generates two unrelated sets of certificates.
+func generateTwo(t *testing.T) (testcerts.Files, testcerts.Files) {
+	t.Helper()
+	var out [2]testcerts.Files
+	for i := range out {
+		f, err := testcerts.Generate(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = f
+	}
+	return out[0], out[1]
 }

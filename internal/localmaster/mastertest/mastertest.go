@@ -2,8 +2,6 @@
 package mastertest
 
 import (
-	"io"
-	"os"
 	"testing"
 
 	"github.com/redlock-dev/redlock/internal/localmaster"
@@ -14,20 +12,7 @@ import (
 // of falling back to embedded masters when redis-server is missing.
 func Start(t testing.TB, n int) *localmaster.Set {
 	t.Helper()
-	s, err := localmaster.Start(t.Context(), localmaster.Options{
-		N:           n,
-		RequireReal: os.Getenv("REDLOCK_REQUIRE_REDIS") == "1",
-		Notice:      io.Discard,
-	})
-	if err != nil {
-		t.Fatalf("mastertest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("mastertest: %v", err)
-		}
-	})
-	return s
+	return StartWith(t, localmaster.Options{N: n})
 }
 
 // RequireReal skips t when s consists of embedded masters, which cannot be
