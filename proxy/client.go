@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -112,6 +113,18 @@ func (c *client) serve() {
 		s.clients.Add(-1)
 		s.wg.Done()
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// A TLS listener: finish the handshake first, within the request
+		// timeout, so that a client that never sends its hello (or no
+		// acceptable certificate) cannot hold a client slot.
+		tc.SetDeadline(time.Now().Add(min(s.cfg.RequestTimeout, s.cfg.AuthTimeout)))
+		if err := tc.Handshake(); err != nil {
+			s.logLimited("proxy: TLS handshake failed; closing the client", "remote", c.remote, "err", err)
+			c.nc.Close()
+			return
+		}
+		tc.SetDeadline(time.Time{})
+	}
 	go c.writeLoop()
 	c.guard("reader", c.readLoop)
 	close(c.calls)
@@ -240,7 +253,6 @@ func (c *client) readErr(err error) string {
 		case pe.Reason == resp.ReasonMemory && !c.authed:
 			return "ERR Protocol error: unauthenticated requests larger than 16 KiB"
 		case pe.Reason == resp.ReasonMemory:
-			c.s.log.Warn("proxy: client memory limit reached; closing the client", "remote", c.remote)
 			return "ERR redlock proxy: client memory limit reached (max-client-memory); closing the connection"
 		case !c.authed && pe.Limit && pe.Reason == resp.ReasonMultibulkLen:
 			reason = "unauthenticated multibulk length"

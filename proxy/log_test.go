@@ -2,12 +2,17 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/testcerts"
 )
 
 // TestLogsRefusedClients: wrong passwords and protocol errors are logged
@@ -52,5 +57,82 @@ func TestLogsRefusedClients(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "wrong password"); n > logBurst {
 		t.Fatalf("%d wrong-password lines in one window, want at most %d", n, logBurst)
+	}
+}
+
+// TestTLSHandshakeBounded: on a TLS listener a client that never sends its
+// hello, or sends plain text, is closed within the request timeout and
+// logged; it does not keep a client slot (here the only one).
+func TestTLSHandshakeBounded(t *testing.T) {
+	files, err := testcerts.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stc, err := files.ServerTLS(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	set := mastertest.Start(t, 1)
+	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}, MaxClients: 1, RequestTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(tls.NewListener(ln, stc))
+	defer srv.Close()
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("a silent client was not closed within the request timeout (%v after %v)", err, time.Since(start))
+	}
+	// The slot is free again: a real TLS client is served.
+	ctc, err := files.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c, err := tls.Dial("tcp", ln.Addr().String(), ctc)
+		if err == nil {
+			c.SetDeadline(time.Now().Add(3 * time.Second))
+			io.WriteString(c, "PING\r\n")
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if line == "+PONG\r\n" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TLS client not served after the silent one was closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Plain text on the TLS port: refused and logged (retried while the
+	// TLS client's slot may still be taken: over MaxClients nothing is
+	// logged).
+	deadline = time.Now().Add(3 * time.Second)
+	for strings.Count(logs.String(), "TLS handshake failed") < 2 && time.Now().Before(deadline) {
+		plain, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(plain, "PING\r\n")
+		plain.SetReadDeadline(time.Now().Add(3 * time.Second))
+		plain.Read(make([]byte, 64))
+		plain.Close()
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), `msg="proxy: TLS handshake failed; closing the client" remote=127.0.0.1:`); n < 2 {
+		t.Fatalf("%d handshake failures logged, want 2 (silent, plain text):\n%s", n, logs.String())
 	}
 }

@@ -53,7 +53,7 @@ func (c *client) cmdAuth(args [][]byte) *call {
 		c.authFails++
 		c.s.logLimited("proxy: wrong password", "remote", c.remote, "failures", c.authFails)
 		if c.authFails >= c.s.cfg.MaxAuthFailures {
-			c.s.log.Warn("proxy: too many wrong passwords; closing the client", "remote", c.remote, "failures", c.authFails)
+			c.s.logLimited("proxy: too many wrong passwords; closing the client", "remote", c.remote, "failures", c.authFails)
 			return errReply(msgWrongPass+" Too many failures: closing the connection.", true)
 		}
 		return errCall(msgWrongPass)

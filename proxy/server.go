@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -329,6 +330,16 @@ func (s *Server) accept(nc net.Conn) {
 	if s.clients.Add(1) > int64(s.cfg.MaxClients) {
 		s.clients.Add(-1)
 		s.rejected.Add(1)
+		if _, ok := nc.(*tls.Conn); ok {
+			// The write runs the TLS handshake, which waits for the
+			// client: not on the accept loop, and bounded.
+			go func() {
+				nc.SetDeadline(time.Now().Add(time.Second))
+				nc.Write(redcon.AppendError(nil, msgMaxClients))
+				nc.Close()
+			}()
+			return
+		}
 		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		nc.Write(redcon.AppendError(nil, msgMaxClients))
 		nc.Close()
