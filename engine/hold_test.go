@@ -435,3 +435,31 @@ func TestCloseEndsWaitersAndWatchdog(t *testing.T) {
 		t.Fatalf("Err() after Close = %v", holder.Err())
 	}
 }
+
+// TestLockDeadlineNamesUnavailable: a Lock whose tries failed for want of a
+// quorum until its deadline returns the deadline error wrapping the last
+// try's (ErrUnavailable) — not a bare "deadline exceeded" that reads as
+// "held"; a key held until the deadline gives the bare context error.
+func TestLockDeadlineNamesUnavailable(t *testing.T) {
+	v := newEnv(t, 3, engine.Config{MasterTimeout: 50 * time.Millisecond})
+	mastertest.RequireReal(t, v.set)
+	held := v.mustLock("held", 5*time.Second)
+	defer held.Unlock(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := v.e.Lock(ctx, "held", time.Second)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("held until the deadline: %v", err)
+	}
+	for _, m := range v.set.Masters()[1:] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = v.e.Lock(ctx, "free", time.Second)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("no quorum until the deadline: %v", err)
+	}
+}

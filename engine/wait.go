@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -14,8 +15,11 @@ import (
 )
 
 // Lock acquires key for ttl, waiting while it is held, until it succeeds,
-// ctx ends (ctx.Err() is returned) or [WithMaxTries] attempts failed (the
-// last attempt's error, matching [ErrNotAcquired] or [ErrUnavailable]).
+// ctx ends (ctx's error is returned; when the last try failed because too
+// few masters answered, the error also wraps that try's, matching
+// [ErrUnavailable]: "no quorum" is not "held until the deadline") or
+// [WithMaxTries] attempts failed (the last attempt's error, matching
+// [ErrNotAcquired] or [ErrUnavailable]).
 //
 // Waiting does not poll at fixed intervals (docs/algorithm.md,
 // "Waiting"). The Lock calls of one engine on one key queue in arrival
@@ -65,6 +69,13 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 	// delay is when to try next while the holder is unknown; 0 at first
 	// and after a wake-up: the head tries at once.
 	delay := time.Duration(0)
+	var unavailable error // the last try's error, when too few masters answered it
+	ended := func() error {
+		if unavailable != nil {
+			return fmt.Errorf("%w (the last try: %w)", ctx.Err(), unavailable)
+		}
+		return ctx.Err()
+	}
 	for {
 		if e.closed.Load() {
 			return nil, ErrClosed
@@ -95,7 +106,7 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 			}
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, ended()
 			case <-w.ch:
 				delay = 0
 				continue // re-read our turn: promoted, or the holder unlocked
@@ -117,13 +128,18 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 			e.waits.granted(key, w, l)
 			return l, nil
 		}
+		if ctx.Err() != nil && err == ctx.Err() {
+			return nil, ended()
+		}
 		if !retryable(err) || (co.maxTries > 0 && tries >= co.maxTries) {
 			return nil, err
 		}
 		e.waits.idle(key, w)
 		if errors.Is(err, ErrUnavailable) {
+			unavailable = err
 			delay = co.retryDelay + mrand.N(co.retryDelay)
 		} else {
+			unavailable = nil
 			delay = e.holdLeft(ctx, key, co.retryDelay)
 		}
 	}
