@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +47,10 @@ type Metrics struct {
 	batchVec     *prometheus.HistogramVec
 	masters      [engine.MaxMasters]atomic.Pointer[masterSeries] // made at a master's first event
 
-	reg   prometheus.Registerer
-	state *stateCollector
+	reg      prometheus.Registerer
+	state    *stateCollector
+	watchMu  sync.Mutex
+	watching bool // state registered
 }
 
 // masterSeries are one master's series, resolved once.
@@ -200,10 +203,16 @@ func b2i(b bool) int {
 // quarantined per master, masters voting, and the quorum. A later call
 // replaces the engine (a benchmark runs one engine after another).
 func (m *Metrics) Watch(e *engine.Engine) error {
-	if m.state.e.Swap(e) != nil {
-		return nil
+	m.watchMu.Lock()
+	defer m.watchMu.Unlock()
+	if !m.watching {
+		if err := m.reg.Register(m.state); err != nil {
+			return err
+		}
+		m.watching = true
 	}
-	return m.reg.Register(m.state)
+	m.state.e.Store(e)
+	return nil
 }
 
 // stateCollector reads the masters' state from the engine at scrape time.

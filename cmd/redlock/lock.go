@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,14 +44,22 @@ redlock proxy (--proxy), runs COMMAND with REDLOCK_KEY, REDLOCK_TOKEN and
 REDLOCK_FENCING_TOKEN in its environment, extends the lock while the command
 runs, releases it when the command exits, and exits with the command's
 status (128+N when a signal N ended it). Signals sent to redlock lock
-(INT, TERM, HUP, QUIT, USR1, USR2) are passed on to the command.
+(INT, TERM, HUP, QUIT, USR1, USR2) are passed on to the command — to its
+whole process group when redlock lock has no terminal (cron, systemd,
+scripts), so that what the command started gets them too; on a terminal,
+Ctrl-C and Ctrl-\ already reach the command and are not sent twice. The
+command does not inherit $REDLOCK_PASSWORD, $REDLOCK_MASTER_PASSWORD or
+$REDLOCK_PROXY_PASSWORD, and gets SIGTERM if redlock lock itself dies.
 
 Exit codes of its own:
-  69  unavailable: too few masters answered to take the lock
+  69  unavailable: too few masters answered to take the lock (also when
+      --wait ran out while too few answered)
   75  not acquired: KEY is held and --wait ran out (the default --wait 0 tries once)
   76  lost: the lock was lost while the command ran; the command got SIGTERM
       (and SIGKILL after --grace)
-   2  bad usage;  1  other errors (the command could not be started, ...)
+   2  bad usage, or the masters refused the credentials
+ 130  interrupted (SIGINT/SIGTERM) before the command started
+ 126/127  the command could not be run / was not found;  1  other errors
 
 REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
 next: pass it to the storage the command writes, which refuses lower ones
@@ -208,13 +218,13 @@ func acquireExit(ctx context.Context, err error, o lockOpts) error {
 		return exitError{130, "interrupted while waiting for the lock"}
 	case errors.Is(err, conn.ErrAuth):
 		return usageError{fmt.Errorf("the masters refused the credentials: %w", err)}
+	case errors.Is(err, engine.ErrUnavailable): // also a --wait that ran out without a quorum
+		return exitError{exitUnavailable, cleanError(err)}
 	case errors.Is(err, engine.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		if o.wait > 0 {
 			return exitError{exitNotAcquired, fmt.Sprintf("%s is held: not acquired within --wait %v", o.key, o.wait)}
 		}
 		return exitError{exitNotAcquired, o.key + " is held (--wait to wait for it)"}
-	case errors.Is(err, engine.ErrUnavailable):
-		return exitError{exitUnavailable, cleanError(err)}
 	}
 	return err
 }
@@ -234,7 +244,14 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	}
 	cmd := exec.Command(o.argv[0], o.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(),
+	// Without a terminal (cron, systemd, scripts) the command gets a
+	// process group of its own: signals and a loss reach everything it
+	// started. On a terminal it stays in the foreground group, where the
+	// terminal's Ctrl-C and Ctrl-\ already reach it (they are then not
+	// forwarded a second time).
+	interactive := isTerminal(os.Stdin)
+	cmd.SysProcAttr = childAttr(!interactive)
+	cmd.Env = append(childEnv(),
 		"REDLOCK_KEY="+o.key,
 		"REDLOCK_TOKEN="+h.Token(),
 		"REDLOCK_FENCING_TOKEN="+strconv.FormatInt(h.FencingToken(), 10))
@@ -244,6 +261,10 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
+	if ctx.Err() != nil { // SIGINT/SIGTERM between the acquisition and Notify
+		release()
+		return exitError{130, "interrupted before the command started"}
+	}
 	if err := cmd.Start(); err != nil {
 		release()
 		code := 126 // found but could not be run, as a shell says
@@ -254,6 +275,14 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	pid := cmd.Process.Pid
+	signalCommand := func(s syscall.Signal) {
+		if interactive {
+			_ = cmd.Process.Signal(s)
+		} else {
+			_ = syscall.Kill(-pid, s) // its process group
+		}
+	}
 	done := h.Done()
 	var kill <-chan time.Time
 	var lost error
@@ -266,18 +295,24 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 					return commandStatus(cmd, err)
 				}
 			}
+			if !interactive {
+				_ = syscall.Kill(-pid, syscall.SIGKILL) // what the command left running
+			}
 			return exitError{exitLost, fmt.Sprintf("lock on %s lost while the command ran: %s", o.key, cleanError(lost))}
 		case s := <-sigs:
-			_ = cmd.Process.Signal(s)
+			if interactive && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
+				continue // the terminal sent it to the command too
+			}
+			signalCommand(s.(syscall.Signal))
 		case <-done:
 			done, lost = nil, h.Err()
-			log.Error("lock lost: terminating the command", "key", o.key, "err", lost, "pid", cmd.Process.Pid, "grace", o.grace)
-			_ = cmd.Process.Signal(syscall.SIGTERM)
+			log.Error("lock lost: terminating the command", "key", o.key, "err", lost, "pid", pid, "grace", o.grace)
+			signalCommand(syscall.SIGTERM)
 			kill = time.After(o.grace)
 		case <-kill:
 			kill = nil
-			log.Error("the command outlived --grace after SIGTERM: SIGKILL", "pid", cmd.Process.Pid)
-			_ = cmd.Process.Kill()
+			log.Error("the command outlived --grace after SIGTERM: SIGKILL", "pid", pid)
+			signalCommand(syscall.SIGKILL)
 		}
 	}
 }
@@ -313,4 +348,21 @@ func (e exitError) Error() string {
 		return "exit status " + strconv.Itoa(e.code)
 	}
 	return e.msg
+}
+
+// secretEnv are the variables that hold passwords: the command does not
+// inherit them.
+var secretEnv = []string{envPassword, envMasterPassword, envProxyPassword}
+
+// childEnv is redlock lock's environment without the secrets.
+func childEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(secretEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -93,7 +93,8 @@ func TestLockRunsCommand(t *testing.T) {
 	mc := dialMasters(t, set)
 	dir := t.TempDir()
 	env, stop := filepath.Join(dir, "env"), filepath.Join(dir, "stop")
-	script := fmt.Sprintf(`echo "$REDLOCK_KEY $REDLOCK_TOKEN $REDLOCK_FENCING_TOKEN" > %s; while [ ! -e %s ]; do sleep 0.01; done; exit 7`, env, stop)
+	script := fmt.Sprintf(`echo "$REDLOCK_KEY $REDLOCK_TOKEN $REDLOCK_FENCING_TOKEN" > %s; env | grep -c PASSWORD >> %[1]s; while [ ! -e %s ]; do sleep 0.01; done; exit 7`, env, stop)
+	t.Setenv(envProxyPassword, "not-for-the-command") // secrets are not inherited
 	res := make(chan int, 1)
 	go func() {
 		code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
@@ -102,8 +103,14 @@ func TestLockRunsCommand(t *testing.T) {
 		}
 		res <- code
 	}()
-	f := strings.Fields(waitFile(t, env, 10*time.Second))
-	if len(f) != 3 || f[0] != "job:1" || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(f[1]) {
+	waitFile(t, env, 10*time.Second)
+	time.Sleep(50 * time.Millisecond) // the grep's line
+	b, _ := os.ReadFile(env)
+	f := strings.Fields(string(b))
+	if len(f) != 4 || f[3] != "0" {
+		t.Fatalf("command environment %q: a PASSWORD variable was inherited", f)
+	}
+	if f[0] != "job:1" || !regexp.MustCompile(`^[0-9a-f]{40}$`).MatchString(f[1]) {
 		t.Fatalf("command environment: %q", f)
 	}
 	if n, err := strconv.ParseInt(f[2], 10, 64); err != nil || n <= 0 {
@@ -147,6 +154,22 @@ func TestLockRunsCommand(t *testing.T) {
 	for i, v := range mc.do(t, "EXISTS", "job:1") {
 		if v != "0" {
 			t.Fatalf("master %d still has the key after both runners exited (EXISTS %s)", i, v)
+		}
+	}
+	// Too few masters: 69 at once, and after a --wait (not "held").
+	for _, m := range set.Masters()[1:] {
+		if err := m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, wait := range []string{"0s", "400ms"} {
+		if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", wait, "job:2", "--", "true"); code != exitUnavailable {
+			t.Fatalf("2 of 3 masters down, --wait %s: exit %d, want %d; stderr:\n%s", wait, code, exitUnavailable, stderr)
+		}
+	}
+	for _, m := range set.Masters()[1:] {
+		if err := m.Restart(t.Context()); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// Status 0 and a command that cannot be found.
@@ -239,8 +262,8 @@ func checkIncreasing(t *testing.T, path string, want int) {
 
 // TestLockLost: when the lock is lost while the command runs (here its key
 // is deleted on every master, so the next extension is refused), the
-// command gets SIGTERM — SIGKILL after --grace if it ignores it — and
-// redlock lock exits with exitLost.
+// command and what it started get SIGTERM — SIGKILL after --grace if they
+// ignore it — and redlock lock exits with exitLost.
 func TestLockLost(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mc := dialMasters(t, set)
@@ -253,8 +276,8 @@ func TestLockLost(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			ready, term := filepath.Join(dir, "ready"), filepath.Join(dir, "term")
-			script := fmt.Sprintf(tt.trap+`; echo $$ > %[1]s; while :; do sleep 0.01; done`, ready, term)
+			ready, term, grand := filepath.Join(dir, "ready"), filepath.Join(dir, "term"), filepath.Join(dir, "grandchild")
+			script := fmt.Sprintf(tt.trap+`; sleep 60 & echo $! > %[3]s; echo $$ > %[1]s; while :; do sleep 0.01; done`, ready, term, grand)
 			res := make(chan [2]any, 1)
 			go func() {
 				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms", "lost:"+tt.name, "--", "sh", "-c", script)
@@ -286,6 +309,14 @@ func TestLockLost(t *testing.T) {
 			}
 			if err := syscall.Kill(pid, 0); err == nil {
 				t.Fatalf("the command (pid %d) is still running", pid)
+			}
+			gpid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, grand, time.Second)))
+			deadline := time.Now().Add(2 * time.Second)
+			for syscall.Kill(gpid, 0) == nil && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond) // reaped by init
+			}
+			if syscall.Kill(gpid, 0) == nil {
+				t.Fatalf("the command's own child (pid %d) outlived the loss", gpid)
 			}
 		})
 	}

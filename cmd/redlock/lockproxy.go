@@ -37,6 +37,8 @@ type proxyLock struct {
 	acquired       time.Time
 	log            *slog.Logger
 	done, stop     chan struct{}
+	ctx            context.Context // cancelled by halt: ends an extension in flight
+	cancel         context.CancelFunc
 	wg             sync.WaitGroup
 	mu             sync.Mutex
 	until          time.Time // validity end, as of the last granted command
@@ -71,6 +73,7 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	crand.Read(raw[:])
 	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
 		log: log, done: make(chan struct{}), stop: make(chan struct{})}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if err := l.acquire(ctx, o); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -93,7 +96,15 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 				return fmt.Errorf("proxy answered REDLOCK.LOCK with %s, not a fencing token", rep.String())
 			}
 			l.fence, l.acquired, l.until = n, sent, l.validUntil(sent, l.ttl)
-			return nil
+			if time.Until(l.until) > 0 {
+				return nil
+			}
+			l.releaseQuietly() // granted, but the answer came too late to use it
+		case err != nil && !isErrorReply(err):
+			// No answer: the proxy may have granted it; take back our token.
+			l.releaseQuietly()
+		}
+		switch {
 		case ctx.Err() != nil:
 			return exitError{130, "interrupted while waiting for the lock"}
 		case err != nil && !time.Now().Before(deadline):
@@ -159,7 +170,7 @@ func (l *proxyLock) keep() {
 			}
 		}
 		sent := time.Now()
-		ctx, cancel := context.WithDeadline(context.Background(), until)
+		ctx, cancel := context.WithDeadline(l.ctx, until)
 		rep, err := l.exec(ctx, "EVAL", engine.ExtendScript.Source(), "1", l.key, l.token, strconv.FormatInt(ttl.Milliseconds(), 10))
 		cancel()
 		switch n, _ := intReply(rep); {
@@ -197,19 +208,40 @@ func (l *proxyLock) end(err error) {
 	})
 }
 
-// halt stops the keeper and waits for it.
+// halt stops the keeper (and an extension it has in flight) and waits for
+// it.
 func (l *proxyLock) halt() {
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.stopOnce.Do(func() { close(l.stop); l.cancel() })
 	l.wg.Wait()
+}
+
+// releaseQuietly sends the release for our token, best effort (an
+// acquisition that failed after the proxy may have granted it).
+func (l *proxyLock) releaseQuietly() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = l.exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", l.key, l.token)
+}
+
+// isErrorReply reports whether err is the proxy's error reply (an answer),
+// not a failure to get one.
+func isErrorReply(err error) bool {
+	var re *resp.Error
+	return errors.As(err, &re)
 }
 
 func (l *proxyLock) Token() string         { return l.token }
 func (l *proxyLock) FencingToken() int64   { return l.fence }
 func (l *proxyLock) Done() <-chan struct{} { return l.done }
 
+// Err returns why the lock ended, or the validity running out (as the
+// engine's Lock.Err does) when the keeper has not said so yet.
 func (l *proxyLock) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.err == nil && !time.Now().Before(l.until) {
+		return fmt.Errorf("%w: validity ran out", engine.ErrLockLost)
+	}
 	return l.err
 }
 
