@@ -27,9 +27,9 @@ Scans every master with SCAN (never KEYS) and reports lock keys that
     acquisition, or a lock that lost its quorum; a key expiring right now
     can look like this: the PTTLs are shown),
   - hold different tokens on different masters.
-It only reads (SCAN, GET, PTTL). Exit status: 0 nothing found, 3 anomalies
-found (or a master could not be scanned, or --max-keys was reached), 2 bad
-usage, 1 other errors.
+It only reads (SCAN, GETRANGE of a value's first 1 KiB, PTTL). Exit
+status: 0 nothing found, 3 anomalies found (or a master could not be
+scanned, or --max-keys was reached), 2 bad usage, 1 other errors.
 
 Examples:
   redlock inspect --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --match 'lock:*'

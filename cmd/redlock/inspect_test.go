@@ -19,7 +19,8 @@ func TestInspectCLI(t *testing.T) {
 	mc.do(t, "SET", "lock:ok", "t", "PX", "60000")
 	mc[0].Exec(t.Context(), "SET", "lock:leaked", "t")
 	mc[1].Exec(t.Context(), "SET", "lock:minority", "t", "PX", "60000")
-	mc.do(t, "SET", "redlock:fence", "42") // the fencing counter: no TTL by design
+	mc.do(t, "SET", "redlock:fence", "42")                  // the fencing counter: no TTL by design
+	mc.do(t, "SET", "lock:big", strings.Repeat("x", 2<<20)) // no TTL, but no lock: 2 MiB, read only 1 KiB
 	var stdout, stderr lockedBuffer
 	code := run([]string{"inspect", "--masters", masters, "--json"}, &stdout, &stderr)
 	if code != exitFindings {
@@ -35,6 +36,9 @@ func TestInspectCLI(t *testing.T) {
 	}
 	if strings.Join(keys, " ") != "lock:leaked:no_ttl lock:minority:minority" {
 		t.Fatalf("findings %q", keys)
+	}
+	if strings.Join(rep.NotLocks, " ") != "lock:big" {
+		t.Fatalf("not locks %q, want the 2 MiB value", rep.NotLocks)
 	}
 	stdout, stderr = lockedBuffer{}, lockedBuffer{}
 	if code := run([]string{"inspect", "--masters", masters, "--match", "lock:ok*"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "no anomalies") {

@@ -4,7 +4,7 @@
 // [Run] walks every master's keyspace with SCAN (never KEYS, which blocks a
 // master for the whole keyspace) and looks every key it finds up on every
 // master, because SCAN only says where a key exists, not where it is
-// missing. The look-ups (GET and PTTL per key) are pipelined a SCAN page
+// missing. The look-ups (GETRANGE of the first 1 KiB and PTTL per key) are pipelined a SCAN page
 // at a time, so a key's state on the N masters is read within one round
 // trip. Only string keys are locks; a key of another type on any master is
 // listed in [Report.NotLocks] and otherwise skipped.
@@ -21,7 +21,7 @@
 //   - [Mismatch]: the masters holding it hold different values (tokens).
 //
 // Guarantees and limits:
-//   - Read-only: Run sends only SCAN, GET and PTTL (and the connection
+//   - Read-only: Run sends only SCAN, GETRANGE and PTTL (and the connection
 //     handshake of [conn.Dial]). It changes nothing on the masters.
 //   - Not a snapshot: each key is read on all masters at once, but keys are
 //     read at different times, and locks taken, released or expiring while

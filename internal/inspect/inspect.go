@@ -287,10 +287,17 @@ func (r *run) admit(keys []string) (fresh []string, full bool) {
 	return fresh, false
 }
 
-// cell is one key's state on one master, filled by the replies to GET and
+// maxLockValue bounds the bytes of a value read per key: lock tokens are at
+// most 512 bytes (the engine's limit), so a longer value is not a lock.
+const (
+	maxLockValue    = 1024
+	maxLockValueArg = "1024" // GETRANGE 0 1024: one byte more than a lock can have
+)
+
+// cell is one key's state on one master, filled by the replies to GETRANGE and
 // PTTL. The two replies write disjoint fields.
 type cell struct {
-	getErr  error  // transport error of GET, or an error reply
+	getErr  error  // transport error of GETRANGE, or an error reply
 	val     string // GET's value
 	got     bool   // GET returned a value
 	wrong   bool   // GET said WRONGTYPE: not a string, not a lock
@@ -299,7 +306,7 @@ type cell struct {
 }
 
 // batch receives one master's replies for one page of keys. Tag 2j is
-// key j's GET, 2j+1 its PTTL.
+// key j's GETRANGE, 2j+1 its PTTL.
 type batch struct {
 	cells []cell
 	wg    *sync.WaitGroup
@@ -318,10 +325,14 @@ func (b *batch) Complete(tag uint64, rep resp.Reply, err error) {
 			c.wrong = true
 		case rep.IsError():
 			c.getErr = rep.Err()
-		case rep.Type == resp.TypeBulkString:
+		case rep.Type == resp.TypeBulkString && len(rep.Str) > maxLockValue:
+			c.wrong = true // longer than any lock token: not a lock
+		case rep.Type == resp.TypeBulkString && len(rep.Str) > 0:
 			c.val, c.got = string(rep.Str), true
+		case rep.Type == resp.TypeBulkString:
+			// GETRANGE of a missing key (or an empty value: no token)
 		case !rep.IsNull():
-			c.getErr = fmt.Errorf("GET: unexpected reply %v", rep)
+			c.getErr = fmt.Errorf("GETRANGE: unexpected reply %v", rep)
 		}
 		return
 	}
@@ -349,7 +360,7 @@ func (c *cell) transportErr() error {
 	return nil
 }
 
-// lookup sends GET and PTTL for every key to every live master at once,
+// lookup sends GETRANGE and PTTL for every key to every live master at once,
 // waits for all the replies (each is bounded by the Timeout deadline) and
 // records the keys' findings.
 func (r *run) lookup(ctx context.Context, keys []string) error {
@@ -368,8 +379,14 @@ func (r *run) lookup(ctx context.Context, keys []string) error {
 		batches[i] = b
 	send:
 		for j, k := range keys {
-			for op, name := range [2]string{"GET", "PTTL"} {
-				cmd = resp.AppendCommandStrings(cmd[:0], name, k) // Do copies it
+			for op := range 2 {
+				if op == 0 {
+					// The value's first bytes only: a big value of some
+					// other use of the masters must not be read whole.
+					cmd = resp.AppendCommandStrings(cmd[:0], "GETRANGE", k, "0", maxLockValueArg)
+				} else {
+					cmd = resp.AppendCommandStrings(cmd[:0], "PTTL", k)
+				} // Do copies cmd
 				wg.Add(1)
 				if err := m.c.Do(conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(2*j + op)}); err != nil {
 					wg.Done()
