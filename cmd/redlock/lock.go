@@ -30,7 +30,12 @@ const (
 	// exitLost: the lock was lost while the command ran (an extension
 	// failed or the validity ran out); the command was terminated.
 	exitLost = 76
+	// exitInterrupted: SIGINT/SIGTERM before the command started.
+	exitInterrupted = 130
 )
+
+// errInterrupted ends a wait for the lock cut short by a signal.
+var errInterrupted = exitError{exitInterrupted, "interrupted while waiting for the lock"}
 
 // forwardedSignals are passed on to the command while it runs.
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
@@ -215,7 +220,7 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	switch {
 	case ctx.Err() != nil:
-		return exitError{130, "interrupted while waiting for the lock"}
+		return errInterrupted
 	case errors.Is(err, conn.ErrAuth):
 		return usageError{fmt.Errorf("the masters refused the credentials: %w", err)}
 	case errors.Is(err, engine.ErrUnavailable): // also a --wait that ran out without a quorum
@@ -263,7 +268,7 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	defer signal.Stop(sigs)
 	if ctx.Err() != nil { // SIGINT/SIGTERM between the acquisition and Notify
 		release()
-		return exitError{130, "interrupted before the command started"}
+		return exitError{exitInterrupted, "interrupted before the command started"}
 	}
 	if err := cmd.Start(); err != nil {
 		release()

@@ -106,7 +106,7 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		}
 		switch {
 		case ctx.Err() != nil:
-			return exitError{130, "interrupted while waiting for the lock"}
+			return errInterrupted
 		case err != nil && !time.Now().Before(deadline):
 			return exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 		case err == nil && !time.Now().Before(deadline):
@@ -126,7 +126,7 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		pause = min(pause, time.Until(deadline))
 		select {
 		case <-ctx.Done():
-			return exitError{130, "interrupted while waiting for the lock"}
+			return errInterrupted
 		case <-time.After(max(pause, 0)):
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/metrics"
@@ -111,8 +113,9 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
 	var m *metrics.Metrics
-	reg := metrics.NewRegistry()
+	var reg *prometheus.Registry
 	if *metricsAddr != "" {
+		reg = metrics.NewRegistry()
 		if m, err = metrics.New(reg); err != nil {
 			return err
 		}
