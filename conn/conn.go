@@ -443,6 +443,47 @@ type chanCallback chan result
 
 func (ch chanCallback) Complete(_ uint64, r resp.Reply, err error) { ch <- result{r.Clone(), err} }
 
+// Drain waits until every request accepted by Do before the call has its
+// outcome: a reply read, a failure, or its deadline passed (its callback
+// may still be running when Drain returns). It returns
+// nil then, or ctx's error if ctx ends first. It does not stop new
+// requests; call it before Close to let replies already on their way
+// arrive (the engine does, so that a release sent just before Close
+// reaches every master and not only a quorum).
+func (c *Conn) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	target := c.q.end()
+	c.mu.Unlock()
+	wait := 100 * time.Microsecond
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for !c.drainedTo(target) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return nil // Close failed what was left
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Millisecond)
+		t.Reset(wait)
+	}
+	return nil
+}
+
+// drainedTo reports whether every request with a sequence number below
+// target is complete.
+func (c *Conn) drainedTo(target uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for s := max(c.firstLive, c.q.seq); s < target; s++ {
+		if p := c.q.at(s); p != nil && !p.done {
+			return false
+		}
+	}
+	return true
+}
+
 // Close closes the connection, fails pending requests with [ErrClosed] and
 // waits for the Conn's goroutines to exit. It is idempotent and always
 // returns nil.

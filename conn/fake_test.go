@@ -915,3 +915,40 @@ func TestFirstDialInProgress(t *testing.T) {
 		}
 	})
 }
+
+// TestDrain: Drain waits for the requests accepted before it, not for
+// later ones, and gives up when its context ends.
+func TestDrain(t *testing.T) {
+	f := newFake(t)
+	gate := make(chan struct{})
+	f.handle("HOLD", func(s *fakeSession, args []string) { s.replyAfter(gate, "+OK\r\n") })
+	c := fakeConn(t, f, conn.Config{})
+	rec := newRecorder()
+	for i := range 3 {
+		if err := c.Do(conn.Request{Cmd: cmd("HOLD"), Callback: rec, Tag: uint64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.Drain(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain with replies held back: %v, want DeadlineExceeded", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Drain(context.Background()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Drain returned %v before the replies", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return after the replies")
+	}
+	rec.wait(t, 3, 5*time.Second)
+}

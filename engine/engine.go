@@ -157,8 +157,14 @@ func (e *Engine) WaitReady(ctx context.Context) error {
 	}
 }
 
+// closeDrain bounds how long Close waits for requests in flight.
+const closeDrain = time.Second
+
 // Close closes every master connection and waits for their goroutines.
-// Locks still held are not released (they expire by TTL). Idempotent.
+// Requests already sent (the rest of a release that returned at a quorum)
+// are first given until their deadlines, at most a second, to be
+// answered. Locks still held are not released (they expire by TTL).
+// Idempotent.
 func (e *Engine) Close() error {
 	e.close.Do(func() {
 		e.closed.Store(true)
@@ -167,6 +173,20 @@ func (e *Engine) Close() error {
 		for _, s := range e.subs {
 			s.Close()
 		}
+		// Let what is on its way finish: an Unlock returns at a quorum,
+		// and its release to the other masters must not be cut off by
+		// a Close right after it. Every engine request has a deadline of
+		// at most the per-master timeout, so this is bounded.
+		dctx, cancel := context.WithTimeout(context.Background(), closeDrain)
+		var dwg sync.WaitGroup
+		for _, cs := range e.conns {
+			for _, c := range cs {
+				dwg.Add(1)
+				go func() { defer dwg.Done(); c.Drain(dctx) }()
+			}
+		}
+		dwg.Wait()
+		cancel()
 		var wg sync.WaitGroup
 		for _, cs := range e.conns {
 			for _, c := range cs {

@@ -653,3 +653,35 @@ func TestProbeDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseAfterUnlock: Unlock returns at a quorum of releases; a Close
+// right after it still lets the release reach the slow master, instead of
+// cutting its connection with the release unanswered (`redlock lock` does
+// exactly this at exit).
+func TestCloseAfterUnlock(t *testing.T) {
+	cfg := functional
+	cfg.MasterTimeout = 900 * time.Millisecond
+	v := newEnv(t, 3, cfg)
+	key := keyName(t)
+	l := v.mustLock(key, time.Minute)
+	// Master 0 holds every client's commands for 300 ms; the other two
+	// answer the release at once.
+	v.mustExec(0, "CLIENT", "PAUSE", "300", "ALL")
+	ctx := context.Background()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	start := time.Now()
+	v.e.Close()
+	if d := time.Since(start); d > closeDrainLimit {
+		t.Errorf("Close took %v", d)
+	}
+	for i := range 3 {
+		if r := v.mustExec(i, "EXISTS", key); r.Int != 0 {
+			t.Errorf("master %d still holds the lock after Unlock and Close", i)
+		}
+	}
+}
+
+// closeDrainLimit is engine.closeDrain plus slack.
+const closeDrainLimit = 1500 * time.Millisecond
