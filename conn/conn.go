@@ -61,6 +61,17 @@ type Request struct {
 	// Script's EVAL fallback (the engine's fan-outs share one buffer
 	// across masters and keep it until every master answered).
 	Stable bool
+	// KeyHash, when non-zero, is a hash of the one key the command
+	// touches: a request held for merging (see [Merge]) is never sent
+	// after a later request with the same KeyHash, nor after one with
+	// KeyHash 0 (which may touch any key).
+	KeyHash uint64
+	// Merge, if set, makes the request a member that may be merged with
+	// others of the same Merge queued for the same write. It requires
+	// Stable, Script unset (the Merge's scripts are used) and a Cmd of
+	// the Merge's shape; Do fails with [ErrBadCommand] otherwise. A merged
+	// call has its members' earliest Deadline.
+	Merge *Merge
 }
 
 // Config configures a [Conn]. The zero value is usable.
@@ -200,9 +211,12 @@ type Conn struct {
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
 	info         ServerInfo
-	scratch      []byte // EVAL rewrite buffer (reader)
-	kill         error  // why the expirer closed the session (ErrStalled), read by session
-	nreq         uint64 // requests accepted by Do
+	scratch      []byte       // EVAL rewrite buffer (reader)
+	kill         error        // why the expirer closed the session (ErrStalled), read by session
+	nreq         uint64       // requests accepted by Do
+	merges       []*mergeList // members held for the next write (merge.go), one list per Merge
+	nmerge       int          // members held, over every list
+	bloom        [4]uint64    // KeyHash bits of the members held
 
 	connects, timeouts, broken, writes atomic.Uint64
 }
@@ -335,7 +349,7 @@ func (c *Conn) Info() ServerInfo {
 // Stats returns the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	pend, up, nreq := c.q.len(), c.up, c.nreq
+	pend, up, nreq := c.q.len()+c.nmerge, c.up, c.nreq
 	c.mu.Unlock()
 	return Stats{
 		Connects: c.connects.Load(), Timeouts: c.timeouts.Load(), Broken: c.broken.Load(),
@@ -351,6 +365,13 @@ func (c *Conn) Do(req Request) error {
 	if len(req.Cmd) == 0 || req.Callback == nil {
 		return ErrBadCommand
 	}
+	var keyAt, argsAt int
+	if req.Merge != nil {
+		var err error
+		if keyAt, argsAt, err = parseMember(&req); err != nil || req.Script != nil {
+			return fmt.Errorf("%w: %v", ErrBadCommand, errBadMember)
+		}
+	}
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -360,12 +381,20 @@ func (c *Conn) Do(req Request) error {
 		err := c.downErr
 		c.mu.Unlock()
 		return err
-	case c.q.len() >= c.cfg.MaxPending:
+	case c.q.len()+c.nmerge >= c.cfg.MaxPending:
 		c.mu.Unlock()
 		return ErrOverloaded
 	}
 	c.nreq++
-	wake := c.pushLocked(req)
+	var wake bool
+	if req.Merge != nil && c.up {
+		wake = c.mergeLocked(req, keyAt, argsAt)
+	} else {
+		if req.Merge != nil { // connecting: no writer to flush it yet
+			req.Script = req.Merge.single
+		}
+		wake = c.pushLocked(req)
+	}
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
@@ -381,16 +410,20 @@ func (c *Conn) wakeWriter() {
 	}
 }
 
-// pushLocked queues req's pending entry and its bytes for the writer.
-// It reports whether the write buffer was empty: then the caller must
+// pushLocked queues req's pending entry and its bytes for the writer,
+// after the members held for merging when req may not overtake them. It
+// reports whether nothing was queued for writing: then the caller must
 // wakeWriter once it released mu (signalling outside the lock keeps the
 // critical section, which every caller contends for, short).
 func (c *Conn) pushLocked(req Request) (wake bool) {
+	wake = len(c.wbuf) == 0 && c.nmerge == 0
+	if c.conflictsLocked(req.KeyHash) {
+		c.flushMergesLocked()
+	}
 	c.pushQueueLocked(req)
-	wasEmpty := len(c.wbuf) == 0
 	c.wbuf = append(c.wbuf, req.Cmd...)
 	c.wcmds++
-	return wasEmpty
+	return wake
 }
 
 // pushQueueLocked queues req's pending entry and arms its deadline.
@@ -452,6 +485,9 @@ func (ch chanCallback) Complete(_ uint64, r resp.Reply, err error) { ch <- resul
 // reaches every master and not only a quorum).
 func (c *Conn) Drain(ctx context.Context) error {
 	c.mu.Lock()
+	if c.nmerge > 0 {
+		c.flushMergesLocked() // the writer is awake already
+	}
 	target := c.q.end()
 	c.mu.Unlock()
 	wait := 100 * time.Microsecond
@@ -628,6 +664,7 @@ func (c *Conn) failAll(err error) {
 		}
 		c.q.pop()
 	}
+	fail = c.failMergesLocked(fail)
 	c.wbuf, c.wcmds = c.wbuf[:0], 0
 	c.firstLive = c.q.seq
 	c.nextDeadline = time.Time{}
@@ -643,7 +680,7 @@ func (c *Conn) failAll(err error) {
 func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 	for {
 		c.mu.Lock()
-		for len(c.wbuf) == 0 {
+		for len(c.wbuf) == 0 && c.nmerge == 0 {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -656,12 +693,15 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 			// of requests in flight write at once: no added latency at low
 			// load (measured: yielding there costs ~10% at concurrency 1).
 			c.mu.Lock()
-			if c.q.len() > gatherThreshold {
+			if c.q.len()+c.nmerge > gatherThreshold {
 				c.mu.Unlock()
 				runtime.Gosched()
 				c.mu.Lock()
 			}
 			continue
+		}
+		if c.nmerge > 0 {
+			c.flushMergesLocked()
 		}
 		buf, n := c.wbuf, c.wcmds
 		c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0

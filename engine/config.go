@@ -28,6 +28,9 @@ const (
 	MaxMasterTimeout = 50 * time.Millisecond
 	// MaxMasters bounds the number of masters (Config.Addrs).
 	MaxMasters = 64
+	// DefaultMergeMax is the default Config.MergeMax (see
+	// docs/benchmarks.md for how it was chosen).
+	DefaultMergeMax = 32
 	// DefaultFenceKey is the key of each master's fencing counter.
 	DefaultFenceKey = "redlock:fence"
 )
@@ -96,6 +99,14 @@ type Config struct {
 	// counter ([Config.FenceKey]) is not prefixed: one counter per master
 	// serves every tenant, and its tokens still increase per key.
 	KeyPrefix string
+	// MergeMax bounds how many releases (and, separately, extensions)
+	// for one master are merged into one script call when they are
+	// queued for the same write (conn.Merge): the master then runs one
+	// EVALSHA of ReleaseMultiScript over their keys instead of one
+	// EVALSHA each, and each lock still gets its own answer. Only what is
+	// already queued is merged; a lone release goes out as before.
+	// Default 0: [DefaultMergeMax]; negative: never merge.
+	MergeMax int
 	// Observer, if set, receives the engine's measurements (acquisitions
 	// by result, latencies, per-master round trips and errors, quorum
 	// margins, extensions, losses, commands per write): the metrics

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,11 @@ type Engine struct {
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
-	release *conn.Script       // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
-	subs    []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
+	release *conn.Script // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
+	// Merges of releases and extensions (Config.MergeMax); nil: off.
+	releaseMerge, extendMerge *conn.Merge
+	hashSeed                  maphash.Seed       // keyHash
+	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
 
 	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
 	waits waitRoom // blocked Lock calls per key (wait.go)
@@ -72,9 +76,22 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, addrs: cfg.Addrs, n: len(cfg.Addrs), epoch: time.Now()}
 	e.q = e.n/2 + 1
 	e.release = ReleaseScript
+	releaseMulti, releaseArgs := ReleaseMultiScript, 1
 	if cfg.ReleaseChannel != "" {
 		e.release = ReleaseNotifyScript
+		releaseMulti, releaseArgs = ReleaseNotifyMultiScript, 2
 	}
+	scripts := []*conn.Script{e.release, ExtendScript, FenceAcquireScript, FenceRaiseScript}
+	if cfg.MergeMax >= 0 {
+		max := cfg.MergeMax
+		if max == 0 {
+			max = DefaultMergeMax
+		}
+		e.releaseMerge = conn.NewMerge(e.release, releaseMulti, releaseArgs, max)
+		e.extendMerge = conn.NewMerge(ExtendScript, ExtendMultiScript, 2, max)
+		scripts = append(scripts, releaseMulti, ExtendMultiScript)
+	}
+	e.hashSeed = maphash.MakeSeed()
 	e.keep.init(e)
 	e.waits.init(e)
 	e.masterErrs = make([]atomic.Uint64, e.n)
@@ -97,7 +114,7 @@ func New(cfg Config) (*Engine, error) {
 				}
 			}
 		}
-		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), e.release, ExtendScript, FenceAcquireScript, FenceRaiseScript)
+		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), scripts...)
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -216,6 +233,12 @@ func (e *Engine) connFor(key string) uint32 {
 	return h
 }
 
+// keyHash is the conn.Request.KeyHash of key: requests on one key keep
+// their order around merged releases and extensions. Never 0.
+func (e *Engine) keyHash(key string) uint64 {
+	return maphash.String(e.hashSeed, key) | 1
+}
+
 // nextConn chooses a connection index round robin, for commands that are
 // not on one lock's key (Broadcast).
 func (e *Engine) nextConn() uint32 {
@@ -325,7 +348,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		return attempt{}, err
 	}
 	e.issued(ttl)
-	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), first: e.firstMaster()}
+	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
 	if co.token != "" {
 		l.token = co.token
 	} else {
@@ -339,6 +362,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		kind, script = opFenced, FenceAcquireScript
 	}
 	o := e.getOp(kind, false, l.cix, l.first)
+	o.khash = l.khash
 	if co.fencing {
 		o.cmd = appendFencedSet(o.cmd[:0], key, e.cfg.FenceKey, l.token, ms)
 	} else {
@@ -463,6 +487,7 @@ func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
 func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 	<-acq.all
 	o := e.getOp(opRelease, true, cix, acq.first)
+	o.khash, o.merge = acq.khash, e.releaseMerge
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		if r.state == -1 && r.err == ErrHeld {
@@ -493,6 +518,7 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 		}
 	}
 	o := e.getOp(opRaise, false, l.cix, l.first)
+	o.khash = e.keyHash(e.cfg.FenceKey)
 	defer o.unref()
 	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 1, 1)
 	o.cmd = resp.AppendBulkString(o.cmd, e.cfg.FenceKey)

@@ -16,6 +16,7 @@ type Lock struct {
 	ttl        time.Duration
 	fence      int64  // fencing token (WithFencing), 0 without
 	cix        uint32 // connection index on every master (see Engine.nextConn)
+	khash      uint64 // Engine.keyHash(key)
 	first      int    // master every fan-out starts with (see Engine.firstMaster)
 	tokenBuf   [TokenLen]byte
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
@@ -239,6 +240,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.relState = append(l.relState, make([]int8, e.n)...) // no allocation for n ≤ 8
 	}
 	o := e.getOp(opRelease, false, l.cix, l.first)
+	o.khash, o.merge = l.khash, e.releaseMerge
 	o.retry = retry
 	copy(o.preset, l.relState)
 	o.cmd = e.appendRelease(o.cmd[:0], l.key, l.token)
@@ -340,6 +342,7 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	e := l.e
 	e.issued(ttl)
 	o := e.getOp(opExtend, false, l.cix, l.first)
+	o.khash, o.merge = l.khash, e.extendMerge
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
 	if async {
 		o.notify = e.keep.decided

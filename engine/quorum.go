@@ -40,7 +40,11 @@ type op struct {
 	// counts as released (the earlier release may have deleted it).
 	retry bool
 	cix   uint32 // connection index used on every master (see nextConn)
-	first int    // master the fan-out starts with (see Engine.firstMaster)
+	khash uint64 // conn.Request.KeyHash of the op's key
+	// merge, when set, lets each master's Conn merge this op's request
+	// with others queued for the same write (releases, extensions).
+	merge *conn.Merge
+	first int // master the fan-out starts with (see Engine.firstMaster)
 	refs  atomic.Int32
 	done  chan struct{} // receives one value when decided
 	all   chan struct{} // receives one value when every master answered
@@ -94,6 +98,7 @@ func (o *op) unref() {
 	o.fence.Store(0)
 	o.retry = false
 	o.lock, o.notify, o.t1 = nil, nil, time.Time{}
+	o.khash, o.merge = 0, nil
 	clear(o.results)
 	clear(o.preset)
 	select { // drain signals nobody waited for
@@ -218,7 +223,10 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 			o.unref()
 			continue
 		}
-		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true}
+		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true, KeyHash: o.khash}
+		if o.merge != nil {
+			req.Script, req.Merge = nil, o.merge
+		}
 		if err := e.pick(i, o.cix).Do(req); err != nil {
 			if e.obs != nil {
 				e.obs.MasterReply(i, 0, err) // refused at once (down, overloaded)

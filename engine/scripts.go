@@ -1,17 +1,37 @@
 package engine
 
-import "github.com/redlock-dev/redlock/conn"
+import (
+	"embed"
+	"strings"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+// The scripts' text lives in engine/lua/*.lua; the SHA1s EVALSHA uses are
+// computed from it when the package loads (conn.NewScript). A script is its
+// file without the final newline.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+func script(name string) *conn.Script {
+	b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic("engine: missing embedded script " + name) // a build error, caught by every test
+	}
+	return conn.NewScript(strings.TrimSuffix(string(b), "\n"))
+}
 
 // Scripts the engine sends with EVALSHA. They are exported so tools (the
 // proxy, tests) can recognise and run the same text.
 var (
 	// ReleaseScript deletes KEYS[1] if it holds ARGV[1]; returns 1 or 0.
-	ReleaseScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`)
+	ReleaseScript = script("release")
 	// ReleaseNotifyScript is ReleaseScript that also publishes KEYS[1] on
 	// channel ARGV[2] when it deleted it (Config.ReleaseChannel).
-	ReleaseNotifyScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then redis.call("del",KEYS[1]) redis.call("publish",ARGV[2],KEYS[1]) return 1 else return 0 end`)
+	ReleaseNotifyScript = script("release_notify")
 	// ExtendScript sets the TTL of KEYS[1] to ARGV[2] ms if it holds ARGV[1]; returns 1 or 0.
-	ExtendScript = conn.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`)
+	ExtendScript = script("extend")
 
 	// FenceAcquireScript is the fenced acquire (see [WithFencing]): SET
 	// KEYS[1] ARGV[1] NX PX ARGV[2]; when it set the key, it advances the
@@ -19,17 +39,19 @@ var (
 	// microseconds) + 1 and returns it; nil when the key exists. The clock
 	// floor makes a counter lost in a restart start again above every
 	// number issued before the restart (docs/safety.md, "Fencing tokens").
-	FenceAcquireScript = conn.NewScript(`if not redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then return false end
-local t = redis.call("time")
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local c = tonumber(redis.call("get",KEYS[2])) or 0
-if c < now then c = now end
-c = c + 1
-redis.call("set",KEYS[2],string.format("%d",c))
-return c`)
+	FenceAcquireScript = script("fence_acquire")
 	// FenceRaiseScript raises the fencing counter KEYS[1] to ARGV[1] if it
 	// is lower (or missing); returns 1.
-	FenceRaiseScript = conn.NewScript(`local c = tonumber(redis.call("get",KEYS[1]))
-if c == nil or c < tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end
-return 1`)
+	FenceRaiseScript = script("fence_raise")
+
+	// ReleaseMultiScript is ReleaseScript over n keys in one call (KEYS[i],
+	// token ARGV[i]); it returns an array of n integers. The engine merges
+	// releases queued for the same write into it (Config.MergeMax).
+	ReleaseMultiScript = script("release_multi")
+	// ReleaseNotifyMultiScript is ReleaseNotifyScript over n keys (token
+	// ARGV[2i-1], channel ARGV[2i]).
+	ReleaseNotifyMultiScript = script("release_notify_multi")
+	// ExtendMultiScript is ExtendScript over n keys (token ARGV[2i-1], TTL
+	// ARGV[2i] ms).
+	ExtendMultiScript = script("extend_multi")
 )

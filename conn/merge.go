@@ -1,0 +1,232 @@
+package conn
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// DefaultMergeMax is the default bound on the members of one merged call
+// (see [Merge]).
+const DefaultMergeMax = 32
+
+// Merge lets a Conn send requests that each run one single-key script as
+// one call of a multi-key version of the script, when several of them are
+// queued for the same write. The engine merges its releases and extensions
+// this way: a script call has a fixed cost on the master that one call
+// shares across its keys.
+//
+// A member request's Cmd is "EVALSHA <Single> 1 <key> <arg>…" with exactly
+// Args arguments (built with Single's [Script.AppendEvalSha]). The Conn
+// holds members back only until its writer takes the next batch, which it
+// does as soon as it is idle: a lone member goes out unchanged, with no
+// added wait; several become one "EVALSHA <Multi> n <key>… <arg>…" whose
+// array reply the Conn splits, completing each member with its own element.
+//
+// Order: a member is sent no earlier than the requests queued before it,
+// but may be sent after requests queued after it, except those on the
+// same key (see [Request.KeyHash]): one key's commands keep their order.
+type Merge struct {
+	single, multi *Script
+	args, max     int
+	head          []byte // the members' common prefix, up to the key
+}
+
+// NewMerge returns the Merge of the single-key script single (one key,
+// args arguments) into multi, which takes n keys and n×args arguments
+// (member i's at ARGV[(i-1)×args+1 …]) and returns an array of n replies.
+// At most max members share one call (0: [DefaultMergeMax]).
+func NewMerge(single, multi *Script, args, max int) *Merge {
+	if max <= 0 {
+		max = DefaultMergeMax
+	}
+	return &Merge{single: single, multi: multi, args: args, max: max, head: single.AppendEvalSha(nil, 1, args)}
+}
+
+// Max returns the bound on the members of one call.
+func (m *Merge) Max() int { return m.max }
+
+// member is a request held for merging.
+type member struct {
+	cb       Callback
+	tag      uint64
+	deadline time.Time
+	cmd      []byte // Stable: the caller keeps it until the callback
+	keyAt    int    // cmd[keyAt:argsAt] is the key's bulk string, cmd[argsAt:] the arguments'
+	argsAt   int
+	hash     uint64
+}
+
+// mergeList is the members of one Merge waiting for the next write.
+type mergeList struct {
+	m       *Merge
+	members []member
+}
+
+// errBadMember is returned by Do for a member whose command does not have
+// its Merge's shape.
+var errBadMember = errors.New("command does not match its Merge")
+
+// parseMember checks req against its Merge and returns the key's offsets.
+func parseMember(req *Request) (keyAt, argsAt int, err error) {
+	m := req.Merge
+	if !req.Stable || !bytes.HasPrefix(req.Cmd, m.head) {
+		return 0, 0, errBadMember
+	}
+	keyAt = len(m.head)
+	rest := req.Cmd[keyAt:]
+	i := bytes.IndexByte(rest, '\r')
+	if len(rest) < 4 || rest[0] != '$' || i < 2 || i+1 >= len(rest) || rest[i+1] != '\n' {
+		return 0, 0, errBadMember
+	}
+	n, perr := strconv.Atoi(string(rest[1:i]))
+	end := i + 2 + n + 2
+	if perr != nil || n < 0 || end > len(rest) {
+		return 0, 0, errBadMember
+	}
+	return keyAt, keyAt + end, nil
+}
+
+// mergeLocked holds req (a member) for the next write. It reports whether
+// nothing was queued for writing before: then the caller must wake the
+// writer.
+func (c *Conn) mergeLocked(req Request, keyAt, argsAt int) (wake bool) {
+	wake = len(c.wbuf) == 0 && c.nmerge == 0
+	var l *mergeList
+	for _, x := range c.merges {
+		if x.m == req.Merge {
+			l = x
+			break
+		}
+	}
+	if l == nil {
+		l = &mergeList{m: req.Merge}
+		c.merges = append(c.merges, l)
+	}
+	l.members = append(l.members, member{cb: req.Callback, tag: req.Tag, deadline: req.Deadline, cmd: req.Cmd, keyAt: keyAt, argsAt: argsAt, hash: req.KeyHash})
+	c.nmerge++
+	if req.KeyHash != 0 {
+		c.bloom[req.KeyHash>>6&3] |= 1 << (req.KeyHash & 63)
+	}
+	if len(l.members) >= l.m.max {
+		c.emitLocked(l)
+	}
+	return wake
+}
+
+// conflictsLocked reports whether a request on the key with hash h
+// (0: unknown, maybe any key) must not overtake the held members.
+func (c *Conn) conflictsLocked(h uint64) bool {
+	if c.nmerge == 0 {
+		return false
+	}
+	if h == 0 {
+		return true
+	}
+	if c.bloom[h>>6&3]&(1<<(h&63)) == 0 {
+		return false
+	}
+	for _, l := range c.merges {
+		for i := range l.members {
+			if l.members[i].hash == h || l.members[i].hash == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flushMergesLocked moves every held member into the write buffer.
+func (c *Conn) flushMergesLocked() {
+	for _, l := range c.merges {
+		if len(l.members) > 0 {
+			c.emitLocked(l)
+		}
+	}
+	c.bloom = [4]uint64{}
+}
+
+// emitLocked writes l's members as one request: the member itself when it
+// is alone, else one call of the multi-key script.
+func (c *Conn) emitLocked(l *mergeList) {
+	ms := l.members
+	c.nmerge -= len(ms)
+	if len(ms) == 1 {
+		m := &ms[0]
+		c.pushQueueLocked(Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
+		c.wbuf = append(c.wbuf, m.cmd...)
+		c.wcmds++
+		clear(ms)
+		l.members = ms[:0]
+		return
+	}
+	g := groupPool.Get().(*group)
+	var deadline time.Time // the members' earliest
+	for i := range ms {
+		g.members = append(g.members, groupMember{cb: ms[i].cb, tag: ms[i].tag})
+		if d := ms[i].deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	start := len(c.wbuf)
+	b := l.m.multi.AppendEvalSha(c.wbuf, len(ms), len(ms)*l.m.args)
+	for i := range ms {
+		b = append(b, ms[i].cmd[ms[i].keyAt:ms[i].argsAt]...)
+	}
+	for i := range ms {
+		b = append(b, ms[i].cmd[ms[i].argsAt:]...)
+	}
+	c.wbuf = b
+	c.wcmds++
+	// Not Stable: the queue slot keeps its own copy for the EVAL fallback.
+	c.pushQueueLocked(Request{Cmd: b[start:], Deadline: deadline, Callback: g, Script: l.m.multi})
+	clear(ms)
+	l.members = ms[:0]
+}
+
+// failMergesLocked drops every held member, returning them to be failed.
+func (c *Conn) failMergesLocked(fail []pending) []pending {
+	for _, l := range c.merges {
+		for _, m := range l.members {
+			fail = append(fail, pending{cb: m.cb, tag: m.tag})
+		}
+		clear(l.members)
+		l.members = l.members[:0]
+	}
+	c.nmerge = 0
+	c.bloom = [4]uint64{}
+	return fail
+}
+
+// group is the callback of one merged call: it hands each member its
+// element of the array reply.
+type group struct {
+	members []groupMember
+}
+
+type groupMember struct {
+	cb  Callback
+	tag uint64
+}
+
+var groupPool = sync.Pool{New: func() any { return new(group) }}
+
+// Complete implements Callback. A failure, an error reply or a reply of
+// the wrong shape is every member's outcome.
+func (g *group) Complete(_ uint64, r resp.Reply, err error) {
+	split := err == nil && r.Type == resp.TypeArray && len(r.Elems) == len(g.members)
+	for i, m := range g.members {
+		if split {
+			m.cb.Complete(m.tag, r.Elems[i], nil)
+		} else {
+			m.cb.Complete(m.tag, r, err)
+		}
+	}
+	clear(g.members)
+	g.members = g.members[:0]
+	groupPool.Put(g)
+}

@@ -1,0 +1,156 @@
+package conn_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/netgate"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// The single-key script and its merged form used by these tests: add
+// ARGV[1] to KEYS[1] if it holds a number; the merged one does it per key
+// with pcall, so that one key's error is that member's reply alone.
+var (
+	addOne   = conn.NewScript(`return redis.call("incrby",KEYS[1],ARGV[1])`)
+	addMulti = conn.NewScript(`local r = {}
+for i = 1, #KEYS do r[i] = redis.pcall("incrby", KEYS[i], ARGV[i]) end
+return r`)
+)
+
+// gatedRealConn is realConn whose writes pass through a netgate.Gate.
+func gatedRealConn(t *testing.T, cfg conn.Config) (*conn.Conn, *netgate.Gate) {
+	t.Helper()
+	g := netgate.New()
+	cfg.Dialer = g.Dialer()
+	c, _, _ := realConn(t, cfg)
+	return c, g
+}
+
+func memberCmd(key string, n int) []byte {
+	b := addOne.AppendEvalSha(nil, 1, 1)
+	b = resp.AppendBulkString(b, key)
+	return resp.AppendBulkInt(b, int64(n))
+}
+
+// TestMergeRequests: members queued behind a write in progress go out as
+// one call of the multi-key script; each gets its own element (a number,
+// or its key's error alone); a request on the key of a held member waits
+// for it; a lone member goes out as its own command.
+func TestMergeRequests(t *testing.T) {
+	m := conn.NewMerge(addOne, addMulti, 1, 8)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
+	exec(t, c, "SET", "m:0", "100")
+	exec(t, c, "HSET", "m:bad", "f", "v") // INCRBY fails on it: WRONGTYPE
+
+	release := g.Hold()
+	rec := newRecorder()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1) // the writer is inside the PING's write
+	keys := []string{"m:0", "m:1", "m:bad", "m:0", "m:3"}
+	for i, k := range keys {
+		req := conn.Request{Cmd: memberCmd(k, i+1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(len(k))<<8 | uint64(k[len(k)-1])}
+		if err := c.Do(req); err != nil {
+			t.Fatalf("Do member %d: %v", i, err)
+		}
+	}
+	// A plain command on m:3 must run after the members (it reads their sum).
+	if err := c.Do(conn.Request{Cmd: cmd("GET", "m:3"), Callback: rec, Tag: 200, KeyHash: uint64(len("m:3"))<<8 | '3'}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	got := rec.wait(t, 7, 5*time.Second)
+	want := map[uint64]string{0: "101", 1: "2", 3: "105", 4: "5", 200: "5"}
+	for _, o := range got {
+		switch {
+		case o.tag == 100:
+		case o.tag == 2:
+			if o.err != nil || !o.rep.HasErrorPrefix("WRONGTYPE") {
+				t.Errorf("member on a hash: %v %v, want its own WRONGTYPE", o.rep, o.err)
+			}
+		case o.err != nil || o.rep.Text() != want[o.tag]:
+			t.Errorf("tag %d: %v %v, want %s", o.tag, o.rep, o.err, want[o.tag])
+		}
+	}
+	writes := g.Writes()
+	if len(writes) != 2 {
+		t.Fatalf("%d writes, want the PING's and one more", len(writes))
+	}
+	second := string(writes[1])
+	if n := strings.Count(second, "EVALSHA"); n != 1 || !strings.Contains(second, addMulti.SHA()) {
+		t.Errorf("second write has %d EVALSHA (multi: %v), want one merged call:\n%q", n, strings.Contains(second, addMulti.SHA()), second)
+	}
+	if i, j := strings.Index(second, addMulti.SHA()), strings.Index(second, "GET"); j < i {
+		t.Errorf("GET m:3 was written before the merged call holding m:3:\n%q", second)
+	}
+
+	// A lone member, with the writer idle, goes out unchanged.
+	w := newWaiter()
+	if err := c.Do(conn.Request{Cmd: memberCmd("m:1", 10), Callback: w, Merge: m, Stable: true, KeyHash: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if <-w.ch; w.err != nil || w.n != 12 {
+		t.Fatalf("lone member: %d %v, want 12", w.n, w.err)
+	}
+	info := exec(t, c, "INFO", "commandstats").Text()
+	if !strings.Contains(info, "cmdstat_evalsha:calls=2,") {
+		t.Errorf("want 2 EVALSHA calls (the merged one, the lone one):\n%s", info)
+	}
+}
+
+// TestMergeBounds: more members than Max make several calls; Do refuses a
+// member that is not Stable or not of its Merge's shape; NOSCRIPT on a
+// merged call falls back to EVAL of the multi-key script.
+func TestMergeBounds(t *testing.T) {
+	m := conn.NewMerge(addOne, addMulti, 1, 4)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
+	rec := newRecorder()
+	for _, bad := range []conn.Request{
+		{Cmd: memberCmd("k", 1), Callback: rec, Merge: m},                               // not Stable
+		{Cmd: cmd("INCRBY", "k", "1"), Callback: rec, Merge: m, Stable: true},           // not the script
+		{Cmd: memberCmd("k", 1), Callback: rec, Merge: m, Stable: true, Script: addOne}, // Script set
+		{Cmd: memberCmd("k", 1)[:40], Callback: rec, Merge: m, Stable: true},            // cut
+	} {
+		if err := c.Do(bad); err == nil {
+			t.Errorf("Do accepted a bad member %q", bad.Cmd)
+		}
+	}
+	exec(t, c, "SCRIPT", "FLUSH")
+	release := g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	const n = 10
+	for i := range n {
+		if err := c.Do(conn.Request{Cmd: memberCmd("b:"+strconv.Itoa(i%3), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i%3 + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	got := rec.wait(t, n+1, 5*time.Second)
+	seen := map[string]int{}
+	for _, o := range got {
+		if o.tag == 100 {
+			continue
+		}
+		if o.err != nil || o.rep.Type != resp.TypeInteger {
+			t.Fatalf("member %d: %v %v", o.tag, o.rep, o.err)
+		}
+		seen["b:"+strconv.Itoa(int(o.tag)%3)]++
+		if o.rep.Int != int64(seen["b:"+strconv.Itoa(int(o.tag)%3)]) {
+			// FIFO: the members of one key see 1, 2, 3... in Do order.
+			t.Errorf("member %d got %d, want %d", o.tag, o.rep.Int, seen["b:"+strconv.Itoa(int(o.tag)%3)])
+		}
+	}
+	info := exec(t, c, "INFO", "commandstats").Text()
+	// 10 members, at most 4 per call: 4 + 4 + 2, each NOSCRIPT then EVAL.
+	if !strings.Contains(info, "cmdstat_evalsha:calls=3,") || !strings.Contains(info, "cmdstat_eval:calls=3,") {
+		t.Errorf("want 3 EVALSHA (NOSCRIPT) and 3 EVAL:\n%s", info)
+	}
+}

@@ -1,0 +1,231 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/netgate"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// mergeEnv is an env whose engine writes through a netgate.Gate.
+func mergeEnv(t *testing.T, n int) (*env, *netgate.Gate) {
+	g := netgate.New()
+	cfg := functional
+	cfg.Conn.Dialer = g.Dialer()
+	return newEnv(t, n, cfg), g
+}
+
+// batched runs ops (Unlocks or Extends) so that, on every master, they
+// are queued behind a write in progress: the engine must merge them into
+// one call per master. first is an operation that occupies the writers;
+// before releases the gate it may change the masters (kill one).
+func (v *env) batched(g *netgate.Gate, first func() error, ops []func() error, before func()) (firstErr error, errs []error) {
+	v.tb.Helper()
+	release := g.Hold()
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first() }()
+	g.WaitInside(len(v.direct)) // every master's writer is inside first's write
+	errs = make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i, op := range ops {
+		wg.Go(func() { errs[i] = op() })
+	}
+	// Wait until every op is queued on every master.
+	deadline := time.Now().Add(5 * time.Second)
+	for i := range len(v.direct) {
+		for enginex.Open(v.e).Conns(i)[0].Stats().Pending < len(ops)+1 {
+			if time.Now().After(deadline) {
+				v.tb.Fatalf("master %d: %d requests queued, want %d", i, enginex.Open(v.e).Conns(i)[0].Stats().Pending, len(ops)+1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if before != nil {
+		before()
+	}
+	release()
+	wg.Wait()
+	return <-firstDone, errs
+}
+
+// mergedCalls counts the recorded writes that hold a call of script.
+func mergedCalls(g *netgate.Gate, sha string) int {
+	n := 0
+	for _, w := range g.Writes() {
+		n += strings.Count(string(w), sha)
+	}
+	return n
+}
+
+// TestMergedReleases: releases merged into one script call per master
+// still give each lock its own answer: held ones are released, one whose
+// token was replaced everywhere is lost (ErrLockLost), one whose key is of
+// another type on three masters fails with those masters' errors alone.
+func TestMergedReleases(t *testing.T) {
+	v, g := mergeEnv(t, 5)
+	ctx := context.Background()
+	first := v.mustLock(keyName(t, "first"), time.Minute)
+	const n = 12
+	locks := make([]*engine.Lock, n)
+	for i := range locks {
+		locks[i] = v.mustLock(keyName(t, i), time.Minute)
+		v.waitHeld(locks[i].Key(), locks[i].Token())
+		switch i % 3 {
+		case 1: // another holder everywhere
+			for m := range 5 {
+				v.mustExec(m, "SET", locks[i].Key(), "someone-else")
+			}
+		case 2: // a hash on masters 0-2: WRONGTYPE there
+			for m := range 3 {
+				v.mustExec(m, "DEL", locks[i].Key())
+				v.mustExec(m, "HSET", locks[i].Key(), "f", "v")
+			}
+		}
+	}
+	ops := make([]func() error, n)
+	for i, l := range locks {
+		ops[i] = func() error { return l.Unlock(ctx) }
+	}
+	firstErr, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, nil)
+	if firstErr != nil {
+		t.Errorf("first Unlock: %v", firstErr)
+	}
+	if got := mergedCalls(g, engine.ReleaseMultiScript.SHA()); got != 5 {
+		t.Errorf("%d merged release calls, want one per master (5)", got)
+	}
+	for i, err := range errs {
+		key := locks[i].Key()
+		switch i % 3 {
+		case 0:
+			if err != nil {
+				t.Errorf("lock %d: %v, want released", i, err)
+			}
+			for m, val := range v.values(key) {
+				if val != nilValue {
+					t.Errorf("lock %d: master %d still holds %q", i, m, val)
+				}
+			}
+		case 1:
+			if !errors.Is(err, engine.ErrLockLost) {
+				t.Errorf("lock %d (taken over): %v, want ErrLockLost", i, err)
+			}
+			for m, val := range v.values(key) {
+				if val != "someone-else" {
+					t.Errorf("lock %d: master %d holds %q, the other holder's value was touched", i, m, val)
+				}
+			}
+		case 2:
+			me := masterErrors(err)
+			for m := range 5 {
+				var re *resp.Error
+				bad := m < 3
+				if got := me[m] != nil && errors.As(me[m].Err, &re) && strings.HasPrefix(re.Msg, "WRONGTYPE"); got != bad {
+					t.Errorf("lock %d master %d: error %v, want WRONGTYPE: %v", i, m, me[m], bad)
+				}
+			}
+			for m := 3; m < 5; m++ {
+				if r := v.mustExec(m, "EXISTS", key); r.Int != 0 {
+					t.Errorf("lock %d: master %d still holds it", i, m)
+				}
+			}
+		}
+	}
+}
+
+// TestMergedReleasesMasterDies: a master killed while a merged release
+// call to it is on its way fails that call, which is one answer of each
+// lock on that master only: every lock is still released by the others.
+func TestMergedReleasesMasterDies(t *testing.T) {
+	v, g := mergeEnv(t, 5)
+	ctx := context.Background()
+	first := v.mustLock(keyName(t, "first"), time.Minute)
+	const n = 8
+	locks := make([]*engine.Lock, n)
+	ops := make([]func() error, n)
+	for i := range locks {
+		l := v.mustLock(keyName(t, i), time.Minute)
+		v.waitHeld(l.Key(), l.Token())
+		locks[i], ops[i] = l, func() error { return l.Unlock(ctx) }
+	}
+	firstErr, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, func() {
+		if err := v.set.Masters()[0].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if firstErr != nil {
+		t.Errorf("first Unlock: %v", firstErr)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("lock %d: %v, want released by masters 1-4", i, err)
+		}
+		for m := 1; m < 5; m++ {
+			if r := v.mustExec(m, "EXISTS", locks[i].Key()); r.Int != 0 {
+				t.Errorf("lock %d: master %d still holds it", i, m)
+			}
+		}
+	}
+	if got := mergedCalls(g, engine.ReleaseMultiScript.SHA()); got < 4 {
+		t.Errorf("%d merged release calls, want one per live master", got)
+	}
+	if st := v.e.Stats(); st.MasterErrors[0] < n || st.MasterErrors[1]+st.MasterErrors[2]+st.MasterErrors[3]+st.MasterErrors[4] != 0 {
+		t.Errorf("master errors %v, want ≥ %d on master 0 and none elsewhere", st.MasterErrors, n)
+	}
+}
+
+// TestMergedExtends: extensions merged into one call per master extend
+// the locks still held and report the others lost.
+func TestMergedExtends(t *testing.T) {
+	v, g := mergeEnv(t, 5)
+	ctx := context.Background()
+	first := v.mustLock(keyName(t, "first"), 10*time.Second)
+	const n = 8
+	locks := make([]*engine.Lock, n)
+	ops := make([]func() error, n)
+	for i := range locks {
+		l := v.mustLock(keyName(t, i), 10*time.Second)
+		v.waitHeld(l.Key(), l.Token())
+		if i%2 == 1 {
+			for m := range 5 {
+				v.mustExec(m, "SET", l.Key(), "someone-else", "PX", "10000")
+			}
+		}
+		locks[i], ops[i] = l, func() error { return l.Extend(ctx, time.Minute) }
+	}
+	firstErr, errs := v.batched(g, func() error { return first.Extend(ctx, time.Minute) }, ops, nil)
+	if firstErr != nil {
+		t.Errorf("first Extend: %v", firstErr)
+	}
+	if got := mergedCalls(g, engine.ExtendMultiScript.SHA()); got != 5 {
+		t.Errorf("%d merged extend calls, want 5", got)
+	}
+	for i, err := range errs {
+		ttls := v.pttls(locks[i].Key())
+		if i%2 == 0 {
+			if err != nil {
+				t.Errorf("lock %d: %v", i, err)
+			}
+			for m, p := range ttls {
+				if p < 50_000 {
+					t.Errorf("lock %d: master %d PTTL %d ms, want extended to a minute", i, m, p)
+				}
+			}
+			continue
+		}
+		if !errors.Is(err, engine.ErrLockLost) {
+			t.Errorf("lock %d (taken over): %v, want ErrLockLost", i, err)
+		}
+		for m, p := range ttls {
+			if p > 10_000 {
+				t.Errorf("lock %d: master %d PTTL %d ms: the other holder's key was extended", i, m, p)
+			}
+		}
+	}
+}
