@@ -110,6 +110,10 @@ type Config struct {
 	// default, max(5ms, min(50ms, ttl/100)); with embedded masters, which
 	// are far slower than redis-server, [EmbeddedMasterTimeout]).
 	MasterTimeout time.Duration
+	// MergeMax is the engine's Config.MergeMax: releases (and extensions)
+	// for one master merged into one script call when queued for the same
+	// write (0: the engine's default; negative: never merge).
+	MergeMax int
 	// ConnsPerMaster is the engine's connections per master, or the number
 	// of connections to the proxy (default 1).
 	ConnsPerMaster int

@@ -30,7 +30,7 @@ type engineLocker struct {
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
-	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout}
+	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax}
 	if cfg.metrics != nil {
 		ec.Observer = cfg.metrics
 	}

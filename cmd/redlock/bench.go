@@ -44,6 +44,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (when not given: %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
 	durationVar(fs, &cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
 	durationVar(fs, &cfg.Hold, "hold", 0, "time each lock is held before release (0: release at once)")
+	fs.IntVar(&cfg.MergeMax, "merge-max", 0, "releases/extensions per master merged into one script call when queued together (0: engine default 32; -1: never)")
 	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
 	compare := fs.String("compare", "", "peers to measure in the same run: redsync, fencing (the engine taking fencing tokens), and engine with --target proxy")
