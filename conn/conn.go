@@ -111,8 +111,9 @@ type Config struct {
 	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
 	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// OnWrite, if set, is called on the Conn's writer goroutine after each
-	// write with the number of commands it carried (auto-pipelining's
-	// batch size). It must be fast and not block.
+	// write with the number of requests it carried (auto-pipelining's
+	// batch size; a merged call counts its members, see [Merge]). It must
+	// be fast and not block.
 	OnWrite func(commands int)
 	// OnState, if set, is called on the Conn's goroutine each time it
 	// comes up or goes down: once per change, not once per failed
@@ -206,7 +207,7 @@ type Conn struct {
 	nc           net.Conn
 	q            queue
 	wbuf         []byte
-	wcmds        int       // commands in wbuf
+	wcmds        int       // requests in wbuf (a merged call counts its members)
 	spare        []byte    // the other write buffer, while not being written
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done

@@ -181,7 +181,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 		b = append(b, ms[i].cmd[ms[i].argsAt:]...)
 	}
 	c.wbuf = b
-	c.wcmds++
+	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
 	// Not Stable: the queue slot keeps its own copy for the EVAL fallback.
 	c.pushQueueLocked(Request{Cmd: b[start:], Deadline: deadline, Callback: g, Script: l.m.multi})
 	clear(ms)
