@@ -37,6 +37,7 @@ const (
 	TargetProxy  = "proxy"   // a RESP proxy driven by our own pipelined client
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
 	PeerFencing  = "fencing" // the embedded engine taking fencing tokens (engine.WithFencing)
+	PeerNoMerge  = "nomerge" // the embedded engine without merged releases (engine.Config.MergeMax -1)
 )
 
 // Workloads.
@@ -118,7 +119,8 @@ type Config struct {
 	// of connections to the proxy (default 1).
 	ConnsPerMaster int
 	// Compare lists peers measured after the target on the same masters
-	// (PeerRedsync, PeerFencing; TargetEngine too when Target is TargetProxy).
+	// (PeerRedsync, PeerFencing, PeerNoMerge; TargetEngine too when Target
+	// is TargetProxy).
 	Compare []string
 	// Ceiling also measures the masters' own pipelined capacity.
 	Ceiling bool
@@ -226,9 +228,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Compare {
-		ok := p == PeerRedsync || p == PeerFencing || (p == TargetEngine && c.Target == TargetProxy)
+		ok := p == PeerRedsync || p == PeerFencing || p == PeerNoMerge || (p == TargetEngine && c.Target == TargetProxy)
 		if !ok {
-			return bad("unknown peer %q (known: %s, %s; %s with target %s)", p, PeerRedsync, PeerFencing, TargetEngine, TargetProxy)
+			return bad("unknown peer %q (known: %s, %s, %s; %s with target %s)", p, PeerRedsync, PeerFencing, PeerNoMerge, TargetEngine, TargetProxy)
 		}
 		if seen[p] {
 			return bad("peer %q listed twice", p)
@@ -551,6 +553,9 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 			l.opts = []engine.Option{engine.WithFencing()}
 		}
 		return l, err
+	case PeerNoMerge:
+		cfg.MergeMax = -1
+		return newEngineLocker(ctx, addrs, cfg)
 	case TargetProxy:
 		return newProxyLocker(ctx, cfg)
 	case PeerRedsync:

@@ -418,3 +418,22 @@ func TestRunProfiles(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestRunNoMergePeer: the nomerge peer is the engine with merging off,
+// interleaved with the engine in one run.
+func TestRunNoMergePeer(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Compare: []string{PeerNoMerge}, Rounds: 2,
+		Duration: 400 * time.Millisecond, Concurrency: 16, MasterTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Target != TargetEngine || len(r.Peers) != 1 || r.Peers[0].Target != PeerNoMerge {
+		t.Fatalf("phases: %s %+v", r.Target, r.Peers)
+	}
+	checkPhase(t, r.Phase)
+	checkPhase(t, r.Peers[0])
+	if len(r.Peers[0].RoundCyclesPerSec) != 2 {
+		t.Errorf("nomerge rounds %v, want 2", r.Peers[0].RoundCyclesPerSec)
+	}
+}
