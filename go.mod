@@ -6,7 +6,9 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/alicebob/miniredis/v2 v2.35.0
 	github.com/go-redsync/redsync/v4 v4.13.0
+	github.com/panjf2000/ants/v2 v2.11.3
 	github.com/redis/go-redis/v9 v9.7.0
+	github.com/valyala/bytebufferpool v1.0.0
 	golang.org/x/sync v0.24.0
 )
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tidwall/redcon"
+	"github.com/valyala/bytebufferpool"
 
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -47,7 +47,13 @@ type client struct {
 	wdone   chan struct{} // closed when the writer returns
 	wfail   chan struct{} // closed when the writer can no longer write (it panicked)
 
-	held atomic.Int64 // bytes of unanswered requests and unwritten replies
+	held      atomic.Int64 // bytes of unanswered requests and unwritten replies
+	unwritten atomic.Int64 // calls queued for the writer and not yet written
+
+	// Owned by the reader goroutine:
+	direct bool // the command being dispatched runs on the reader (pool.go)
+	armed  bool // the next socket read starts RequestTimeout (deadlineReader)
+	dlSet  bool // a read deadline may be set on the socket
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
@@ -62,8 +68,10 @@ type client struct {
 type call struct {
 	done       chan struct{} // closed when out is final
 	out        []byte
-	size       int64 // bytes of the request, held with len(out) until the writer took the reply
-	closeAfter bool  // QUIT, protocol error, panic: close after writing
+	bb         *bytebufferpool.ByteBuffer // out's pooled buffer, if any (call.release)
+	size       int64                      // bytes of the request, held with len(out) until the writer took the reply
+	closeAfter bool                       // QUIT, protocol error, panic: close after writing
+	a          *asyncState                // asynchronous commands only (pool.go)
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -72,7 +80,7 @@ func newClient(s *Server, nc net.Conn) *client {
 	c := &client{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: s.nextID.Add(1), created: time.Now(),
 		authed: s.cfg.RequirePass == "", calls: make(chan *call, s.cfg.MaxPipeline),
 		drained: make(chan struct{}, 1), wdone: make(chan struct{}), wfail: make(chan struct{})}
-	c.rd = resp.NewCommandReader(nc, readBufferSize)
+	c.rd = resp.NewCommandReader(deadlineReader{c}, readBufferSize)
 	c.rd.Grow = func(n int) bool {
 		if !c.authed && c.held.Load()+int64(n) > freeClientBytes {
 			return false // unauthenticated: the free allowance only
@@ -180,16 +188,23 @@ func (c *client) readLoop() {
 			// Commands already received still run (Shutdown lets them
 			// finish); the socket is not read again.
 			c.nc.SetReadDeadline(time.Now())
+			c.dlSet = true
 		} else if c.rd.Buffered() == 0 {
 			// Wait for the next request (IdleTimeout), then give it
-			// RequestTimeout to arrive whole (slow-loris).
-			c.setDeadline(s.cfg.IdleTimeout)
+			// RequestTimeout to arrive whole (slow-loris): the deadline is
+			// set by the first read the request needs beyond what Wait
+			// read (deadlineReader), so a request that came in one read
+			// costs no deadline change.
+			if s.cfg.IdleTimeout > 0 || c.dlSet || !c.authed {
+				c.setDeadline(s.cfg.IdleTimeout)
+			}
 			if err := c.rd.Wait(); err != nil {
 				return
 			}
-			c.setDeadline(s.cfg.RequestTimeout)
 		}
+		c.armed = true
 		cmd, err := c.rd.ReadCommand()
+		c.armed = false
 		if err != nil {
 			c.hold(-int64(cmd.Size), false)
 			if msg := c.readErr(err); msg != "" {
@@ -198,17 +213,44 @@ func (c *client) readLoop() {
 			return
 		}
 		s.commands.Add(1)
+		// Nothing of this connection in flight and nothing more sent: the
+		// command runs here and the reader writes its reply (pool.go).
+		c.direct = c.rd.Buffered() == 0 && c.unwritten.Load() == 0
 		cl := c.dispatch(cmd.Args)
 		cl.size = int64(cmd.Size)
-		if cl.done != closedChan { // its goroutine owns out and closeAfter until done
-			c.calls <- cl
-			continue
-		}
-		c.push(cl)
-		if cl.closeAfter {
-			return
+		switch {
+		case c.direct && cl.a != nil:
+			if !c.runDirect(cl) {
+				return
+			}
+		case c.direct:
+			c.hold(int64(len(cl.out)), false)
+			if !c.writeDirect(cl) {
+				return
+			}
+		case cl.a != nil:
+			c.queue(cl)
+			c.start(cl)
+		default:
+			c.push(cl)
+			if cl.closeAfter {
+				return
+			}
 		}
 	}
+}
+
+// deadlineReader is what the connection's CommandReader reads: a read
+// inside a request (armed) sets the request's deadline first.
+type deadlineReader struct{ c *client }
+
+func (r deadlineReader) Read(p []byte) (int, error) {
+	c := r.c
+	if c.armed {
+		c.armed = false
+		c.setDeadline(c.s.cfg.RequestTimeout)
+	}
+	return c.nc.Read(p)
 }
 
 // setDeadline sets the read deadline d from now (0: none), never later
@@ -222,8 +264,10 @@ func (c *client) setDeadline(d time.Duration) {
 		dl = c.authBy
 	}
 	c.nc.SetReadDeadline(dl)
+	c.dlSet = !dl.IsZero()
 	if c.s.shutting.Load() { // Shutdown's deadline may just have been overwritten
 		c.nc.SetReadDeadline(time.Now())
+		c.dlSet = true
 	}
 }
 
@@ -273,6 +317,12 @@ func (c *client) readErr(err error) string {
 // bytes until the writer takes it.
 func (c *client) push(cl *call) {
 	c.hold(int64(len(cl.out)), false)
+	c.queue(cl)
+}
+
+// queue hands cl to the writer.
+func (c *client) queue(cl *call) {
+	c.unwritten.Add(1)
 	c.calls <- cl
 }
 
@@ -283,43 +333,6 @@ func errReply(msg string, closeAfter bool) *call {
 }
 
 func errCall(msg string) *call { return errReply(msg, false) }
-
-// async runs f on its own goroutine with the server's context. Commands of
-// one connection run concurrently, except that a command waits for the
-// connection's earlier in-flight commands on the same keys (so a pipelined
-// SET then release of one key keep their order). At most MaxInFlight run
-// on the masters at once across all clients; beyond that they wait.
-func (c *client) async(keys [][]byte, f func(ctx context.Context) []byte) *call {
-	cl := &call{done: make(chan struct{})}
-	after := c.order(keys, cl)
-	s := c.s
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				c.panicked("command", p)
-				cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
-				cl.closeAfter = true
-			}
-			c.hold(int64(len(cl.out)), false)
-			<-s.inflight
-			close(cl.done)
-		}()
-		for _, p := range after {
-			<-p.done
-		}
-		// A slot only once it runs: commands waiting for earlier ones on
-		// their keys hold none (their number is bounded per connection by
-		// MaxPipeline).
-		s.inflight <- struct{}{}
-		if h := testHook.Load(); h != nil {
-			(*h)("async", nil)
-		}
-		// Every engine operation ends by its per-master deadlines, so the
-		// server's context (cancelled by Close) is the only one needed.
-		cl.out = f(s.baseCtx)
-	}()
-	return cl
-}
 
 // order records cl as the last command on keys and returns the earlier
 // in-flight commands cl must wait for. Keys are tracked by a 64-bit hash
@@ -370,24 +383,35 @@ var keySeed = maphash.MakeSeed()
 // ready: when the next command has no reply yet or none is queued (or
 // flushAt bytes are pending). Before such a flush it yields once, so that
 // replies completing at that moment (goroutines already runnable) join
-// the write: replies that complete together go out in one write.
+// the write: replies that complete together go out in one write. Its
+// buffer comes from replyPool for each batch and goes back after the
+// write, so an idle connection holds none.
 func (c *client) writeLoop() {
 	defer close(c.wdone)
-	var buf []byte
+	var bb *bytebufferpool.ByteBuffer
+	batched := int64(0) // calls taken since the last flush
 	broken := false
 	flush := func() {
-		if len(buf) > 0 && !broken {
+		if bb != nil && len(bb.B) > 0 && !broken {
 			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if _, err := c.nc.Write(buf); err != nil {
+			if _, err := c.nc.Write(bb.B); err != nil {
 				broken = true
 				c.nc.Close() // unblocks the reader
 			}
 		}
-		if cap(buf) > flushAt {
-			buf = nil // shrink back after a large reply
-		} else {
-			buf = buf[:0]
+		switch {
+		case bb == nil:
+		case cap(bb.B) > flushAt:
+			bb = nil // shrink back after a large reply
+		case pooledBuffers:
+			putBuffer(bb)
+			bb = nil
+		default:
+			bb.B = bb.B[:0]
 		}
+		// Written: the reader may write the next reply itself.
+		c.unwritten.Add(-batched)
+		batched = 0
 	}
 	c.guard("writer", func() {
 		for {
@@ -396,7 +420,7 @@ func (c *client) writeLoop() {
 			select {
 			case cl, ok = <-c.calls:
 			default:
-				if len(buf) > 0 {
+				if batched > 0 {
 					runtime.Gosched() // a reader about to queue a ready reply
 				}
 				select {
@@ -410,7 +434,7 @@ func (c *client) writeLoop() {
 				break
 			}
 			if !ready(cl) {
-				if len(buf) > 0 {
+				if batched > 0 {
 					runtime.Gosched() // completions already runnable
 				}
 				if !ready(cl) {
@@ -419,15 +443,19 @@ func (c *client) writeLoop() {
 				}
 			}
 			if !broken {
-				buf = append(buf, cl.out...)
+				if bb == nil {
+					bb = getBuffer()
+				}
+				bb.B = append(bb.B, cl.out...)
 			}
+			batched++
 			c.hold(-cl.size-int64(len(cl.out)), false)
-			cl.size, cl.out = 0, nil // the ordering map may keep the call a while
+			cl.release()
 			select {
 			case c.drained <- struct{}{}:
 			default:
 			}
-			if cl.closeAfter || len(buf) >= flushAt {
+			if cl.closeAfter || (bb != nil && len(bb.B) >= flushAt) {
 				flush()
 			}
 			if cl.closeAfter && !broken {
@@ -447,6 +475,7 @@ func (c *client) writeLoop() {
 	for cl := range c.calls {
 		<-cl.done
 		c.hold(-cl.size-int64(len(cl.out)), false)
+		cl.release()
 	}
 }
 

@@ -22,10 +22,13 @@
 // ([Config]). A panic while serving a connection is recovered, logged and
 // counted, and closes that connection only.
 //
-// Pipelined commands of one connection run concurrently; replies go back in
-// request order, each written as soon as it and every earlier one are
-// ready, flushed when nothing more is ready (one write per batch that
-// completes together).
+// Pipelined commands of one connection run concurrently, on a bounded
+// worker pool (github.com/panjf2000/ants/v2); replies go back in request
+// order, each written as soon as it and every earlier one are ready,
+// flushed when nothing more is ready (one write per batch that completes
+// together). A command of a connection with nothing else in flight and
+// nothing more sent runs on the connection's reader, which writes its
+// reply. Reply buffers come from github.com/valyala/bytebufferpool.
 //
 // Guarantees: a reply of success means a quorum of masters performed the
 // operation (and, for acquire/extend, within the validity ttl − elapsed −

@@ -65,15 +65,15 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 		opts = append(opts, engine.WithFencing())
 	}
 	k, s := string(args[1]), c.s
-	return c.async(args[1:2], func(ctx context.Context) []byte {
+	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
 		l, err := s.eng.TryLock(ctx, k, ttl, opts...)
 		switch {
 		case err == nil && fenced:
-			return redcon.AppendInt(nil, l.FencingToken())
+			return redcon.AppendInt(dst, l.FencingToken())
 		case err == nil:
-			return redcon.AppendOK(nil)
+			return redcon.AppendOK(dst)
 		case errors.Is(err, engine.ErrNotAcquired):
-			return redcon.AppendNull(nil)
+			return redcon.AppendNull(dst)
 		}
 		return engineErr(err)
 	})
@@ -134,18 +134,18 @@ func engineErr(err error) []byte {
 
 func (c *client) cmdGet(args [][]byte) *call {
 	key, s := args[1], c.s
-	return c.async(args[1:2], func(ctx context.Context) []byte { return s.get(ctx, key) })
+	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
 }
 
 func (c *client) cmdPTTL(args [][]byte) *call {
 	key, s := args[1], c.s
-	return c.async(args[1:2], func(ctx context.Context) []byte { return s.pttl(ctx, key) })
+	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pttl(ctx, key) })
 }
 
 // cmdCountKeys runs EXISTS and DEL.
 func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
-	return c.async(keys, func(ctx context.Context) []byte { return s.countKeys(ctx, name, keys) })
+	return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.countKeys(ctx, name, keys) })
 }
 
 func (c *client) cmdPExpire(args [][]byte) *call {
@@ -157,7 +157,7 @@ func (c *client) cmdPExpire(args [][]byte) *call {
 		return errCall("ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
 	}
 	key, s := args[1], c.s
-	return c.async(args[1:2], func(ctx context.Context) []byte { return s.pexpire(ctx, key, ms) })
+	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pexpire(ctx, key, ms) })
 }
 
 // scriptArgs splits EVAL/EVALSHA/FCALL arguments: name-or-sha numkeys
@@ -201,7 +201,7 @@ func (c *client) cmdEval(args [][]byte) *call {
 			return c.passthrough(ls.script, keys, argv)
 		}
 		s := c.s
-		return c.async(keys, func(ctx context.Context) []byte { return s.runLib(ctx, ls, keys, argv) })
+		return c.async(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) })
 	}
 	if !c.s.cfg.AllowScripts {
 		return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)

@@ -20,7 +20,7 @@ import (
 // passthrough runs sc on every master for the client.
 func (c *client) passthrough(sc *conn.Script, keys, argv [][]byte) *call {
 	s := c.s
-	return c.async(keys, func(ctx context.Context) []byte {
+	return c.async(keys, func(ctx context.Context, _ []byte) []byte {
 		return s.broadcastAgreed(ctx, keys, sc, appendEvalSha(nil, sc, keys, argv))
 	})
 }
@@ -39,7 +39,7 @@ func (c *client) cmdFcall(args [][]byte) *call {
 		return bad
 	}
 	cmd, s := resp.AppendCommand(nil, args...), c.s
-	return c.async(keys, func(ctx context.Context) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
+	return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
 }
 
 // broadcastAgreed sends cmd (on keys) on the passthrough connections and

@@ -21,7 +21,7 @@ func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl)
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.
 // The caller checked ls.fits(keys, argv).
-func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte) []byte {
+func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, argv [][]byte) []byte {
 	token := argv[ls.TokenArg]
 	var ttl time.Duration
 	if ls.TTLArg >= 0 {
@@ -41,9 +41,9 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 		}
 		switch {
 		case err == nil:
-			return success(ls, len(keys))
+			return success(dst, ls, len(keys))
 		case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
-			return failure(ls)
+			return failure(dst, ls)
 		}
 		return engineErr(err)
 	}
@@ -89,7 +89,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 		ok = ttl-time.Since(t1)-s.drift(ttl) > 0
 	}
 	if ok {
-		return success(ls, len(keys))
+		return success(dst, ls, len(keys))
 	}
 	if ls.Op == opAcquire {
 		s.cleanup(keys, token)
@@ -97,7 +97,7 @@ func (s *Server) runLib(ctx context.Context, ls *libScript, keys, argv [][]byte)
 	if ls.Reply == replyRedsync && missing >= q {
 		return redcon.AppendInt(nil, -1)
 	}
-	return failure(ls)
+	return failure(dst, ls)
 }
 
 // vote reports whether one master's reply is a yes under ls's contract.
@@ -113,21 +113,21 @@ func vote(ls *libScript, r resp.Reply, nkeys int) bool {
 	return false
 }
 
-func success(ls *libScript, nkeys int) []byte {
+func success(dst []byte, ls *libScript, nkeys int) []byte {
 	switch ls.Reply {
 	case replyOKNil:
-		return redcon.AppendOK(nil)
+		return redcon.AppendOK(dst)
 	case replyNKeys:
-		return redcon.AppendInt(nil, int64(nkeys))
+		return redcon.AppendInt(dst, int64(nkeys))
 	}
-	return redcon.AppendInt(nil, 1)
+	return redcon.AppendInt(dst, 1)
 }
 
-func failure(ls *libScript) []byte {
+func failure(dst []byte, ls *libScript) []byte {
 	if ls.Reply == replyOKNil {
-		return redcon.AppendNull(nil)
+		return redcon.AppendNull(dst)
 	}
-	return redcon.AppendInt(nil, 0)
+	return redcon.AppendInt(dst, 0)
 }
 
 // quorumTTL returns the TTL a quorum of masters guarantees: the q-th

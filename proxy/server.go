@@ -189,6 +189,7 @@ type Server struct {
 	start     time.Time
 	log       *slog.Logger
 	inflight  chan struct{} // semaphore: commands running on the masters
+	workers   *workers      // runs asynchronous commands (pool.go)
 
 	baseCtx context.Context // cancelled by Close
 	cancel  context.CancelFunc
@@ -244,6 +245,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		s.passTr = enginex.Open(s.pass)
+	}
+	if err := s.startPool(); err != nil {
+		s.closeEngines()
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
@@ -408,6 +413,7 @@ func (s *Server) Close() error {
 		}
 		s.mu.Unlock()
 		s.wg.Wait()
+		s.workers.release()
 		s.closeEngines()
 	})
 	return nil

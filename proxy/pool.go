@@ -1,0 +1,190 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+	"github.com/valyala/bytebufferpool"
+)
+
+// How asynchronous commands run.
+//
+// A command that touches the masters is an asynchronous call: its reply is
+// computed by run. The reader decides where run runs:
+//
+//   - directly on the reader goroutine, when the connection has nothing
+//     else in flight and nothing more buffered (a client that waits for
+//     each reply: redis-benchmark -P 1, most lock libraries). The reader
+//     then writes the reply itself, with no hand-off to a command
+//     goroutine or to the writer;
+//   - otherwise on a worker of the server's pool (workers.go: a bounded
+//     github.com/panjf2000/ants/v2 pool, or a goroutine per command when
+//     built with the redlock_proxy_goroutines tag).
+//
+// Either way the command first takes one of MaxInFlight slots (the reader
+// waits for it), so at most MaxInFlight commands run at once and the pool
+// never has to queue. A command that must wait for an earlier in-flight
+// command of its connection on the same key takes no slot and no worker:
+// it is registered on that command (call.next) and run by the worker that
+// finishes the last of its predecessors, on that worker and in its slot.
+// No worker ever waits for a slot, a worker or another command, so a full
+// pool cannot deadlock.
+//
+// Replies are built in bytebufferpool buffers: run appends to dst (a
+// pooled buffer) and the buffer goes back to the pool once the reply has
+// been copied to the connection's write buffer (itself pooled between
+// writes) or written.
+
+// replyPool holds reply and write buffers.
+var replyPool bytebufferpool.Pool
+
+// asyncFunc computes an asynchronous command's reply. It appends the reply
+// to dst (a pooled buffer) or returns a slice of its own; never one it
+// shares (the result becomes a pooled buffer).
+type asyncFunc func(ctx context.Context, dst []byte) []byte
+
+// asyncState is the part of a call used by asynchronous commands.
+type asyncState struct {
+	c       *client
+	run     asyncFunc    // nil once run (it holds the request's arguments)
+	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
+	mu      sync.Mutex   // guards next, and closing done
+	next    []*call      // commands waiting for this one (guarded by mu)
+}
+
+// async returns an asynchronous call of f, not started: the reader starts
+// it (start or runDirect). Commands of one connection run concurrently,
+// except that a command waits for the connection's earlier in-flight
+// commands on the same keys (so a pipelined SET then release of one key
+// keep their order).
+func (c *client) async(keys [][]byte, f asyncFunc) *call {
+	cl := &call{done: make(chan struct{})}
+	cl.a = &asyncState{c: c, run: f}
+	cl.a.pending.Store(1)
+	if c.direct {
+		return cl // nothing of this connection is in flight
+	}
+	for _, p := range c.order(keys, cl) {
+		p.a.mu.Lock()
+		if !ready(p) {
+			p.a.next = append(p.a.next, cl)
+			cl.a.pending.Add(1)
+		}
+		p.a.mu.Unlock()
+	}
+	return cl
+}
+
+// start runs cl on the pool once its predecessors finished: the reader
+// calls it after queueing cl for the writer.
+func (c *client) start(cl *call) {
+	if cl.a.pending.Add(-1) != 0 {
+		return // the last predecessor to finish runs it
+	}
+	c.s.inflight <- struct{}{}
+	c.s.invoke(cl)
+}
+
+// execute runs cl, which holds an in-flight slot, then the commands that
+// were waiting for it and are now free to run, in that same slot; then it
+// gives the slot back. Pool workers run it.
+func execute(cl *call) {
+	s := cl.a.c.s
+	var buf [4]*call
+	queue := append(buf[:0], cl)
+	for len(queue) > 0 {
+		cl := queue[0]
+		queue = queue[1:]
+		for _, d := range cl.a.c.runOne(cl) {
+			if d.a.pending.Add(-1) == 0 {
+				queue = append(queue, d)
+			}
+		}
+	}
+	<-s.inflight
+}
+
+// runOne computes cl's reply, recovering a panic (which costs this
+// connection only), and completes cl: it returns the commands that were
+// waiting for it.
+func (c *client) runOne(cl *call) (next []*call) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.panicked("command", p)
+			cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
+			cl.closeAfter = true
+		}
+		c.hold(int64(len(cl.out)), false)
+		cl.a.run = nil
+		cl.a.mu.Lock()
+		close(cl.done)
+		next, cl.a.next = cl.a.next, nil
+		cl.a.mu.Unlock()
+	}()
+	if h := testHook.Load(); h != nil {
+		(*h)("async", nil)
+	}
+	bb := getBuffer()
+	// Every engine operation ends by its per-master deadlines, so the
+	// server's context (cancelled by Close) is the only one needed.
+	cl.out = cl.a.run(c.s.baseCtx, bb.B[:0])
+	bb.B = cl.out
+	cl.bb = bb
+	return nil
+}
+
+// runDirect runs cl on the reader goroutine and writes its reply (the
+// connection has nothing else in flight, so the writer is idle). It
+// reports whether the connection stays open.
+func (c *client) runDirect(cl *call) bool {
+	c.s.inflight <- struct{}{}
+	c.runOne(cl) // no command can wait for it: it is not in the ordering map
+	<-c.s.inflight
+	return c.writeDirect(cl)
+}
+
+// writeDirect writes a ready reply from the reader goroutine, which may do
+// so only while no earlier reply is unwritten (c.unwritten == 0). It
+// reports whether the connection stays open.
+func (c *client) writeDirect(cl *call) bool {
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	_, err := c.nc.Write(cl.out)
+	c.hold(-cl.size-int64(len(cl.out)), false)
+	cl.release()
+	if err != nil || cl.closeAfter {
+		c.nc.Close()
+		return false
+	}
+	return true
+}
+
+// release gives cl's reply buffer back; cl.out is no longer used.
+func (cl *call) release() {
+	if cl.bb != nil {
+		putBuffer(cl.bb)
+		cl.bb = nil
+	}
+	cl.size, cl.out = 0, nil // the ordering map may keep the call a while
+}
+
+// startPool creates the server's worker pool (workers.go).
+func (s *Server) startPool() error {
+	p, err := newWorkers(s.cfg.MaxInFlight)
+	if err != nil {
+		return err
+	}
+	s.workers = p
+	return nil
+}
+
+// invoke runs cl (holding a slot) on the pool.
+func (s *Server) invoke(cl *call) {
+	if err := s.workers.invoke(cl); err != nil {
+		// Only a released pool refuses, and it is released after every
+		// reader returned; run it anyway rather than lose a reply.
+		go execute(cl)
+	}
+}
