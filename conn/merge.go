@@ -111,6 +111,8 @@ func (c *Conn) mergeLocked(req Request, keyAt, argsAt int) (wake bool) {
 	c.nmerge++
 	if req.KeyHash != 0 {
 		c.bloom[req.KeyHash>>6&3] |= 1 << (req.KeyHash & 63)
+	} else { // any key: every later request must go after it
+		c.bloom = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	}
 	if len(l.members) >= l.m.max {
 		c.emitLocked(l)

@@ -154,3 +154,30 @@ func TestMergeBounds(t *testing.T) {
 		t.Errorf("want 3 EVALSHA (NOSCRIPT) and 3 EVAL:\n%s", info)
 	}
 }
+
+// TestMergeUnknownKey: a member whose key is unknown (KeyHash 0) is never
+// overtaken, whatever the later request's KeyHash.
+func TestMergeUnknownKey(t *testing.T) {
+	m := conn.NewMerge(addOne, addMulti, 1, 8)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
+	rec := newRecorder()
+	release := g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	for i, h := range []uint64{0, 5} {
+		if err := c.Do(conn.Request{Cmd: memberCmd("u", 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(conn.Request{Cmd: cmd("GET", "u"), Callback: rec, Tag: 200, KeyHash: 77}); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	for _, o := range rec.wait(t, 4, 5*time.Second) {
+		if o.tag == 200 && o.rep.Text() != "2" {
+			t.Errorf("GET u = %v, want 2: it overtook a member of unknown key", o.rep)
+		}
+	}
+}

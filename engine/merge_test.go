@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/netgate"
@@ -16,8 +17,11 @@ import (
 
 // mergeEnv is an env whose engine writes through a netgate.Gate.
 func mergeEnv(t *testing.T, n int) (*env, *netgate.Gate) {
+	return mergeEnvWith(t, n, functional)
+}
+
+func mergeEnvWith(t *testing.T, n int, cfg engine.Config) (*env, *netgate.Gate) {
 	g := netgate.New()
-	cfg := functional
 	cfg.Conn.Dialer = g.Dialer()
 	return newEnv(t, n, cfg), g
 }
@@ -136,6 +140,90 @@ func TestMergedReleases(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMergedNotifyingReleases: with a ReleaseChannel, merged releases
+// publish every key they deleted and answer per lock.
+func TestMergedNotifyingReleases(t *testing.T) {
+	cfg := functional
+	cfg.ReleaseChannel = "redlock:test-released"
+	v, g := mergeEnvWith(t, 3, cfg)
+	ctx := context.Background()
+	first := v.mustLock(keyName(t, "first"), time.Minute)
+	const n = 6
+	locks := make([]*engine.Lock, n)
+	ops := make([]func() error, n)
+	for i := range locks {
+		l := v.mustLock(keyName(t, i), time.Minute)
+		v.waitHeld(l.Key(), l.Token())
+		if i%2 == 1 {
+			for m := range 3 {
+				v.mustExec(m, "SET", l.Key(), "someone-else")
+			}
+		}
+		locks[i], ops[i] = l, func() error { return l.Unlock(ctx) }
+	}
+	var mu sync.Mutex
+	published := map[string]bool{}
+	sub := conn.Subscribe(v.set.Addrs()[0], conn.Config{}, cfg.ReleaseChannel, func(key []byte) {
+		mu.Lock()
+		published[string(key)] = true
+		mu.Unlock()
+	})
+	defer sub.Close()
+	waitSubscribed(t, v, cfg.ReleaseChannel)
+	_, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, nil)
+	if got := mergedCalls(g, engine.ReleaseNotifyMultiScript.SHA()); got != 3 {
+		t.Errorf("%d merged notifying release calls, want 3", got)
+	}
+	for i, err := range errs {
+		if lost := i%2 == 1; lost != errors.Is(err, engine.ErrLockLost) || (!lost && err != nil) {
+			t.Errorf("lock %d: %v, want lost: %v", i, err, lost)
+		}
+	}
+	want := []string{first.Key()}
+	for i := 0; i < n; i += 2 {
+		want = append(want, locks[i].Key())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		missing := []string{}
+		for _, k := range want {
+			if !published[k] {
+				missing = append(missing, k)
+			}
+		}
+		extra := len(published) - (len(want) - len(missing))
+		mu.Unlock()
+		if extra > 0 {
+			t.Fatalf("keys not released were published: %v", published)
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("released keys never published on master 0: %v", missing)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitSubscribed waits until master 0 counts two subscribers of channel
+// (the engine's and the test's).
+func waitSubscribed(t *testing.T, v *env, channel string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := v.mustExec(0, "PUBSUB", "NUMSUB", channel)
+		if len(r.Elems) == 2 && r.Elems[1].Int >= 2 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUBSUB NUMSUB %s: %v", channel, r)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
