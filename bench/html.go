@@ -1,12 +1,19 @@
 package bench
 
 import (
+	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
-	"html"
+	"html/template"
+	"io"
+	"maps"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,64 +31,109 @@ func WriteReport(dir string, r Result) error {
 	if err := os.WriteFile(filepath.Join(dir, "result.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("bench: report: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(renderHTML(r)), 0o644); err != nil {
+	var page bytes.Buffer
+	if err := writeHTML(&page, r); err != nil {
+		return fmt.Errorf("bench: report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), page.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("bench: report: %w", err)
 	}
 	return nil
 }
 
-var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
+//go:embed report.html.tmpl
+var reportText string
 
-const css = `body{font-family:sans-serif;margin:24px;color:#222;background:#fff}
-h1{font-size:22px}h2{font-size:18px;margin-top:28px}
-table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-th{background:#eef}td.l,th.l{text-align:left}svg{display:block;margin:8px 0}
-.note{color:#666;font-size:13px}`
+// reportTemplate draws the page from a [reportPage]. html/template escapes
+// every value for where it lands (element text, attribute, URL), so a
+// target, a master's address in an error or the command line, or a
+// function name shows as text and cannot add markup; no value is passed
+// as template.HTML.
+var reportTemplate = template.Must(template.New("report.html.tmpl").Parse(reportText))
 
-// renderHTML returns the report page.
-func renderHTML(r Result) string {
-	var b strings.Builder
-	e := html.EscapeString
-	fmt.Fprintf(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>redlock bench report</title><style>%s</style></head><body>\n", css)
-	b.WriteString("<h1>redlock bench report</h1>\n")
-	fmt.Fprintf(&b, "<p class=\"note\" id=\"summary\">%s: %d masters, concurrency %d, %d keys, TTL %d ms, hold %g ms, workload %s",
-		e(r.Target), r.Masters, r.Concurrency, r.Keys, r.TTLMillis, r.HoldMillis, e(r.Workload))
-	if r.Rate > 0 {
-		fmt.Fprintf(&b, ", open loop at %.0f/s", r.Rate)
-	}
-	if r.Embedded {
-		b.WriteString(" — <b>embedded masters: numbers not representative</b>")
-	}
-	if r.Interrupted {
-		b.WriteString(" — <b>interrupted</b>")
-	}
-	b.WriteString("</p>\n")
+// writeHTML writes the report page of r to w.
+func writeHTML(w io.Writer, r Result) error {
+	return reportTemplate.Execute(w, newReportPage(r))
+}
 
-	// Comparison table.
-	waited := r.waited()
-	rate, waitHead := "cycles/s", ""
-	if waited {
-		rate, waitHead = "hand-offs/s", "<th>wait p50 µs</th><th>wait p99 µs</th>"
-	}
-	b.WriteString("<h2>Comparison</h2>\n<table id=\"comparison\"><tr><th class=\"l\">target</th><th>" + rate + "</th><th>vs " + e(r.Target) +
-		"</th>" + waitHead + "<th>attempts/s</th><th>acquire p50 µs</th><th>acquire p99 µs</th><th>release p99 µs</th><th>cycle p50 µs</th><th>cycle p99 µs</th><th>cycle p99.9 µs</th><th>acquired</th><th>failed</th><th>errors</th><th>missed</th></tr>\n")
+// reportPage is what report.html.tmpl draws: the result, and the rows,
+// notes and chart geometry derived from it.
+type reportPage struct {
+	Result
+	MastersNote string
+	// Columns and Rows are the comparison table: the wide text layout
+	// (see [Result.columns]), one row per target.
+	Columns     []column
+	Rows        [][]tableCell
+	CeilingSpan int    // columns after the ceiling row's ratio
+	CeilingNote string // what the ceiling measured
+	Notes       []string
+	Throughput  *svgChart // nil when the run was shorter than a second
+	Latency     svgChart
+	LatencyRows []latencyRow
+	SweepCharts []svgChart
+	TopTables   []topTable
+	Links       []profileLink
+	EnvRows     []envRow
+}
+
+type tableCell struct {
+	Text, ID string
+	Left     bool
+}
+
+type latencyRow struct {
+	Target, Op string
+	Latency
+}
+
+type topTable struct {
+	ID, Title string
+	Funcs     []FuncStat
+}
+
+type profileLink struct {
+	Href, Name string
+}
+
+type envRow struct {
+	Key, Value string
+}
+
+// newReportPage derives the page's tables, notes and charts from r.
+func newReportPage(r Result) reportPage {
+	pg := reportPage{Result: r, MastersNote: r.mastersNote(), Columns: r.columns(true)}
+
+	// Comparison table and its notes.
 	for _, p := range r.phases() {
-		ratio := r.ratio(p)
-		if waited {
-			ratio += "</td><td id=\"" + e(p.Target) + "-wait-p50\">" + waitCell(p, p.WaitP50) + "</td><td id=\"" + e(p.Target) + "-wait-p99\">" + waitCell(p, p.WaitP99)
+		var row []tableCell
+		for _, c := range pg.Columns {
+			cell := tableCell{Text: c.cell(p), Left: c.Left}
+			if c.ID != "" {
+				cell.ID = p.Target + "-" + c.ID
+			}
+			row = append(row, cell)
 		}
-		fmt.Fprintf(&b, "<tr><td class=\"l\">%s</td><td id=\"%s-cycles\">%.0f</td><td>%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
-			e(p.Target), e(p.Target), p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
-			p.CycleP50, p.CycleP99, p.Cycle.P999, p.Acquired, p.FailedAcquires, p.Errors, p.Missed)
+		pg.Rows = append(pg.Rows, row)
 	}
-	if c := r.Ceiling; c != nil {
-		fmt.Fprintf(&b, "<tr><td class=\"l\">ceiling</td><td id=\"ceiling-cycles\">%.0f</td><td>%s = %.2f of it</td><td colspan=\"11\" class=\"l\">SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once (slowest master: %.0f/s)</td></tr>\n",
-			c.CyclesPerSec, e(r.Target), r.CeilingFraction, c.Window, c.SlowestPerSec)
+	if r.Ceiling != nil {
+		pg.CeilingSpan, pg.CeilingNote = len(pg.Columns)-3, r.Ceiling.note()
 	}
-	b.WriteString("</table>\n")
+	pg.Notes = append(pg.Notes, "latencies in µs; "+cpuNote)
+	if len(r.Peers) > 0 || r.Ceiling != nil {
+		pg.Notes = append(pg.Notes, r.ratioNote())
+	}
+	for _, p := range r.Peers {
+		if n := r.roundNote(p); n != "" {
+			pg.Notes = append(pg.Notes, n)
+		}
+	}
+	if r.Ceiling != nil && r.Ceiling.Errors > 0 {
+		pg.Notes = append(pg.Notes, fmt.Sprintf("ceiling errors: %d", r.Ceiling.Errors))
+	}
 	for _, p := range r.phases() {
 		if p.FirstError != "" {
-			fmt.Fprintf(&b, "<p class=\"note\">%s first error: %s</p>\n", e(p.Target), e(p.FirstError))
+			pg.Notes = append(pg.Notes, p.Target+" first error: "+p.FirstError)
 		}
 	}
 
@@ -97,16 +149,12 @@ func renderHTML(r Result) string {
 			ts = append(ts, s)
 		}
 	}
-	b.WriteString("<h2>Throughput over time</h2>\n")
 	if len(ts) > 0 {
-		b.WriteString(lineChart("throughput-chart", "completed cycles per second", "second of the run", "cycles/s", ts, false))
-	} else {
-		b.WriteString("<p class=\"note\">The run was shorter than one second: no per-second series.</p>\n")
+		c := lineChart("throughput-chart", "completed cycles per second", "second of the run", "cycles/s", ts, false)
+		pg.Throughput = &c
 	}
 
 	// Latency percentiles.
-	b.WriteString("<h2>Latency percentiles</h2>\n")
-	groups := []string{"p50", "p90", "p99", "p99.9", "max"}
 	var bs []series
 	for _, p := range r.phases() {
 		c := p.Cycle
@@ -115,24 +163,13 @@ func renderHTML(r Result) string {
 			a := p.Acquire
 			bs = append(bs, series{name: p.Target + " acquire", ys: []float64{a.P50, a.P90, a.P99, a.P999, a.Max}})
 		}
+		pg.LatencyRows = append(pg.LatencyRows,
+			latencyRow{p.Target, "acquire", p.Acquire}, latencyRow{p.Target, "release", p.Release}, latencyRow{p.Target, "cycle", p.Cycle})
 	}
-	b.WriteString(barChart("latency-chart", "latency (µs, log scale)", groups, bs))
-	b.WriteString("<table id=\"latency\"><tr><th class=\"l\">target</th><th class=\"l\">operation</th><th>count</th><th>p50 µs</th><th>p90 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>mean µs</th></tr>\n")
-	for _, p := range r.phases() {
-		for _, op := range []struct {
-			name string
-			l    Latency
-		}{{"acquire", p.Acquire}, {"release", p.Release}, {"cycle", p.Cycle}} {
-			l := op.l
-			fmt.Fprintf(&b, "<tr><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.1f</td></tr>\n",
-				e(p.Target), op.name, l.Count, l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
-		}
-	}
-	b.WriteString("</table>\n")
+	pg.Latency = barChart("latency-chart", "latency (µs, log scale)", []string{"p50", "p90", "p99", "p99.9", "max"}, bs)
 
-	// Sweep.
+	// Sweep: one curve per target.
 	if sw := r.Sweep; sw != nil && len(sw.Points) > 0 {
-		fmt.Fprintf(&b, "<h2>Sweep over %s</h2>\n", e(sw.Var))
 		byTarget := map[string]int{}
 		var thr, p99 []series
 		for _, pt := range sw.Points {
@@ -151,62 +188,38 @@ func renderHTML(r Result) string {
 			}
 		}
 		logX := sw.Var == SweepConcurrency
-		b.WriteString(lineChart("sweep-throughput-chart", "cycles/s against "+sw.Var, sw.Var, "cycles/s", thr, logX))
-		b.WriteString(lineChart("sweep-p99-chart", "cycle p99 against "+sw.Var, sw.Var, "p99 µs", p99, logX))
-		fmt.Fprintf(&b, "<table id=\"sweep\"><tr><th>%s</th><th class=\"l\">target</th><th>cycles/s</th><th>cycle p50 µs</th><th>cycle p99 µs</th><th>errors</th></tr>\n", e(sw.Var))
-		for _, pt := range sw.Points {
-			for _, ph := range pt.Phases {
-				fmt.Fprintf(&b, "<tr><td>%d</td><td class=\"l\">%s</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%d</td></tr>\n",
-					pt.Value, e(ph.Target), ph.CyclesPerSec, ph.CycleP50, ph.CycleP99, ph.Errors)
-			}
+		pg.SweepCharts = []svgChart{
+			lineChart("sweep-throughput-chart", "cycles/s against "+sw.Var, sw.Var, "cycles/s", thr, logX),
+			lineChart("sweep-p99-chart", "cycle p99 against "+sw.Var, sw.Var, "p99 µs", p99, logX),
 		}
-		b.WriteString("</table>\n")
 	}
 
 	// Profile.
 	if len(r.TopFlat) > 0 {
-		b.WriteString("<h2>Hottest functions (CPU profile)</h2>\n")
-		for _, t := range []struct {
-			id, title string
-			fs        []FuncStat
-		}{{"top-flat", "by flat time", r.TopFlat}, {"top-cum", "by cumulative time", r.TopCum}} {
-			fmt.Fprintf(&b, "<p>%s</p><table id=\"%s\"><tr><th>flat s</th><th>flat%%</th><th>cum s</th><th>cum%%</th><th class=\"l\">function</th></tr>\n", t.title, t.id)
-			for _, f := range t.fs {
-				fmt.Fprintf(&b, "<tr><td>%.2f</td><td>%.1f%%</td><td>%.2f</td><td>%.1f%%</td><td class=\"l\">%s</td></tr>\n", f.Flat, f.FlatPct, f.Cum, f.CumPct, e(f.Name))
-			}
-			b.WriteString("</table>\n")
-		}
+		pg.TopTables = []topTable{{"top-flat", "by flat time", r.TopFlat}, {"top-cum", "by cumulative time", r.TopCum}}
 	}
-	if len(r.Profiles) > 0 {
-		b.WriteString("<p>Profiles (read with <code>go tool pprof</code>): ")
-		for i, p := range r.Profiles {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			base := filepath.Base(p)
-			fmt.Fprintf(&b, "<a href=\"%s\">%s</a>", e(base), e(base))
-		}
-		b.WriteString("</p>\n")
+	for _, p := range r.Profiles {
+		// The profiles sit next to index.html: link the base name as a
+		// relative path (url.URL escapes it and keeps a colon from being
+		// read as a scheme).
+		base := filepath.Base(p)
+		pg.Links = append(pg.Links, profileLink{Href: (&url.URL{Path: base}).String(), Name: base})
 	}
 
-	// Environment.
 	env := r.Env
-	b.WriteString("<h2>Environment</h2>\n<table id=\"env\">\n")
-	row := func(k, v string) {
-		fmt.Fprintf(&b, "<tr><th class=\"l\">%s</th><td class=\"l\">%s</td></tr>\n", k, e(v))
+	pg.EnvRows = []envRow{
+		{"CPU", env.CPU},
+		{"CPUs", strconv.Itoa(env.NumCPU)},
+		{"GOMAXPROCS", strconv.Itoa(env.GOMAXPROCS)},
+		{"Go", env.GoVersion},
+		{"OS/arch", env.OS + "/" + env.Arch},
+		{"Redis", env.RedisVersion},
+		{"host", env.Hostname},
+		{"load average at start", env.LoadAvg},
+		{"time", env.Time},
+		{"command", strings.Join(env.Args, " ")},
 	}
-	row("CPU", env.CPU)
-	row("CPUs", fmt.Sprint(env.NumCPU))
-	row("GOMAXPROCS", fmt.Sprint(env.GOMAXPROCS))
-	row("Go", env.GoVersion)
-	row("OS/arch", env.OS+"/"+env.Arch)
-	row("Redis", env.RedisVersion)
-	row("host", env.Hostname)
-	row("load average at start", env.LoadAvg)
-	row("time", env.Time)
-	row("command", strings.Join(env.Args, " "))
-	b.WriteString("</table>\n</body></html>\n")
-	return b.String()
+	return pg
 }
 
 // series is one named line or bar group of a chart.
@@ -215,11 +228,90 @@ type series struct {
 	xs, ys []float64
 }
 
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
+
 // Chart geometry, in SVG user units.
 const (
 	chartW, chartH                     = 960, 320
 	marginL, marginR, marginT, marginB = 80, 190, 30, 45
+	plotW, plotH                       = chartW - marginL - marginR, chartH - marginT - marginB
 )
+
+// px is an SVG coordinate; it prints with one decimal.
+type px float64
+
+func (v px) String() string { return strconv.FormatFloat(float64(v), 'f', 1, 64) }
+
+// svgFrame is the fixed geometry every chart shares.
+type svgFrame struct {
+	W, H, Left, Top, LabelX, LegendX, LegendTextX int
+	Right, Bottom, MidX, MidY, XLabelY, TickY     px
+}
+
+var frame = svgFrame{
+	W: chartW, H: chartH, Left: marginL, Top: marginT,
+	LabelX: marginL - 6, LegendX: chartW - marginR + 15, LegendTextX: chartW - marginR + 35,
+	Right: marginL + plotW, Bottom: marginT + plotH, MidX: marginL + plotW/2.0, MidY: marginT + plotH/2.0,
+	XLabelY: chartH - 8, TickY: marginT + plotH + 16,
+}
+
+// svgChart is a chart computed by [lineChart] or [barChart], drawn by the
+// "chart" template of report.html.tmpl.
+type svgChart struct {
+	svgFrame
+	ID, Title      string
+	XLabel, YLabel string // axis titles, or ""
+	YAxis          bool   // draw the vertical axis
+	TickSize       int    // font size of the labels under the plot
+	Grid           []svgGrid
+	XTicks         []svgText
+	Lines          []svgLine
+	Bars           []svgBar
+	Legend         []svgLegend
+}
+
+// svgGrid is a horizontal grid line with its value at the left.
+type svgGrid struct {
+	Y, TextY px
+	Label    string
+}
+
+type svgText struct {
+	X     px
+	Label string
+}
+
+type svgLine struct {
+	Color, Points string
+	Dots          []svgDot
+}
+
+type svgDot struct {
+	X, Y  px
+	Title string
+}
+
+type svgBar struct {
+	X, Y, W, H px
+	Color      string
+	Title      string
+}
+
+type svgLegend struct {
+	Y, TextY    int
+	Color, Name string
+}
+
+func newChart(id, title string, ss []series) svgChart {
+	c := svgChart{svgFrame: frame, ID: id, Title: title}
+	for i, s := range ss {
+		y := marginT + 10 + 20*i
+		c.Legend = append(c.Legend, svgLegend{Y: y, TextY: y + 10, Color: color(i), Name: s.name})
+	}
+	return c
+}
+
+func color(i int) string { return palette[i%len(palette)] }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten.
 func niceMax(v float64) float64 {
@@ -245,26 +337,10 @@ func fmtNum(v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
-func svgOpen(b *strings.Builder, id, title string) {
-	fmt.Fprintf(b, "<svg id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" aria-label=\"%s\">\n",
-		id, chartW, chartH, chartW, chartH, html.EscapeString(title))
-	fmt.Fprintf(b, "<rect width=\"%d\" height=\"%d\" fill=\"#fafafa\" stroke=\"#ddd\"/>\n", chartW, chartH)
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"20\" font-size=\"14\" font-weight=\"bold\">%s</text>\n", marginL, html.EscapeString(title))
-}
-
-func legend(b *strings.Builder, names []string) {
-	for i, n := range names {
-		y := marginT + 10 + 20*i
-		fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" font-size=\"12\">%s</text>\n",
-			chartW-marginR+15, y, palette[i%len(palette)], chartW-marginR+35, y+10, html.EscapeString(n))
-	}
-}
-
 // lineChart draws series as lines with points; logX uses a log2 x axis.
-func lineChart(id, title, xlab, ylab string, ss []series, logX bool) string {
-	var b strings.Builder
-	svgOpen(&b, id, title)
-	pw, ph := float64(chartW-marginL-marginR), float64(chartH-marginT-marginB)
+func lineChart(id, title, xlab, ylab string, ss []series, logX bool) svgChart {
+	c := newChart(id, title, ss)
+	c.XLabel, c.YLabel, c.YAxis, c.TickSize = xlab, ylab, true, 11
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
 	for _, s := range ss {
 		for i := range s.xs {
@@ -284,12 +360,11 @@ func lineChart(id, title, xlab, ylab string, ss []series, logX bool) string {
 	if hi == lo {
 		lo, hi = lo-1, hi+1
 	}
-	X := func(x float64) float64 { return float64(marginL) + (fx(x)-lo)/(hi-lo)*pw }
-	Y := func(y float64) float64 { return float64(marginT) + ph - y/ymax*ph }
-	for i := 0; i <= 5; i++ { // y grid
+	X := func(x float64) px { return px(marginL + (fx(x)-lo)/(hi-lo)*plotW) }
+	Y := func(y float64) px { return px(marginT + plotH - y/ymax*plotH) }
+	for i := 0; i <= 5; i++ {
 		v := ymax * float64(i) / 5
-		fmt.Fprintf(&b, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-			marginL, float64(marginL)+pw, Y(v), Y(v), marginL-6, Y(v)+4, fmtNum(v))
+		c.Grid = append(c.Grid, svgGrid{Y: Y(v), TextY: Y(v) + 4, Label: fmtNum(v)})
 	}
 	ticks := map[float64]bool{}
 	for _, s := range ss { // x ticks at the data's x values (at most ~20)
@@ -298,77 +373,59 @@ func lineChart(id, title, xlab, ylab string, ss []series, logX bool) string {
 			ticks[s.xs[i]] = true
 		}
 	}
-	for x := range ticks {
-		fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", X(x), float64(marginT)+ph+16, fmtNum(x))
+	for _, x := range slices.Sorted(maps.Keys(ticks)) {
+		c.XTicks = append(c.XTicks, svgText{X: X(x), Label: fmtNum(x)})
 	}
-	fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", float64(marginL)+pw/2, chartH-8, html.EscapeString(xlab))
-	fmt.Fprintf(&b, "<text x=\"16\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 16 %.1f)\">%s</text>\n", float64(marginT)+ph/2, float64(marginT)+ph/2, html.EscapeString(ylab))
-	fmt.Fprintf(&b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%.1f\" stroke=\"#444\"/><line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n",
-		marginL, marginL, marginT, float64(marginT)+ph, marginL, float64(marginL)+pw, float64(marginT)+ph, float64(marginT)+ph)
-	var names []string
 	for si, s := range ss {
-		col := palette[si%len(palette)]
-		names = append(names, s.name)
+		l := svgLine{Color: color(si)}
 		var pts []string
 		for i := range s.xs {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", X(s.xs[i]), Y(s.ys[i])))
+			x, y := X(s.xs[i]), Y(s.ys[i])
+			pts = append(pts, x.String()+","+y.String())
+			l.Dots = append(l.Dots, svgDot{X: x, Y: y, Title: fmt.Sprintf("%s: %s = %s, %s", s.name, xlab, fmtNum(s.xs[i]), fmtNum(s.ys[i]))})
 		}
-		fmt.Fprintf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2.5\" points=\"%s\"/>\n", col, strings.Join(pts, " "))
-		for i := range s.xs {
-			fmt.Fprintf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>%s: %s = %s, %s</title></circle>\n",
-				X(s.xs[i]), Y(s.ys[i]), col, html.EscapeString(s.name), html.EscapeString(xlab), fmtNum(s.xs[i]), fmtNum(s.ys[i]))
-		}
+		l.Points = strings.Join(pts, " ")
+		c.Lines = append(c.Lines, l)
 	}
-	legend(&b, names)
-	b.WriteString("</svg>\n")
-	return b.String()
+	return c
 }
 
 // barChart draws grouped bars on a log10 y axis: one group per label,
 // one bar per series.
-func barChart(id, title string, groups []string, ss []series) string {
-	var b strings.Builder
-	svgOpen(&b, id, title)
-	pw, ph := float64(chartW-marginL-marginR), float64(chartH-marginT-marginB)
+func barChart(id, title string, groups []string, ss []series) svgChart {
+	c := newChart(id, title, ss)
+	c.TickSize = 12
 	ymax := 1.0
 	for _, s := range ss {
 		for _, y := range s.ys {
 			ymax = max(ymax, y)
 		}
 	}
-	top := math.Ceil(math.Log10(ymax))
-	if top < 1 {
-		top = 1
-	}
-	Y := func(y float64) float64 {
+	top := max(1, math.Ceil(math.Log10(ymax)))
+	Y := func(y float64) px {
 		l := 0.0
 		if y > 1 {
 			l = math.Log10(y)
 		}
-		return float64(marginT) + ph - l/top*ph
+		return px(marginT + plotH - l/top*plotH)
 	}
 	for p := 0.0; p <= top; p++ {
 		v := math.Pow(10, p)
-		fmt.Fprintf(&b, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/><text x=\"%d\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-			marginL, float64(marginL)+pw, Y(v), Y(v), marginL-6, Y(v)+4, fmtNum(v))
+		c.Grid = append(c.Grid, svgGrid{Y: Y(v), TextY: Y(v) + 4, Label: fmtNum(v)})
 	}
-	gw := pw / float64(len(groups))
+	gw := float64(plotW) / float64(len(groups))
 	bw := gw * 0.8 / float64(max(len(ss), 1))
-	var names []string
 	for si, s := range ss {
-		names = append(names, s.name)
-		col := palette[si%len(palette)]
 		for gi, y := range s.ys {
-			x := float64(marginL) + gw*float64(gi) + gw*0.1 + bw*float64(si)
-			fmt.Fprintf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %s: %.0f µs</title></rect>\n",
-				x, Y(y), bw*0.9, float64(marginT)+ph-Y(y), col, html.EscapeString(s.name), groups[gi], y)
+			c.Bars = append(c.Bars, svgBar{
+				X: px(marginL + gw*float64(gi) + gw*0.1 + bw*float64(si)), Y: Y(y),
+				W: px(bw * 0.9), H: frame.Bottom - Y(y), Color: color(si),
+				Title: fmt.Sprintf("%s %s: %.0f µs", s.name, groups[gi], y),
+			})
 		}
 	}
 	for gi, g := range groups {
-		fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", float64(marginL)+gw*(float64(gi)+0.5), float64(marginT)+ph+16, g)
+		c.XTicks = append(c.XTicks, svgText{X: px(marginL + gw*(float64(gi)+0.5)), Label: g})
 	}
-	fmt.Fprintf(&b, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#444\"/>\n", marginL, float64(marginL)+pw, float64(marginT)+ph, float64(marginT)+ph)
-	legend(&b, names)
-	b.WriteString("</svg>\n")
-	return b.String()
+	return c
 }

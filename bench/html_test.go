@@ -16,6 +16,16 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
 
+// renderHTML returns the report page of r; a template error panics (the
+// test fails).
+func renderHTML(r Result) string {
+	var b strings.Builder
+	if err := writeHTML(&b, r); err != nil {
+		panic(err)
+	}
+	return b.String()
+}
+
 func TestWriteReport(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	dir := filepath.Join(t.TempDir(), "report")
@@ -43,8 +53,9 @@ func TestWriteReport(t *testing.T) {
 	}
 	html := string(page)
 	engineCycles := fmt.Sprintf(`<td id="engine-cycles">%.0f</td>`, r.CyclesPerSec)
-	for _, want := range []string{engineCycles, `id="redsync-cycles"`, `id="ceiling-cycles"`, `id="throughput-chart"`,
-		`id="latency-chart"`, `id="top-flat"`, `id="env"`, r.Env.GoVersion, "<polyline"} {
+	engineCPU := fmt.Sprintf(`<td id="engine-cpu">%.1f</td>`, r.ClientCPUPerCycle)
+	for _, want := range []string{engineCycles, engineCPU, `id="redsync-cycles"`, `id="ceiling-cycles"`, `id="throughput-chart"`,
+		`id="latency-chart"`, `id="top-flat"`, `id="env"`, r.Env.GoVersion, "<polyline", `<a href="cpu.pprof">cpu.pprof</a>`} {
 		if !strings.Contains(html, want) {
 			t.Errorf("index.html lacks %q", want)
 		}
@@ -78,6 +89,106 @@ func TestWriteReportSweep(t *testing.T) {
 	}
 	if strings.Contains(string(page), "<polyline") == false {
 		t.Error("no sweep curve")
+	}
+}
+
+// reportFixture returns a result with every part of the report: a peer,
+// the ceiling, per-second series, rounds, a sweep, a profile and notes.
+func reportFixture(waited bool) Result {
+	ph := func(target string, cycles float64) Phase {
+		return Phase{Target: target, CyclesPerSec: cycles, AttemptsPerSec: 23456, AcquireP50: 234, AcquireP99: 1234,
+			Waited: waited, WaitP50: 345, WaitP99: 4567, CycleP50: 456, CycleP99: 2345,
+			Acquired: 123456, FailedAcquires: 12, Errors: 3, Missed: 7, ClientCPUPerCycle: 23.45,
+			Acquire:           Latency{Count: 100, P50: 234, P90: 500, P99: 1234, P999: 2000, Max: 3000, Mean: 260.5},
+			Release:           Latency{Count: 100, P50: 134, P90: 300, P99: 834, P999: 1000, Max: 2000, Mean: 160.5},
+			Cycle:             Latency{Count: 100, P50: 456, P90: 900, P99: 2345, P999: 4000, Max: 5000, Mean: 470.5},
+			PerSecond:         []uint64{12000, 12500, 12300},
+			RoundCyclesPerSec: []float64{cycles * 0.98, cycles * 1.02},
+		}
+	}
+	return Result{Phase: ph(TargetEngine, 12345), Peers: []Phase{ph(PeerRedsync, 2345)},
+		Masters: 5, MastersUp: 5, Concurrency: 64, Keys: 1000, TTLMillis: 10000, HoldMillis: 0.5, Workload: WorkloadCycle,
+		Ceiling: &CeilingInfo{CyclesPerSec: 34567, SlowestPerSec: 30000, Window: CeilingWindow}, CeilingFraction: 12345.0 / 34567,
+		Sweep: &SweepResult{Var: SweepConcurrency, Points: []SweepPoint{
+			{Value: 16, Phases: []Phase{ph(TargetEngine, 11000)}}, {Value: 64, Phases: []Phase{ph(TargetEngine, 12345)}}}},
+		Env: Env{CPU: "Some CPU", NumCPU: 2, GOMAXPROCS: 2, GoVersion: "go1.99", OS: "linux", Arch: "amd64", RedisVersion: "7.2.4",
+			Hostname: "bench-host", Time: "2026-01-01T00:00:00Z", Args: []string{"redlock", "bench", "--masters", "10.0.0.1:6379"}},
+		Profiles: []string{"/tmp/report/cpu.pprof"},
+		TopFlat:  []FuncStat{{Name: "runtime.futex", Flat: 1.5, FlatPct: 12.3, Cum: 2.5, CumPct: 20.1}},
+		TopCum:   []FuncStat{{Name: "main.main", Flat: 0.1, FlatPct: 1, Cum: 5, CumPct: 50}},
+	}
+}
+
+// TestReportPage checks the page holds the key figures, a well-formed
+// comparison table, and shows hostile strings as text.
+func TestReportPage(t *testing.T) {
+	const evil = `<script>alert(1)</script>`
+	for _, waited := range []bool{false, true} {
+		t.Run(fmt.Sprintf("waited=%v", waited), func(t *testing.T) {
+			r := reportFixture(waited)
+			r.Peers[0].FirstError = "dial tcp " + evil + ":6379: connection refused"
+			r.Peers = append(r.Peers, Phase{Target: `"><img src=x onerror=alert(1)>`})
+			r.Env.Args = append(r.Env.Args, evil+":6380")
+			r.Env.Hostname = `host"><b>x</b>`
+			r.Sweep.Var = evil
+			r.Profiles = append(r.Profiles, "/tmp/report/javascript:alert(1).pprof")
+			r.TopFlat[0].Name = "main.(*T).f<" + evil
+			page := renderHTML(r)
+
+			for _, want := range []string{
+				`<td id="engine-cycles">12345</td>`, `<td id="redsync-cycles">2345</td>`, `<td>5.26x</td>`,
+				`<td id="engine-cpu">23.4</td>`, `<th>cpu µs/cycle</th>`, `<th>engine÷row</th>`,
+				`<td id="ceiling-cycles">34567</td><td>0.36x</td>`, "slowest master 30000/s",
+				"engine ÷ redsync per round: 5.26x 5.26x", "masters 5/5 up",
+				`<td class="l">engine</td><td class="l">cycle</td><td>100</td><td>456</td><td>900</td><td>2345</td><td>4000</td><td>5000</td><td>470.5</td>`,
+				`<td>64</td><td class="l">engine</td><td>12345</td>`, `id="throughput-chart"`, `id="latency-chart"`,
+				`id="sweep-throughput-chart"`, `id="sweep-p99-chart"`, "<polyline", `<td class="l">go1.99</td>`,
+				`<a href="cpu.pprof">cpu.pprof</a>`, `<td>1.50</td><td>12.3%</td>`,
+				"redsync first error: dial tcp &lt;script&gt;alert(1)&lt;/script&gt;:6379",
+				"10.0.0.1:6379 &lt;script&gt;alert(1)&lt;/script&gt;:6380",
+			} {
+				if !strings.Contains(page, want) {
+					t.Errorf("page lacks %q", want)
+				}
+			}
+			if waited {
+				for _, want := range []string{`<th>hand-offs/s</th>`, `<td id="engine-wait-p99">4567</td>`} {
+					if !strings.Contains(page, want) {
+						t.Errorf("page lacks %q", want)
+					}
+				}
+			}
+			for _, bad := range []string{"<script", "<img", "<b>x", `href="javascript:`, "onerror=alert(1)>"} {
+				if strings.Contains(page, bad) {
+					t.Errorf("page has unescaped %q", bad)
+				}
+			}
+
+			// Every comparison row has one cell per header; the ceiling
+			// row spans the rest.
+			table := page[strings.Index(page, `<table id="comparison">`):]
+			table = table[:strings.Index(table, "</table>")]
+			heads := 0
+			for _, line := range strings.Split(table, "\n") {
+				switch {
+				case strings.HasPrefix(line, "<tr><th"):
+					heads = strings.Count(line, "<th")
+				case strings.HasPrefix(line, `<tr><td class="l">ceiling`):
+					var span int
+					fmt.Sscanf(line[strings.Index(line, `colspan="`)+len(`colspan="`):], "%d", &span)
+					if got := strings.Count(line, "<td") - 1 + span; got != heads {
+						t.Errorf("ceiling row spans %d columns, header has %d: %s", got, heads, line)
+					}
+				case strings.HasPrefix(line, "<tr><td"):
+					if got := strings.Count(line, "<td"); got != heads {
+						t.Errorf("row has %d cells, header %d: %s", got, heads, line)
+					}
+				}
+			}
+			if heads == 0 {
+				t.Fatalf("no comparison header:\n%s", table)
+			}
+		})
 	}
 }
 

@@ -4,28 +4,27 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // WriteTable writes the result as a table that fits 80 columns: one row
 // per target with throughput, the ratio to the target, acquire and cycle
-// latency, refusals, errors and client CPU; then notes. [Result.WriteWideTable]
+// latency, refusals and errors; then notes. [Result.WriteWideTable]
 // writes every column.
 func (r Result) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
 
 // WriteWideTable writes the table with every column (attempts, more
-// percentiles, release latency, acquired and missed counts).
+// percentiles, release latency, acquired and missed counts, the client's
+// CPU time per cycle).
 func (r Result) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
 
 func (r Result) writeTable(w io.Writer, wide bool) error {
-	masters := fmt.Sprintf("masters %d/%d up", r.MastersUp, r.Masters)
-	if r.Target == TargetProxy && r.Masters == 0 {
-		masters = "masters behind the proxy"
-	}
 	fmt.Fprintf(w, "%s  workers %d  keys %d  ttl %v  hold %v  %s  procs %d\n",
-		masters, r.Concurrency, r.Keys, time.Duration(r.TTLMillis)*time.Millisecond,
+		r.mastersNote(), r.Concurrency, r.Keys, time.Duration(r.TTLMillis)*time.Millisecond,
 		time.Duration(r.HoldMillis*1e6), r.Workload, r.GOMAXPROCS)
 	var notes []string
 	if r.Rate > 0 {
@@ -40,32 +39,17 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "(%s)\n", strings.Join(notes, "; "))
 	}
-	ratioHead := r.Target + "÷row"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	waited := r.waited()
-	rate, waitHead := "cycles/s", ""
-	if waited {
-		rate, waitHead = "hand-offs/s", "wait p50\twait p99\t"
+	cols := r.columns(wide)
+	for _, c := range cols {
+		fmt.Fprint(tw, c.Head, "\t")
 	}
-	if wide {
-		fmt.Fprintf(tw, "target\t%s\t%s\t%sattempts/s\tacq p50 µs\tacq p99 µs\trel p99 µs\tcycle p50 µs\tcycle p90 µs\tcycle p99 µs\tcycle p99.9 µs\tcycle max µs\tacquired\tfailed\terrors\tmissed\tcpu µs/cycle\t\n", rate, ratioHead, waitHead)
-	} else {
-		fmt.Fprintf(tw, "target\t%s\t%s\t%sacq p99\tcyc p50\tcyc p99\tfailed\terrors\t\n", rate, ratioHead, waitHead)
-	}
+	fmt.Fprintln(tw)
 	for _, p := range r.phases() {
-		ratio := r.ratio(p)
-		if waited {
-			ratio += "\t" + waitCell(p, p.WaitP50) + "\t" + waitCell(p, p.WaitP99)
+		for _, c := range cols {
+			fmt.Fprint(tw, c.cell(p), "\t")
 		}
-		if wide {
-			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.1f\t\n",
-				p.Target, p.CyclesPerSec, ratio, p.AttemptsPerSec, p.AcquireP50, p.AcquireP99, p.Release.P99,
-				p.CycleP50, p.Cycle.P90, p.CycleP99, p.Cycle.P999, p.Cycle.Max,
-				p.Acquired, p.FailedAcquires, p.Errors, p.Missed, p.ClientCPUPerCycle)
-		} else {
-			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%.0f\t%d\t%d\t\n",
-				p.Target, p.CyclesPerSec, ratio, p.AcquireP99, p.CycleP50, p.CycleP99, p.FailedAcquires, p.Errors)
-		}
+		fmt.Fprintln(tw)
 	}
 	if c := r.Ceiling; c != nil {
 		fmt.Fprintf(tw, "ceiling\t%.0f\t%.2fx\t\n", c.CyclesPerSec, r.CeilingFraction)
@@ -74,28 +58,23 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 		return err
 	}
 	if wide {
-		fmt.Fprintln(w, "(latencies in µs; cpu µs/cycle: this process's CPU time per cycle)")
+		fmt.Fprintf(w, "(latencies in µs; %s)\n", cpuNote)
 	} else {
 		fmt.Fprintln(w, "(latencies in µs; --wide for more columns)")
 	}
 	if len(r.Peers) > 0 || r.Ceiling != nil {
-		fmt.Fprintf(w, "(%s÷row: the %s's cycles/s divided by the row's)\n", r.Target, r.Target)
+		fmt.Fprintf(w, "(%s)\n", r.ratioNote())
 	}
 	for _, p := range r.Peers {
-		if rs := r.roundRatios(p); len(rs) > 1 {
-			fmt.Fprintf(w, "%s ÷ %s per round:", r.Target, p.Target)
-			for _, x := range rs {
-				fmt.Fprintf(w, " %.2fx", x)
-			}
-			s := slices.Sorted(slices.Values(rs))
-			fmt.Fprintf(w, "  (min %.2fx, median %.2fx)\n", s[0], median(s))
+		if n := r.roundNote(p); n != "" {
+			fmt.Fprintln(w, n)
 		}
 	}
 	if r.Ceiling != nil && r.Ceiling.Errors > 0 {
 		fmt.Fprintf(w, "ceiling errors: %d\n", r.Ceiling.Errors)
 	}
 	if r.Ceiling != nil {
-		fmt.Fprintf(w, "(ceiling: SET NX PX + compare-and-delete EVALSHA pairs/s of the\n quorum-th fastest master, %d deep pipeline, all masters at once;\n slowest master %.0f/s)\n", r.Ceiling.Window, r.Ceiling.SlowestPerSec)
+		fmt.Fprintln(w, wrap("(ceiling: "+r.Ceiling.note()+")", 72))
 	}
 	for _, p := range r.phases() {
 		if p.FirstError != "" {
@@ -120,6 +99,128 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 		fmt.Fprintf(w, "profiles: %s\n", strings.Join(r.Profiles, " "))
 	}
 	return nil
+}
+
+// column is one column of the comparison table. Its header and its cells
+// come from the same entry, so no figure is printed without a heading.
+type column struct {
+	Head string // header, with the unit where the layout shows units
+	ID   string // HTML id suffix of a cell ("cycles": id="engine-cycles"), or ""
+	Left bool   // text, left-aligned in HTML
+	cell func(Phase) string
+}
+
+// cpuNote explains the cpu µs/cycle column.
+const cpuNote = "cpu µs/cycle: this process's CPU time per cycle"
+
+// columns returns the comparison table's columns. The default layout fits
+// 80 columns (its latencies are in µs, said in a note, not in every
+// header); wide has every figure and is also the HTML report's table.
+func (r Result) columns(wide bool) []column {
+	f0 := func(f func(Phase) float64) func(Phase) string {
+		return func(p Phase) string { return fmt.Sprintf("%.0f", f(p)) }
+	}
+	n := func(f func(Phase) uint64) func(Phase) string {
+		return func(p Phase) string { return strconv.FormatUint(f(p), 10) }
+	}
+	waited, rate, us := r.waited(), "cycles/s", ""
+	if waited {
+		rate = "hand-offs/s"
+	}
+	if wide {
+		us = " µs"
+	}
+	cols := []column{
+		{Head: "target", Left: true, cell: func(p Phase) string { return p.Target }},
+		{Head: rate, ID: "cycles", cell: f0(func(p Phase) float64 { return p.CyclesPerSec })},
+		{Head: r.Target + "÷row", cell: r.ratio},
+	}
+	if waited {
+		cols = append(cols,
+			column{Head: "wait p50" + us, ID: "wait-p50", cell: func(p Phase) string { return waitCell(p, p.WaitP50) }},
+			column{Head: "wait p99" + us, ID: "wait-p99", cell: func(p Phase) string { return waitCell(p, p.WaitP99) }})
+	}
+	failed := column{Head: "failed", cell: n(func(p Phase) uint64 { return p.FailedAcquires })}
+	errs := column{Head: "errors", cell: n(func(p Phase) uint64 { return p.Errors })}
+	if !wide {
+		return append(cols,
+			column{Head: "acq p99", cell: f0(func(p Phase) float64 { return p.AcquireP99 })},
+			column{Head: "cyc p50", cell: f0(func(p Phase) float64 { return p.CycleP50 })},
+			column{Head: "cyc p99", cell: f0(func(p Phase) float64 { return p.CycleP99 })},
+			failed, errs)
+	}
+	return append(cols,
+		column{Head: "attempts/s", cell: f0(func(p Phase) float64 { return p.AttemptsPerSec })},
+		column{Head: "acq p50 µs", cell: f0(func(p Phase) float64 { return p.AcquireP50 })},
+		column{Head: "acq p99 µs", cell: f0(func(p Phase) float64 { return p.AcquireP99 })},
+		column{Head: "rel p99 µs", cell: f0(func(p Phase) float64 { return p.Release.P99 })},
+		column{Head: "cycle p50 µs", cell: f0(func(p Phase) float64 { return p.CycleP50 })},
+		column{Head: "cycle p90 µs", cell: f0(func(p Phase) float64 { return p.Cycle.P90 })},
+		column{Head: "cycle p99 µs", cell: f0(func(p Phase) float64 { return p.CycleP99 })},
+		column{Head: "cycle p99.9 µs", cell: f0(func(p Phase) float64 { return p.Cycle.P999 })},
+		column{Head: "cycle max µs", cell: f0(func(p Phase) float64 { return p.Cycle.Max })},
+		column{Head: "acquired", cell: n(func(p Phase) uint64 { return p.Acquired })},
+		failed, errs,
+		column{Head: "missed", cell: n(func(p Phase) uint64 { return p.Missed })},
+		column{Head: "cpu µs/cycle", ID: "cpu", cell: func(p Phase) string { return fmt.Sprintf("%.1f", p.ClientCPUPerCycle) }})
+}
+
+// mastersNote says how many masters were up at the start.
+func (r Result) mastersNote() string {
+	if r.Target == TargetProxy && r.Masters == 0 {
+		return "masters behind the proxy"
+	}
+	return fmt.Sprintf("masters %d/%d up", r.MastersUp, r.Masters)
+}
+
+// ratioNote explains the ratio column.
+func (r Result) ratioNote() string {
+	return fmt.Sprintf("%s÷row: the %s's cycles/s divided by the row's", r.Target, r.Target)
+}
+
+// roundNote lists the target's ratio to p in each round of an interleaved
+// run ("" without rounds).
+func (r Result) roundNote(p Phase) string {
+	rs := r.roundRatios(p)
+	if len(rs) < 2 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s ÷ %s per round:", r.Target, p.Target)
+	for _, x := range rs {
+		fmt.Fprintf(&b, " %.2fx", x)
+	}
+	s := slices.Sorted(slices.Values(rs))
+	fmt.Fprintf(&b, "  (min %.2fx, median %.2fx)", s[0], median(s))
+	return b.String()
+}
+
+// note says what the ceiling measured.
+func (c *CeilingInfo) note() string {
+	return fmt.Sprintf("SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once; slowest master %.0f/s",
+		c.Window, c.SlowestPerSec)
+}
+
+// wrap breaks s at spaces into lines of at most width runes (a longer
+// word stays whole); continuation lines start with a space.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(s) {
+		l := utf8.RuneCountInString(word)
+		switch {
+		case i == 0:
+		case n+1+l > width:
+			b.WriteString("\n ")
+			n = 1
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += l
+	}
+	return b.String()
 }
 
 func writeTop(w io.Writer, title string, fs []FuncStat, byFlat bool) {

@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// TestTableHeaders checks, in every layout of the comparison table, that
+// each figure sits right-aligned under its own header (the client CPU
+// under "cpu µs/cycle" in the wide one) and that the default layout of a
+// run without waits fits 80 columns with its notes.
+func TestTableHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		wide, waited bool
+		wantHead     string
+	}{
+		{"default", false, false, "cyc p99"},
+		{"default waited", false, true, "wait p99"},
+		{"wide", true, false, "cpu µs/cycle"},
+		{"wide waited", true, true, "cpu µs/cycle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := reportFixture(tc.waited)
+			var b strings.Builder
+			write := r.WriteTable
+			if tc.wide {
+				write = r.WriteWideTable
+			}
+			if err := write(&b); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			cols := r.columns(tc.wide)
+			lines := strings.Split(out, "\n")
+			head := -1
+			for i, l := range lines {
+				if strings.HasPrefix(strings.TrimLeft(l, " "), "target  ") {
+					head = i
+					break
+				}
+			}
+			if head < 0 {
+				t.Fatalf("no header line:\n%s", out)
+			}
+			// The right edge (in runes) of each header in the header line.
+			var edges []int
+			rest, off := lines[head], 0
+			for _, c := range cols {
+				if c.Head == "" {
+					t.Fatalf("column without a header in %s", tc.name)
+				}
+				i := strings.Index(rest, c.Head)
+				if i < 0 {
+					t.Fatalf("header line lacks %q: %q", c.Head, lines[head])
+				}
+				off += utf8.RuneCountInString(rest[:i+len(c.Head)])
+				edges = append(edges, off)
+				rest = rest[i+len(c.Head):]
+			}
+			if !strings.Contains(lines[head], tc.wantHead) {
+				t.Errorf("header lacks %q: %q", tc.wantHead, lines[head])
+			}
+			for i, p := range r.phases() {
+				row := lines[head+1+i]
+				if utf8.RuneCountInString(row) > edges[len(edges)-1] {
+					t.Errorf("row %q is wider than its header %q", row, lines[head])
+				}
+				for j, c := range cols {
+					cell := c.cell(p)
+					runes := []rune(row)
+					start := edges[j] - utf8.RuneCountInString(cell)
+					if start < 0 || edges[j] > len(runes) || string(runes[start:edges[j]]) != cell {
+						t.Errorf("%s: %s = %q is not under its header %q:\n%s\n%s", p.Target, c.Head, cell, c.Head, lines[head], row)
+					}
+				}
+			}
+			if tc.wide {
+				cpu := fmt.Sprintf("%.1f", r.ClientCPUPerCycle)
+				if row := lines[head+1]; !strings.HasSuffix(row, " "+cpu) {
+					t.Errorf("engine row does not end with its cpu µs/cycle %s: %q", cpu, row)
+				}
+			}
+			if !tc.wide && !tc.waited {
+				// The comparison table and its notes; the sweep table
+				// after them has a 40-character bar chart.
+				main, _, _ := strings.Cut(out, "\nsweep over")
+				for _, l := range strings.Split(main, "\n") {
+					if n := utf8.RuneCountInString(l); n > 80 {
+						t.Errorf("default table line is %d columns wide: %q", n, l)
+					}
+				}
+			}
+		})
+	}
+}
