@@ -54,6 +54,8 @@ type client struct {
 	direct bool // the command being dispatched runs on the reader (pool.go)
 	armed  bool // the next socket read starts RequestTimeout (deadlineReader)
 	dlSet  bool // a read deadline may be set on the socket
+	batch  int  // commands read since the buffer was last empty
+	alone  bool // the last batch (commands until the buffer was empty) was one command
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
@@ -213,9 +215,16 @@ func (c *client) readLoop() {
 			return
 		}
 		s.commands.Add(1)
-		// Nothing of this connection in flight and nothing more sent: the
-		// command runs here and the reader writes its reply (pool.go).
-		c.direct = c.rd.Buffered() == 0 && c.unwritten.Load() == 0
+		// Nothing of this connection in flight and nothing more sent, by a
+		// client whose last batch was one command too (a pipelining
+		// client's batch can arrive split, its first part one command):
+		// the command runs here and the reader writes its reply (pool.go).
+		c.batch++
+		end := c.rd.Buffered() == 0
+		c.direct = end && c.batch == 1 && c.alone && c.unwritten.Load() == 0
+		if end {
+			c.alone, c.batch = c.batch == 1, 0
+		}
 		cl := c.dispatch(cmd.Args)
 		cl.size = int64(cmd.Size)
 		switch {
