@@ -217,6 +217,7 @@ type Conn struct {
 	nreq         uint64       // requests accepted by Do
 	merges       []*mergeList // members held for the next write (merge.go), one list per Merge
 	nmerge       int          // members held, over every list
+	grouped      int          // members of merged calls in the queue beyond one per call
 	bloom        [4]uint64    // KeyHash bits of the members held
 
 	connects, timeouts, broken, writes atomic.Uint64
@@ -350,7 +351,7 @@ func (c *Conn) Info() ServerInfo {
 // Stats returns the Conn's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	pend, up, nreq := c.q.len()+c.nmerge, c.up, c.nreq
+	pend, up, nreq := c.pendingLocked(), c.up, c.nreq
 	c.mu.Unlock()
 	return Stats{
 		Connects: c.connects.Load(), Timeouts: c.timeouts.Load(), Broken: c.broken.Load(),
@@ -382,7 +383,7 @@ func (c *Conn) Do(req Request) error {
 		err := c.downErr
 		c.mu.Unlock()
 		return err
-	case c.q.len()+c.nmerge >= c.cfg.MaxPending:
+	case c.pendingLocked() >= c.cfg.MaxPending:
 		c.mu.Unlock()
 		return ErrOverloaded
 	}
@@ -401,6 +402,16 @@ func (c *Conn) Do(req Request) error {
 		c.wakeWriter()
 	}
 	return nil
+}
+
+// pendingLocked is the number of requests in flight: queued, held for
+// merging, or members of a merged call.
+func (c *Conn) pendingLocked() int { return c.q.len() + c.nmerge + c.grouped }
+
+// popLocked removes the oldest queue item.
+func (c *Conn) popLocked() {
+	c.grouped -= c.q.front().extra
+	c.q.pop()
 }
 
 // wakeWriter signals the writer that the write buffer became non-empty.
@@ -430,7 +441,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 // pushQueueLocked queues req's pending entry and arms its deadline.
 func (c *Conn) pushQueueLocked(req Request) {
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done = req.Callback, req.Tag, req.Deadline, req.Script, false
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra = req.Callback, req.Tag, req.Deadline, req.Script, false, 0
 	if req.Script != nil {
 		if req.Stable {
 			p.cmd = req.Cmd
@@ -439,8 +450,13 @@ func (c *Conn) pushQueueLocked(req Request) {
 			p.cmd = p.own
 		}
 	}
-	if !req.Deadline.IsZero() && (c.nextDeadline.IsZero() || req.Deadline.Before(c.nextDeadline)) {
-		c.nextDeadline = req.Deadline
+	c.armLocked(req.Deadline)
+}
+
+// armLocked makes the expirer fire at d if that is earlier than planned.
+func (c *Conn) armLocked(d time.Time) {
+	if !d.IsZero() && (c.nextDeadline.IsZero() || d.Before(c.nextDeadline)) {
+		c.nextDeadline = d
 		select {
 		case c.rearm <- struct{}{}:
 		default:
@@ -665,6 +681,7 @@ func (c *Conn) failAll(err error) {
 		}
 		c.q.pop()
 	}
+	c.grouped = 0
 	fail = c.failMergesLocked(fail)
 	c.wbuf, c.wcmds = c.wbuf[:0], 0
 	c.firstLive = c.q.seq
@@ -752,8 +769,11 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
 			if ok {
 				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
-				c.q.pop()
+				extra := p.extra
+				c.popLocked()
 				wake := c.pushLocked(req)
+				c.q.at(c.q.end() - 1).extra = extra // a merged call stays one
+				c.grouped += extra
 				c.mu.Unlock()
 				if wake {
 					c.wakeWriter()
@@ -761,7 +781,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 				continue
 			}
 		}
-		c.q.pop()
+		c.popLocked()
 		c.mu.Unlock()
 		if !done {
 			cb.Complete(tag, rep, nil)
@@ -779,7 +799,7 @@ func (c *Conn) failFront(err error) bool {
 	}
 	p := c.q.front()
 	cb, tag, done := p.cb, p.tag, p.done
-	c.q.pop()
+	c.popLocked()
 	c.mu.Unlock()
 	if !done {
 		cb.Complete(tag, resp.Reply{}, err)
@@ -863,6 +883,8 @@ func (c *Conn) expire(now time.Time, fired []pending) (_ []pending, next time.Ti
 			c.firstLive = s + 1
 		}
 	}
+	// Members held for merging (their write may wait for a slow one).
+	fired, next = c.expireMergesLocked(now, fired, next)
 	if st := c.cfg.StallTimeout; st > 0 && c.q.len() > 0 && c.up {
 		// The front is the oldest request; done means it timed out and is
 		// still waiting for its reply.

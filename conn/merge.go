@@ -3,6 +3,7 @@ package conn
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,11 @@ import (
 // DefaultMergeMax is the default bound on the members of one merged call
 // (see [Merge]).
 const DefaultMergeMax = 32
+
+// mergeSlack bounds how far apart the deadlines of one merged call's
+// members may be: the call has its earliest member's deadline, so a
+// member may time out at most this much before its own deadline.
+const mergeSlack = 2 * time.Millisecond
 
 // Merge lets a Conn send requests that each run one single-key script as
 // one call of a multi-key version of the script, when several of them are
@@ -30,6 +36,11 @@ const DefaultMergeMax = 32
 // Order: a member is sent no earlier than the requests queued before it,
 // but may be sent after requests queued after it, except those on the
 // same key (see [Request.KeyHash]): one key's commands keep their order.
+//
+// Time: a merged call has its members' earliest deadline; members whose
+// deadlines are more than 2 ms apart are not merged together. A member
+// held while the writer is busy times out at its deadline like any other
+// request.
 type Merge struct {
 	single, multi *Script
 	args, max     int
@@ -65,6 +76,25 @@ type member struct {
 type mergeList struct {
 	m       *Merge
 	members []member
+	lo, hi  time.Time // the members' earliest and latest deadlines
+}
+
+// fits reports whether a member with deadline d may join l's call.
+func (l *mergeList) fits(d time.Time) bool {
+	if len(l.members) == 0 {
+		return true
+	}
+	if d.IsZero() || l.lo.IsZero() {
+		return d.IsZero() && l.lo.IsZero() && l.hi.IsZero()
+	}
+	lo, hi := l.lo, l.hi
+	if d.Before(lo) {
+		lo = d
+	}
+	if d.After(hi) {
+		hi = d
+	}
+	return hi.Sub(lo) <= mergeSlack
 }
 
 // errBadMember is returned by Do for a member whose command does not have
@@ -85,7 +115,8 @@ func parseMember(req *Request) (keyAt, argsAt int, err error) {
 	}
 	n, perr := strconv.Atoi(string(rest[1:i]))
 	end := i + 2 + n + 2
-	if perr != nil || n < 0 || end > len(rest) {
+	if perr != nil || n < 0 || end > len(rest) || rest[end-2] != '\r' || rest[end-1] != '\n' ||
+		(m.args > 0 && (end == len(rest) || rest[end] != '$')) {
 		return 0, 0, errBadMember
 	}
 	return keyAt, keyAt + end, nil
@@ -96,6 +127,12 @@ func parseMember(req *Request) (keyAt, argsAt int, err error) {
 // writer.
 func (c *Conn) mergeLocked(req Request, keyAt, argsAt int) (wake bool) {
 	wake = len(c.wbuf) == 0 && c.nmerge == 0
+	if c.conflictsLocked(req.KeyHash) {
+		// A held member (of this Merge or another) is on the same key:
+		// it goes first, so no two held members share a key and lists
+		// may be written in any order.
+		c.flushMergesLocked()
+	}
 	var l *mergeList
 	for _, x := range c.merges {
 		if x.m == req.Merge {
@@ -107,10 +144,22 @@ func (c *Conn) mergeLocked(req Request, keyAt, argsAt int) (wake bool) {
 		l = &mergeList{m: req.Merge}
 		c.merges = append(c.merges, l)
 	}
+	if !l.fits(req.Deadline) {
+		c.emitLocked(l)
+	}
+	if d := req.Deadline; len(l.members) == 0 {
+		l.lo, l.hi = d, d
+	} else if d.Before(l.lo) {
+		l.lo = d
+	} else if d.After(l.hi) {
+		l.hi = d
+	}
 	l.members = append(l.members, member{cb: req.Callback, tag: req.Tag, deadline: req.Deadline, cmd: req.Cmd, keyAt: keyAt, argsAt: argsAt, hash: req.KeyHash})
 	c.nmerge++
+	c.armLocked(req.Deadline)
 	if req.KeyHash != 0 {
-		c.bloom[req.KeyHash>>6&3] |= 1 << (req.KeyHash & 63)
+		w, b := bloomBit(req.KeyHash)
+		c.bloom[w] |= b
 	} else { // any key: every later request must go after it
 		c.bloom = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	}
@@ -129,7 +178,7 @@ func (c *Conn) conflictsLocked(h uint64) bool {
 	if h == 0 {
 		return true
 	}
-	if c.bloom[h>>6&3]&(1<<(h&63)) == 0 {
+	if w, b := bloomBit(h); c.bloom[w]&b == 0 {
 		return false
 	}
 	for _, l := range c.merges {
@@ -140,6 +189,50 @@ func (c *Conn) conflictsLocked(h uint64) bool {
 		}
 	}
 	return false
+}
+
+// bloomBit returns the word and bit of hash h in Conn.bloom (mixed, so
+// that hashes differing only in a few bits spread).
+func bloomBit(h uint64) (word int, bit uint64) {
+	m := h * 0x9e3779b97f4a7c15
+	return int(m >> 62), 1 << (m >> 56 & 63)
+}
+
+// expireMergesLocked fails the held members whose deadline is not after
+// now (appending them to fired) and returns the earliest deadline still
+// queued, starting from next.
+func (c *Conn) expireMergesLocked(now time.Time, fired []pending, next time.Time) ([]pending, time.Time) {
+	if c.nmerge == 0 {
+		return fired, next
+	}
+	for _, l := range c.merges {
+		kept := l.members[:0]
+		for _, m := range l.members {
+			switch {
+			case !m.deadline.IsZero() && !m.deadline.After(now):
+				fired = append(fired, pending{cb: m.cb, tag: m.tag})
+				c.nmerge--
+				continue
+			case !m.deadline.IsZero() && (next.IsZero() || m.deadline.Before(next)):
+				next = m.deadline
+			}
+			kept = append(kept, m)
+		}
+		clear(l.members[len(kept):])
+		l.members = kept
+		if len(kept) > 0 {
+			l.lo, l.hi = kept[0].deadline, kept[0].deadline
+			for _, m := range kept[1:] {
+				if m.deadline.Before(l.lo) {
+					l.lo = m.deadline
+				}
+				if m.deadline.After(l.hi) {
+					l.hi = m.deadline
+				}
+			}
+		}
+	}
+	return fired, next
 }
 
 // flushMergesLocked moves every held member into the write buffer.
@@ -186,6 +279,8 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
 	// Not Stable: the queue slot keeps its own copy for the EVAL fallback.
 	c.pushQueueLocked(Request{Cmd: b[start:], Deadline: deadline, Callback: g, Script: l.m.multi})
+	c.q.at(c.q.end() - 1).extra = len(ms) - 1
+	c.grouped += len(ms) - 1
 	clear(ms)
 	l.members = ms[:0]
 }
@@ -217,10 +312,15 @@ type groupMember struct {
 
 var groupPool = sync.Pool{New: func() any { return new(group) }}
 
-// Complete implements Callback. A failure, an error reply or a reply of
-// the wrong shape is every member's outcome.
+// Complete implements Callback. A failure or an error reply is every
+// member's outcome; a reply of another shape fails every member with an
+// error matching resp.ErrProtocol.
 func (g *group) Complete(_ uint64, r resp.Reply, err error) {
 	split := err == nil && r.Type == resp.TypeArray && len(r.Elems) == len(g.members)
+	if err == nil && !split && !r.IsError() {
+		err = fmt.Errorf("%w: merged call of %d answered %s", resp.ErrProtocol, len(g.members), r)
+		r = resp.Reply{}
+	}
 	for i, m := range g.members {
 		if split {
 			m.cb.Complete(m.tag, r.Elems[i], nil)

@@ -1,6 +1,7 @@
 package conn_test
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,9 +38,10 @@ func memberCmd(key string, n int) []byte {
 }
 
 // TestMergeRequests: members queued behind a write in progress go out as
-// one call of the multi-key script; each gets its own element (a number,
-// or its key's error alone); a request on the key of a held member waits
-// for it; a lone member goes out as its own command.
+// calls of the multi-key script (a second member on a key already held
+// starts a new call after the first); each gets its own element (a
+// number, or its key's error alone); a request on the key of a held
+// member waits for it; a lone member goes out as its own command.
 func TestMergeRequests(t *testing.T) {
 	m := conn.NewMerge(addOne, addMulti, 1, 8)
 	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
@@ -82,8 +84,8 @@ func TestMergeRequests(t *testing.T) {
 		t.Fatalf("%d writes, want the PING's and one more", len(writes))
 	}
 	second := string(writes[1])
-	if n := strings.Count(second, "EVALSHA"); n != 1 || !strings.Contains(second, addMulti.SHA()) {
-		t.Errorf("second write has %d EVALSHA (multi: %v), want one merged call:\n%q", n, strings.Contains(second, addMulti.SHA()), second)
+	if n, multi := strings.Count(second, "EVALSHA"), strings.Count(second, addMulti.SHA()); n != 2 || multi != 2 {
+		t.Errorf("second write has %d EVALSHA (%d merged), want two merged calls (m:0 twice):\n%q", n, multi, second)
 	}
 	if i, j := strings.Index(second, addMulti.SHA()), strings.Index(second, "GET"); j < i {
 		t.Errorf("GET m:3 was written before the merged call holding m:3:\n%q", second)
@@ -98,8 +100,8 @@ func TestMergeRequests(t *testing.T) {
 		t.Fatalf("lone member: %d %v, want 12", w.n, w.err)
 	}
 	info := exec(t, c, "INFO", "commandstats").Text()
-	if !strings.Contains(info, "cmdstat_evalsha:calls=2,") {
-		t.Errorf("want 2 EVALSHA calls (the merged one, the lone one):\n%s", info)
+	if !strings.Contains(info, "cmdstat_evalsha:calls=3,") {
+		t.Errorf("want 3 EVALSHA calls (the two merged ones, the lone one):\n%s", info)
 	}
 }
 
@@ -128,24 +130,18 @@ func TestMergeBounds(t *testing.T) {
 	g.WaitInside(1)
 	const n = 10
 	for i := range n {
-		if err := c.Do(conn.Request{Cmd: memberCmd("b:"+strconv.Itoa(i%3), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i%3 + 1)}); err != nil {
+		if err := c.Do(conn.Request{Cmd: memberCmd("b:"+strconv.Itoa(i), i+1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	release()
 	got := rec.wait(t, n+1, 5*time.Second)
-	seen := map[string]int{}
 	for _, o := range got {
 		if o.tag == 100 {
 			continue
 		}
-		if o.err != nil || o.rep.Type != resp.TypeInteger {
-			t.Fatalf("member %d: %v %v", o.tag, o.rep, o.err)
-		}
-		seen["b:"+strconv.Itoa(int(o.tag)%3)]++
-		if o.rep.Int != int64(seen["b:"+strconv.Itoa(int(o.tag)%3)]) {
-			// FIFO: the members of one key see 1, 2, 3... in Do order.
-			t.Errorf("member %d got %d, want %d", o.tag, o.rep.Int, seen["b:"+strconv.Itoa(int(o.tag)%3)])
+		if o.err != nil || o.rep.Type != resp.TypeInteger || o.rep.Int != int64(o.tag)+1 {
+			t.Errorf("member %d: %v %v, want %d", o.tag, o.rep, o.err, o.tag+1)
 		}
 	}
 	info := exec(t, c, "INFO", "commandstats").Text()
@@ -166,8 +162,9 @@ func TestMergeUnknownKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.WaitInside(1)
-	for i, h := range []uint64{0, 5} {
-		if err := c.Do(conn.Request{Cmd: memberCmd("u", 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: h}); err != nil {
+	// u's member says it may touch any key; v's member is on v.
+	for i, k := range []string{"u", "v"} {
+		if err := c.Do(conn.Request{Cmd: memberCmd(k, 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(5 * i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,8 +173,99 @@ func TestMergeUnknownKey(t *testing.T) {
 	}
 	release()
 	for _, o := range rec.wait(t, 4, 5*time.Second) {
-		if o.tag == 200 && o.rep.Text() != "2" {
-			t.Errorf("GET u = %v, want 2: it overtook a member of unknown key", o.rep)
+		if o.tag == 200 && o.rep.Text() != "1" {
+			t.Errorf("GET u = %v, want 1: it overtook a member of unknown key", o.rep)
+		}
+	}
+}
+
+// TestMergeTiming: a held member times out at its own deadline even while
+// the writer is stuck; members whose deadlines are far apart are not
+// merged into one call.
+func TestMergeTiming(t *testing.T) {
+	m := conn.NewMerge(addOne, addMulti, 1, 8)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
+	rec := newRecorder()
+	release := g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	start := time.Now()
+	if err := c.Do(conn.Request{Cmd: memberCmd("t:a", 1), Callback: rec, Tag: 1, Merge: m, Stable: true, KeyHash: 1, Deadline: start.Add(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.wait(t, 1, 5*time.Second)
+	if got[0].tag != 1 || !errors.Is(got[0].err, conn.ErrTimeout) {
+		t.Fatalf("held member: %+v, want ErrTimeout while the writer is stuck", got[0])
+	}
+	if d := time.Since(start); d > 40*time.Millisecond+50*time.Millisecond {
+		t.Errorf("held member timed out after %v, deadline 50ms", d)
+	}
+	// Deadlines 1 s apart: two calls; 1 ms apart: one.
+	dl := time.Now().Add(5 * time.Second)
+	for i, d := range []time.Duration{0, time.Second, time.Second + time.Millisecond} {
+		if err := c.Do(conn.Request{Cmd: memberCmd("t:"+strconv.Itoa(i), 1), Callback: rec, Tag: uint64(10 + i), Merge: m, Stable: true, KeyHash: uint64(10 + i), Deadline: dl.Add(d)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	rec.wait(t, 5, 5*time.Second)
+	second := string(g.Writes()[1])
+	if n, multi := strings.Count(second, "EVALSHA"), strings.Count(second, addMulti.SHA()); n != 2 || multi != 1 {
+		t.Errorf("%d EVALSHA, %d merged: want the first alone and the other two merged:\n%q", n, multi, second)
+	}
+}
+
+// TestMergePending: MaxPending and Stats count every member, held or in a
+// merged call on its way.
+func TestMergePending(t *testing.T) {
+	m := conn.NewMerge(addOne, addMulti, 1, 8)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}, MaxPending: 4})
+	rec := newRecorder()
+	release := g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	for i := range 3 {
+		if err := c.Do(conn.Request{Cmd: memberCmd("p:"+strconv.Itoa(i), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := c.Stats().Pending; p != 4 {
+		t.Errorf("Pending %d with 3 members held, want 4", p)
+	}
+	if err := c.Do(conn.Request{Cmd: memberCmd("p:9", 1), Callback: rec, Merge: m, Stable: true, KeyHash: 9}); !errors.Is(err, conn.ErrOverloaded) {
+		t.Errorf("Do over MaxPending with members held: %v, want ErrOverloaded", err)
+	}
+	release()
+	rec.wait(t, 4, 5*time.Second)
+	waitFor(t, 5*time.Second, "pending to drain", func() bool { return c.Stats().Pending == 0 })
+}
+
+// TestMergeBadReply: a merged call answered with an array of the wrong
+// length fails every member with a protocol error, never a misattributed
+// answer.
+func TestMergeBadReply(t *testing.T) {
+	short := conn.NewScript(`return {1}`)
+	m := conn.NewMerge(addOne, short, 1, 8)
+	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, short}})
+	rec := newRecorder()
+	release := g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	for i := range 3 {
+		if err := c.Do(conn.Request{Cmd: memberCmd("x:"+strconv.Itoa(i), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	for _, o := range rec.wait(t, 4, 5*time.Second) {
+		if o.tag != 100 && !errors.Is(o.err, resp.ErrProtocol) {
+			t.Errorf("member %d: %v %v, want a protocol error", o.tag, o.rep, o.err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ type pending struct {
 	cmd      []byte  // the command, kept only when script != nil: own or the caller's (Request.Stable)
 	own      []byte  // this slot's buffer for copies of commands
 	done     bool    // callback already called (timed out); drop the reply
+	extra    int     // a merged call's members beyond the first (Conn.grouped)
 }
 
 // queue is a FIFO ring of pending requests addressed by sequence number.

@@ -42,7 +42,7 @@ func (v *env) batched(g *netgate.Gate, first func() error, ops []func() error, b
 		wg.Go(func() { errs[i] = op() })
 	}
 	// Wait until every op is queued on every master.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for i := range len(v.direct) {
 		for enginex.Open(v.e).Conns(i)[0].Stats().Pending < len(ops)+1 {
 			if time.Now().After(deadline) {
@@ -56,7 +56,18 @@ func (v *env) batched(g *netgate.Gate, first func() error, ops []func() error, b
 	}
 	release()
 	wg.Wait()
-	return <-firstDone, errs
+	firstErr = <-firstDone
+	// The ops returned at a quorum: let the slowest masters answer too
+	// before the test looks at them.
+	for i := range len(v.direct) {
+		for enginex.Open(v.e).Conns(i)[0].Stats().Pending > 0 {
+			if time.Now().After(deadline) {
+				v.tb.Fatalf("master %d: requests still in flight", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return firstErr, errs
 }
 
 // mergedCalls counts the recorded writes that hold a call of script.
