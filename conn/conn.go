@@ -766,7 +766,11 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		cb, tag, done := p.cb, p.tag, p.done
 		if !done && p.script != nil && rep.HasErrorPrefix("NOSCRIPT") {
 			var ok bool
-			c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
+			if g, isGroup := cb.(*group); isGroup && p.cmd == nil {
+				c.scratch, ok = g.appendCall(c.scratch[:0], true), true
+			} else {
+				c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
+			}
 			if ok {
 				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
 				extra := p.extra

@@ -260,26 +260,20 @@ func (c *Conn) emitLocked(l *mergeList) {
 		return
 	}
 	g := groupPool.Get().(*group)
+	g.m = l.m
 	var deadline time.Time // the members' earliest
 	for i := range ms {
-		g.members = append(g.members, groupMember{cb: ms[i].cb, tag: ms[i].tag})
+		g.members = append(g.members, groupMember{cb: ms[i].cb, tag: ms[i].tag, cmd: ms[i].cmd, keyAt: ms[i].keyAt, argsAt: ms[i].argsAt})
 		if d := ms[i].deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 			deadline = d
 		}
 	}
-	start := len(c.wbuf)
-	b := l.m.multi.AppendEvalSha(c.wbuf, len(ms), len(ms)*l.m.args)
-	for i := range ms {
-		b = append(b, ms[i].cmd[ms[i].keyAt:ms[i].argsAt]...)
-	}
-	for i := range ms {
-		b = append(b, ms[i].cmd[ms[i].argsAt:]...)
-	}
-	c.wbuf = b
+	c.wbuf = g.appendCall(c.wbuf, false)
 	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
-	// Not Stable: the queue slot keeps its own copy for the EVAL fallback.
-	c.pushQueueLocked(Request{Cmd: b[start:], Deadline: deadline, Callback: g, Script: l.m.multi})
-	c.q.at(c.q.end() - 1).extra = len(ms) - 1
+	// No Cmd: after a NOSCRIPT the reader re-encodes it from g (appendCall).
+	p := c.q.push()
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd = g, 0, deadline, l.m.multi, false, len(ms)-1, nil
+	c.armLocked(deadline)
 	c.grouped += len(ms) - 1
 	clear(ms)
 	l.members = ms[:0]
@@ -300,14 +294,40 @@ func (c *Conn) failMergesLocked(fail []pending) []pending {
 }
 
 // group is the callback of one merged call: it hands each member its
-// element of the array reply.
+// element of the array reply. It keeps the members' commands (Stable
+// until their callbacks) to re-encode the call as EVAL after a NOSCRIPT
+// instead of a copy of the call.
 type group struct {
+	m       *Merge
 	members []groupMember
 }
 
 type groupMember struct {
-	cb  Callback
-	tag uint64
+	cb            Callback
+	tag           uint64
+	cmd           []byte
+	keyAt, argsAt int
+}
+
+// appendCall appends the merged call, as EVALSHA or (eval) as EVAL of
+// the multi-key script's source, to dst.
+func (g *group) appendCall(dst []byte, eval bool) []byte {
+	n, multi := len(g.members), g.m.multi
+	if eval {
+		dst = resp.AppendArrayHeader(dst, 3+n+n*g.m.args)
+		dst = resp.AppendBulkString(dst, "EVAL")
+		dst = resp.AppendBulkString(dst, multi.src)
+		dst = resp.AppendBulkInt(dst, int64(n))
+	} else {
+		dst = multi.AppendEvalSha(dst, n, n*g.m.args)
+	}
+	for i := range g.members {
+		dst = append(dst, g.members[i].cmd[g.members[i].keyAt:g.members[i].argsAt]...)
+	}
+	for i := range g.members {
+		dst = append(dst, g.members[i].cmd[g.members[i].argsAt:]...)
+	}
+	return dst
 }
 
 var groupPool = sync.Pool{New: func() any { return new(group) }}
@@ -329,6 +349,6 @@ func (g *group) Complete(_ uint64, r resp.Reply, err error) {
 		}
 	}
 	clear(g.members)
-	g.members = g.members[:0]
+	g.members, g.m = g.members[:0], nil
 	groupPool.Put(g)
 }
