@@ -31,6 +31,20 @@ func gatedRealConn(t *testing.T, cfg conn.Config) (*conn.Conn, *netgate.Gate) {
 	return c, g
 }
 
+// busyWriter holds c's writer inside the write of a PING (tag 100, on
+// rec) until release is called: what is queued meanwhile goes out in the
+// next write.
+func busyWriter(t *testing.T, c *conn.Conn, g *netgate.Gate, rec *recorder) (release func()) {
+	t.Helper()
+	release = g.Hold()
+	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	g.WaitInside(1)
+	return release
+}
+
 func memberCmd(key string, n int) []byte {
 	b := addOne.AppendEvalSha(nil, 1, 1)
 	b = resp.AppendBulkString(b, key)
@@ -48,12 +62,8 @@ func TestMergeRequests(t *testing.T) {
 	exec(t, c, "SET", "m:0", "100")
 	exec(t, c, "HSET", "m:bad", "f", "v") // INCRBY fails on it: WRONGTYPE
 
-	release := g.Hold()
 	rec := newRecorder()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1) // the writer is inside the PING's write
+	release := busyWriter(t, c, g, rec)
 	keys := []string{"m:0", "m:1", "m:bad", "m:0", "m:3"}
 	for i, k := range keys {
 		req := conn.Request{Cmd: memberCmd(k, i+1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(len(k))<<8 | uint64(k[len(k)-1])}
@@ -123,11 +133,7 @@ func TestMergeBounds(t *testing.T) {
 		}
 	}
 	exec(t, c, "SCRIPT", "FLUSH")
-	release := g.Hold()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1)
+	release := busyWriter(t, c, g, rec)
 	const n = 10
 	for i := range n {
 		if err := c.Do(conn.Request{Cmd: memberCmd("b:"+strconv.Itoa(i), i+1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
@@ -157,11 +163,7 @@ func TestMergeUnknownKey(t *testing.T) {
 	m := conn.NewMerge(addOne, addMulti, 1, 8)
 	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
 	rec := newRecorder()
-	release := g.Hold()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1)
+	release := busyWriter(t, c, g, rec)
 	// u's member says it may touch any key; v's member is on v.
 	for i, k := range []string{"u", "v"} {
 		if err := c.Do(conn.Request{Cmd: memberCmd(k, 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(5 * i)}); err != nil {
@@ -186,11 +188,7 @@ func TestMergeTiming(t *testing.T) {
 	m := conn.NewMerge(addOne, addMulti, 1, 8)
 	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}})
 	rec := newRecorder()
-	release := g.Hold()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1)
+	release := busyWriter(t, c, g, rec)
 	start := time.Now()
 	if err := c.Do(conn.Request{Cmd: memberCmd("t:a", 1), Callback: rec, Tag: 1, Merge: m, Stable: true, KeyHash: 1, Deadline: start.Add(50 * time.Millisecond)}); err != nil {
 		t.Fatal(err)
@@ -223,11 +221,7 @@ func TestMergePending(t *testing.T) {
 	m := conn.NewMerge(addOne, addMulti, 1, 8)
 	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, addMulti}, MaxPending: 4})
 	rec := newRecorder()
-	release := g.Hold()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1)
+	release := busyWriter(t, c, g, rec)
 	for i := range 3 {
 		if err := c.Do(conn.Request{Cmd: memberCmd("p:"+strconv.Itoa(i), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
 			t.Fatal(err)
@@ -252,11 +246,7 @@ func TestMergeBadReply(t *testing.T) {
 	m := conn.NewMerge(addOne, short, 1, 8)
 	c, g := gatedRealConn(t, conn.Config{Scripts: []*conn.Script{addOne, short}})
 	rec := newRecorder()
-	release := g.Hold()
-	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec, Tag: 100}); err != nil {
-		t.Fatal(err)
-	}
-	g.WaitInside(1)
+	release := busyWriter(t, c, g, rec)
 	for i := range 3 {
 		if err := c.Do(conn.Request{Cmd: memberCmd("x:"+strconv.Itoa(i), 1), Callback: rec, Tag: uint64(i), Merge: m, Stable: true, KeyHash: uint64(i + 1)}); err != nil {
 			t.Fatal(err)

@@ -70,6 +70,30 @@ func (v *env) batched(g *netgate.Gate, first func() error, ops []func() error, b
 	return firstErr, errs
 }
 
+// lockMany takes n locks (keys keyName(t, i)), waits until every master
+// holds each, and calls prep (if set) on each.
+func (v *env) lockMany(t *testing.T, n int, ttl time.Duration, prep func(i int, l *engine.Lock)) []*engine.Lock {
+	locks := make([]*engine.Lock, n)
+	for i := range locks {
+		l := v.mustLock(keyName(t, i), ttl)
+		v.waitHeld(l.Key(), l.Token())
+		if prep != nil {
+			prep(i, l)
+		}
+		locks[i] = l
+	}
+	return locks
+}
+
+// unlocks returns one Unlock per lock.
+func unlocks(ctx context.Context, locks []*engine.Lock) []func() error {
+	ops := make([]func() error, len(locks))
+	for i, l := range locks {
+		ops[i] = func() error { return l.Unlock(ctx) }
+	}
+	return ops
+}
+
 // mergedCalls counts the recorded writes that hold a call of script.
 func mergedCalls(g *netgate.Gate, sha string) int {
 	n := 0
@@ -88,26 +112,20 @@ func TestMergedReleases(t *testing.T) {
 	ctx := context.Background()
 	first := v.mustLock(keyName(t, "first"), time.Minute)
 	const n = 12
-	locks := make([]*engine.Lock, n)
-	for i := range locks {
-		locks[i] = v.mustLock(keyName(t, i), time.Minute)
-		v.waitHeld(locks[i].Key(), locks[i].Token())
+	locks := v.lockMany(t, n, time.Minute, func(i int, l *engine.Lock) {
 		switch i % 3 {
 		case 1: // another holder everywhere
 			for m := range 5 {
-				v.mustExec(m, "SET", locks[i].Key(), "someone-else")
+				v.mustExec(m, "SET", l.Key(), "someone-else")
 			}
 		case 2: // a hash on masters 0-2: WRONGTYPE there
 			for m := range 3 {
-				v.mustExec(m, "DEL", locks[i].Key())
-				v.mustExec(m, "HSET", locks[i].Key(), "f", "v")
+				v.mustExec(m, "DEL", l.Key())
+				v.mustExec(m, "HSET", l.Key(), "f", "v")
 			}
 		}
-	}
-	ops := make([]func() error, n)
-	for i, l := range locks {
-		ops[i] = func() error { return l.Unlock(ctx) }
-	}
+	})
+	ops := unlocks(ctx, locks)
 	firstErr, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, nil)
 	if firstErr != nil {
 		t.Errorf("first Unlock: %v", firstErr)
@@ -163,18 +181,14 @@ func TestMergedNotifyingReleases(t *testing.T) {
 	ctx := context.Background()
 	first := v.mustLock(keyName(t, "first"), time.Minute)
 	const n = 6
-	locks := make([]*engine.Lock, n)
-	ops := make([]func() error, n)
-	for i := range locks {
-		l := v.mustLock(keyName(t, i), time.Minute)
-		v.waitHeld(l.Key(), l.Token())
+	locks := v.lockMany(t, n, time.Minute, func(i int, l *engine.Lock) {
 		if i%2 == 1 {
 			for m := range 3 {
 				v.mustExec(m, "SET", l.Key(), "someone-else")
 			}
 		}
-		locks[i], ops[i] = l, func() error { return l.Unlock(ctx) }
-	}
+	})
+	ops := unlocks(ctx, locks)
 	var mu sync.Mutex
 	published := map[string]bool{}
 	sub := conn.Subscribe(v.set.Addrs()[0], conn.Config{}, cfg.ReleaseChannel, func(key []byte) {
@@ -246,13 +260,8 @@ func TestMergedReleasesMasterDies(t *testing.T) {
 	ctx := context.Background()
 	first := v.mustLock(keyName(t, "first"), time.Minute)
 	const n = 8
-	locks := make([]*engine.Lock, n)
-	ops := make([]func() error, n)
-	for i := range locks {
-		l := v.mustLock(keyName(t, i), time.Minute)
-		v.waitHeld(l.Key(), l.Token())
-		locks[i], ops[i] = l, func() error { return l.Unlock(ctx) }
-	}
+	locks := v.lockMany(t, n, time.Minute, nil)
+	ops := unlocks(ctx, locks)
 	firstErr, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, func() {
 		if err := v.set.Masters()[0].Kill(); err != nil {
 			t.Fatal(err)
@@ -286,17 +295,16 @@ func TestMergedExtends(t *testing.T) {
 	ctx := context.Background()
 	first := v.mustLock(keyName(t, "first"), 10*time.Second)
 	const n = 8
-	locks := make([]*engine.Lock, n)
-	ops := make([]func() error, n)
-	for i := range locks {
-		l := v.mustLock(keyName(t, i), 10*time.Second)
-		v.waitHeld(l.Key(), l.Token())
+	locks := v.lockMany(t, n, 10*time.Second, func(i int, l *engine.Lock) {
 		if i%2 == 1 {
 			for m := range 5 {
 				v.mustExec(m, "SET", l.Key(), "someone-else", "PX", "10000")
 			}
 		}
-		locks[i], ops[i] = l, func() error { return l.Extend(ctx, time.Minute) }
+	})
+	ops := make([]func() error, n)
+	for i, l := range locks {
+		ops[i] = func() error { return l.Extend(ctx, time.Minute) }
 	}
 	firstErr, errs := v.batched(g, func() error { return first.Extend(ctx, time.Minute) }, ops, nil)
 	if firstErr != nil {
