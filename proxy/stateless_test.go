@@ -1,0 +1,50 @@
+package proxy
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+)
+
+// TestTwoProxies: proxies keep no lock state of their own, so several of
+// them in front of the same masters (behind a TCP load balancer) give the
+// same answers: a lock taken through one is held for the other, released
+// or extended through either, and clients split between them never hold
+// one key together.
+func TestTwoProxies(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	a, b := startEnvOn(t, set, nil), startEnvOn(t, set, nil)
+	ctx := context.Background()
+	ca := redis.NewClient(&redis.Options{Addr: a.addr, MaxRetries: -1})
+	cb := redis.NewClient(&redis.Options{Addr: b.addr, MaxRetries: -1})
+	defer ca.Close()
+	defer cb.Close()
+
+	if ok, err := ca.SetNX(ctx, "two:k", "tok-a", 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET NX through proxy A: %v %v", ok, err)
+	}
+	if ok, err := cb.SetNX(ctx, "two:k", "tok-b", 10*time.Second).Result(); err != nil || ok {
+		t.Fatalf("SET NX through proxy B while A's client holds it: %v %v, want refused", ok, err)
+	}
+	extend := redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`)
+	if n, err := extend.Run(ctx, cb, []string{"two:k"}, "tok-a", 60000).Int(); err != nil || n != 1 {
+		t.Fatalf("extend A's lock through proxy B: %v %v", n, err)
+	}
+	release := redis.NewScript(libTable[0].Source)
+	if n, err := release.Run(ctx, cb, []string{"two:k"}, "tok-b").Int(); err != nil || n != 0 {
+		t.Fatalf("release with the wrong token through B: %v %v, want 0", n, err)
+	}
+	if n, err := release.Run(ctx, cb, []string{"two:k"}, "tok-a").Int(); err != nil || n != 1 {
+		t.Fatalf("release A's lock through proxy B: %v %v", n, err)
+	}
+	a.waitHolding(t, "two:k", "tok-a", 0)
+	if ok, err := ca.SetNX(ctx, "two:k", "tok-a2", 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("SET NX through A after the release through B: %v %v", ok, err)
+	}
+
+	contend(t, []string{a.addr, b.addr})
+}
