@@ -233,7 +233,7 @@ func (c *client) readLoop() {
 				return
 			}
 		case c.direct:
-			c.hold(int64(len(cl.out)), false)
+			c.hold(cl.replyBytes(), false)
 			if !c.writeDirect(cl) {
 				return
 			}
@@ -325,7 +325,7 @@ func (c *client) readErr(err error) string {
 // push queues a reply that is ready (a synchronous command's), holding its
 // bytes until the writer takes it.
 func (c *client) push(cl *call) {
-	c.hold(int64(len(cl.out)), false)
+	c.hold(cl.replyBytes(), false)
 	c.queue(cl)
 }
 
@@ -393,7 +393,7 @@ var keySeed = maphash.MakeSeed()
 // flushAt bytes are pending). Before such a flush it yields once, so that
 // replies completing at that moment (goroutines already runnable) join
 // the write: replies that complete together go out in one write. Its
-// buffer comes from replyPool for each batch and goes back after the
+// buffer comes from batchPool for each batch and goes back after the
 // write, so an idle connection holds none.
 func (c *client) writeLoop() {
 	defer close(c.wdone)
@@ -413,7 +413,7 @@ func (c *client) writeLoop() {
 		case cap(bb.B) > flushAt:
 			bb = nil // shrink back after a large reply
 		case pooledBuffers:
-			putBuffer(bb)
+			putBatch(bb)
 			bb = nil
 		default:
 			bb.B = bb.B[:0]
@@ -453,12 +453,12 @@ func (c *client) writeLoop() {
 			}
 			if !broken {
 				if bb == nil {
-					bb = getBuffer()
+					bb = getBatch()
 				}
 				bb.B = append(bb.B, cl.out...)
 			}
 			batched++
-			c.hold(-cl.size-int64(len(cl.out)), false)
+			c.hold(-cl.size-cl.replyBytes(), false)
 			cl.release()
 			select {
 			case c.drained <- struct{}{}:
@@ -483,7 +483,7 @@ func (c *client) writeLoop() {
 	}
 	for cl := range c.calls {
 		<-cl.done
-		c.hold(-cl.size-int64(len(cl.out)), false)
+		c.hold(-cl.size-cl.replyBytes(), false)
 		cl.release()
 	}
 }

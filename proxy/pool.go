@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/redcon"
 	"github.com/valyala/bytebufferpool"
@@ -38,8 +39,13 @@ import (
 // been copied to the connection's write buffer (itself pooled between
 // writes) or written.
 
-// replyPool holds reply and write buffers.
-var replyPool bytebufferpool.Pool
+// replyPool holds reply buffers of at most maxPooledReply bytes; batchPool
+// the writers' batch buffers (up to flushAt). Separate pools, so that a
+// small reply never gets a batch-sized buffer (its capacity is charged).
+var replyPool, batchPool bytebufferpool.Pool
+
+// maxPooledReply is the largest reply buffer kept for reuse.
+const maxPooledReply = 512
 
 // asyncFunc computes an asynchronous command's reply. It appends the reply
 // to dst (a pooled buffer) or returns a slice of its own; never one it
@@ -93,6 +99,9 @@ func (c *client) start(cl *call) {
 // gives the slot back. Pool workers run it.
 func execute(cl *call) {
 	s := cl.a.c.s
+	// Deferred: even a panic escaping runOne (its own recovery calls the
+	// user's logger) gives the slot back.
+	defer func() { <-s.inflight }()
 	var buf [4]*call
 	queue := append(buf[:0], cl)
 	for len(queue) > 0 {
@@ -104,7 +113,6 @@ func execute(cl *call) {
 			}
 		}
 	}
-	<-s.inflight
 }
 
 // runOne computes cl's reply, recovering a panic (which costs this
@@ -117,7 +125,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 			cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
 			cl.closeAfter = true
 		}
-		c.hold(int64(len(cl.out)), false)
+		c.hold(cl.replyBytes(), false)
 		cl.a.run = nil
 		cl.a.mu.Lock()
 		close(cl.done)
@@ -128,11 +136,20 @@ func (c *client) runOne(cl *call) (next []*call) {
 		(*h)("async", nil)
 	}
 	bb := getBuffer()
+	if cap(bb.B) == 0 {
+		bb.B = make([]byte, 0, 64) // a fresh buffer: room for the usual replies
+	}
 	// Every engine operation ends by its per-master deadlines, so the
 	// server's context (cancelled by Close) is the only one needed.
 	cl.out = cl.a.run(c.s.baseCtx, bb.B[:0])
-	bb.B = cl.out
-	cl.bb = bb
+	if cap(cl.out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(cl.out) == unsafe.SliceData(bb.B) {
+		bb.B = cl.out
+		cl.bb = bb
+	} else {
+		// A reply in memory of its own (grown past the buffer, or a
+		// slice run did not build in dst): it never enters the pool.
+		putBuffer(bb)
+	}
 	return nil
 }
 
@@ -152,13 +169,22 @@ func (c *client) runDirect(cl *call) bool {
 func (c *client) writeDirect(cl *call) bool {
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	_, err := c.nc.Write(cl.out)
-	c.hold(-cl.size-int64(len(cl.out)), false)
+	c.hold(-cl.size-cl.replyBytes(), false)
 	cl.release()
 	if err != nil || cl.closeAfter {
 		c.nc.Close()
 		return false
 	}
 	return true
+}
+
+// replyBytes is what cl's reply is charged to the client's memory: its
+// pooled buffer's capacity, or its length.
+func (cl *call) replyBytes() int64 {
+	if cl.bb != nil {
+		return int64(cap(cl.bb.B))
+	}
+	return int64(len(cl.out))
 }
 
 // release gives cl's reply buffer back; cl.out is no longer used.

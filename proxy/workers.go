@@ -31,14 +31,25 @@ func (w *workers) invoke(cl *call) error { return w.p.Invoke(cl) }
 // release stops the pool and waits (at most a second) for its goroutines.
 func (w *workers) release() { w.p.ReleaseTimeout(time.Second) }
 
-// pooledBuffers: reply and write buffers come from replyPool and go back
-// after use.
+// pooledBuffers: reply and write buffers come from their pools and go
+// back after use.
 const pooledBuffers = true
 
 func getBuffer() *bytebufferpool.ByteBuffer { return replyPool.Get() }
 
+// putBuffer keeps only small reply buffers: a reply is charged to the
+// client's memory by its buffer's capacity (call.replyBytes), so a pooled
+// buffer must never be much larger than the small replies it will carry.
 func putBuffer(b *bytebufferpool.ByteBuffer) {
-	if cap(b.B) <= flushAt { // a large reply's buffer is left to the GC
+	if cap(b.B) <= maxPooledReply {
 		replyPool.Put(b)
+	}
+}
+
+func getBatch() *bytebufferpool.ByteBuffer { return batchPool.Get() }
+
+func putBatch(b *bytebufferpool.ByteBuffer) {
+	if cap(b.B) <= flushAt { // a large reply's batch is left to the GC
+		batchPool.Put(b)
 	}
 }

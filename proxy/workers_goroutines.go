@@ -20,3 +20,7 @@ const pooledBuffers = false
 func getBuffer() *bytebufferpool.ByteBuffer { return new(bytebufferpool.ByteBuffer) }
 
 func putBuffer(*bytebufferpool.ByteBuffer) {}
+
+func getBatch() *bytebufferpool.ByteBuffer { return new(bytebufferpool.ByteBuffer) }
+
+func putBatch(*bytebufferpool.ByteBuffer) {}

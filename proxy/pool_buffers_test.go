@@ -1,0 +1,34 @@
+//go:build !redlock_proxy_goroutines
+
+package proxy
+
+import (
+	"testing"
+
+	"github.com/valyala/bytebufferpool"
+)
+
+// TestReplyBuffersStaySmall: a reply is charged by its pooled buffer's
+// capacity, so the reply pool must never hand out a batch-sized buffer
+// (a 5-byte reply in a 64 KiB buffer would be 64 KiB of memory charged as
+// 5 before, and MaxClientMemory would not bound it); batches have their
+// own pool.
+func TestReplyBuffersStaySmall(t *testing.T) {
+	for range 64 {
+		putBuffer(&bytebufferpool.ByteBuffer{B: make([]byte, 0, flushAt)})
+		putBatch(&bytebufferpool.ByteBuffer{B: make([]byte, 0, flushAt)})
+	}
+	for range 256 {
+		if b := getBuffer(); cap(b.B) > maxPooledReply {
+			t.Fatalf("reply buffer of capacity %d from the pool, want ≤ %d", cap(b.B), maxPooledReply)
+		}
+	}
+	cl := &call{out: []byte("+OK\r\n"), bb: &bytebufferpool.ByteBuffer{B: make([]byte, 5, 300)}}
+	if got := cl.replyBytes(); got != 300 {
+		t.Errorf("pooled reply charged %d bytes, want its capacity 300", got)
+	}
+	cl = &call{out: []byte("+OK\r\n")}
+	if got := cl.replyBytes(); got != 5 {
+		t.Errorf("unpooled reply charged %d bytes, want 5", got)
+	}
+}
