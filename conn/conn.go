@@ -66,6 +66,9 @@ type Request struct {
 	// after a later request with the same KeyHash, nor after one with
 	// KeyHash 0 (which may touch any key).
 	KeyHash uint64
+	// Key is the key the command is on, for [Cluster] routing (by its
+	// hash slot); a Conn ignores it.
+	Key string
 	// Merge, if set, makes the request a member that may be merged with
 	// others of the same Merge queued for the same write. It requires
 	// Stable, Script unset (the Merge's scripts are used) and a Cmd of

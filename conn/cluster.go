@@ -1,0 +1,432 @@
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Slots is the number of hash slots of a Redis Cluster.
+const Slots = 16384
+
+// maxRedirects bounds how often one request follows MOVED or ASK.
+const maxRedirects = 5
+
+// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of the
+// key, or of its hash tag (the part between the first '{' and the next
+// '}', when not empty), modulo 16384.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % Slots
+}
+
+// ClusterStats are counters of a Cluster since it was created.
+type ClusterStats struct {
+	Moved     uint64 // -MOVED replies followed (request re-sent to the new owner)
+	Asked     uint64 // -ASK replies followed (ASKING + request on the target)
+	Refreshes uint64 // slot map reloads
+	Nodes     int    // node connections
+}
+
+// Cluster is one Redis Cluster used through per-node auto-pipelined
+// Conns: each request goes to the node that serves its key's hash slot
+// (Request.Key), following -MOVED (the slot map is updated and reloaded,
+// the request re-sent) and -ASK (ASKING and the request, written together
+// on the target) at most 5 times within the request's deadline. The map
+// is loaded with CLUSTER SLOTS from the seeds at start, and again after a
+// MOVED and when a node connection breaks. Merging (Request.Merge) is not
+// done across a cluster's keys: a merged call's keys would span slots.
+type Cluster struct {
+	cfg   Config
+	seeds []string
+	done  chan struct{}
+	wg    sync.WaitGroup
+	kick  chan struct{} // asks the refresher to reload the map
+
+	mu     sync.RWMutex
+	nodes  map[string]*Conn // guarded by mu
+	slots  []*Conn          // per slot, nil while unknown; guarded by mu
+	closed bool             // guarded by mu
+
+	moved, asked, refreshes atomic.Uint64
+	loaded                  chan struct{} // closed after the first successful load
+	loadOnce                sync.Once
+}
+
+// NewCluster returns a Cluster reached through seeds (host:port of any of
+// its nodes); it connects and loads the slot map in the background. cfg
+// configures every node connection.
+func NewCluster(seeds []string, cfg Config) *Cluster {
+	cl := &Cluster{cfg: cfg, seeds: append([]string(nil), seeds...), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{})}
+	user := cfg.OnState
+	cl.cfg.OnState = func(sc StateChange) {
+		if !sc.Up {
+			cl.refresh() // a node went away: its slots may have a new owner
+		}
+		if user != nil {
+			user(sc)
+		}
+	}
+	for _, s := range cl.seeds {
+		cl.nodeLocked(s)
+	}
+	cl.wg.Add(1)
+	go cl.refresher()
+	cl.refresh()
+	return cl
+}
+
+// nodeLocked returns the Conn to addr, creating it (mu held for writing,
+// or during construction).
+func (cl *Cluster) nodeLocked(addr string) *Conn {
+	c := cl.nodes[addr]
+	if c == nil {
+		c = New(addr, cl.cfg)
+		cl.nodes[addr] = c
+	}
+	return c
+}
+
+// WaitLoaded waits until the slot map has been loaded once, or ctx ends.
+func (cl *Cluster) WaitLoaded(ctx context.Context) error {
+	select {
+	case <-cl.loaded:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("conn: cluster %v: slot map not loaded: %w", cl.seeds, ctx.Err())
+	}
+}
+
+// Nodes returns the node connections, by address.
+func (cl *Cluster) Nodes() map[string]*Conn {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	out := make(map[string]*Conn, len(cl.nodes))
+	for a, c := range cl.nodes {
+		out[a] = c
+	}
+	return out
+}
+
+// NodeFor returns the connection of the node serving key's slot as the
+// map has it now (nil while unknown).
+func (cl *Cluster) NodeFor(key string) *Conn {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	return cl.slots[Slot(key)]
+}
+
+// Stats returns the Cluster's counters.
+func (cl *Cluster) Stats() ClusterStats {
+	cl.mu.RLock()
+	n := len(cl.nodes)
+	cl.mu.RUnlock()
+	return ClusterStats{Moved: cl.moved.Load(), Asked: cl.asked.Load(), Refreshes: cl.refreshes.Load(), Nodes: n}
+}
+
+// Do sends req to the node serving the slot of req.Key, with the
+// guarantees of [Conn.Do] (the callback is called exactly once on a nil
+// return). A request without Key goes to any node.
+func (cl *Cluster) Do(req Request) error {
+	if len(req.Cmd) == 0 || req.Callback == nil {
+		return ErrBadCommand
+	}
+	if req.Merge != nil { // keys of one merged call would span slots
+		req.Script, req.Merge = req.Merge.single, nil
+	}
+	r := &redirect{cl: cl, cb: req.Callback, tag: req.Tag, slot: -1}
+	if req.Key != "" {
+		r.slot = Slot(req.Key)
+	}
+	if !req.Stable {
+		req.Cmd = append([]byte(nil), req.Cmd...)
+		req.Stable = true
+	}
+	r.req = req
+	req.Callback, req.Tag = r, 0
+	c, err := cl.route(r.slot)
+	if err != nil {
+		return err
+	}
+	return c.Do(req)
+}
+
+// route returns the Conn for slot (any node when unknown or -1).
+func (cl *Cluster) route(slot int) (*Conn, error) {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if cl.closed {
+		return nil, ErrClosed
+	}
+	if slot >= 0 {
+		if c := cl.slots[slot]; c != nil {
+			return c, nil
+		}
+	}
+	for _, c := range cl.nodes {
+		if c.Connected() {
+			return c, nil
+		}
+	}
+	for _, c := range cl.nodes {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: cluster %v: no node", ErrDown, cl.seeds)
+}
+
+// redirect is the callback of one cluster request: it follows MOVED and
+// ASK replies and completes the caller's callback with the final outcome.
+type redirect struct {
+	cl    *Cluster
+	req   Request // the caller's request (Cmd Stable)
+	cb    Callback
+	tag   uint64
+	slot  int
+	tries int
+}
+
+// Complete implements Callback.
+func (r *redirect) Complete(_ uint64, rep resp.Reply, err error) {
+	if err == nil && rep.IsError() && r.tries < maxRedirects && (r.req.Deadline.IsZero() || time.Now().Before(r.req.Deadline)) {
+		if addr, ask, ok := parseRedirect(rep.Str); ok {
+			r.tries++
+			if r.follow(addr, ask) {
+				return
+			}
+		}
+	}
+	r.cb.Complete(r.tag, rep, err)
+}
+
+// follow re-sends the request to addr (after ASKING when ask); it reports
+// false when it could not (the caller gets the redirect reply).
+func (r *redirect) follow(addr string, ask bool) bool {
+	cl := r.cl
+	cl.mu.Lock()
+	if cl.closed {
+		cl.mu.Unlock()
+		return false
+	}
+	c := cl.nodeLocked(addr)
+	if !ask && r.slot >= 0 {
+		cl.slots[r.slot] = c
+	}
+	cl.mu.Unlock()
+	req := r.req
+	req.Callback, req.Tag = r, 0
+	var err error
+	if ask {
+		cl.asked.Add(1)
+		err = c.doAsking(req)
+	} else {
+		cl.moved.Add(1)
+		cl.refresh()
+		err = c.Do(req)
+	}
+	return err == nil
+}
+
+// parseRedirect reads "MOVED slot host:port" or "ASK slot host:port".
+func parseRedirect(msg []byte) (addr string, ask bool, ok bool) {
+	s := string(msg)
+	switch {
+	case strings.HasPrefix(s, "MOVED "):
+		s = s[6:]
+	case strings.HasPrefix(s, "ASK "):
+		s, ask = s[4:], true
+	default:
+		return "", false, false
+	}
+	_, addr, found := strings.Cut(s, " ")
+	if !found || addr == "" {
+		return "", false, false
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
+		addr = net.JoinHostPort("127.0.0.1", port) // a node that does not know its own address
+	}
+	return addr, ask, true
+}
+
+// refresh asks the refresher to reload the slot map (coalesced).
+func (cl *Cluster) refresh() {
+	select {
+	case cl.kick <- struct{}{}:
+	default:
+	}
+}
+
+// refresher reloads the slot map when kicked, at most every 10 ms, and
+// every second until the first load succeeded.
+func (cl *Cluster) refresher() {
+	defer cl.wg.Done()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-cl.done:
+			return
+		case <-cl.kick:
+		case <-t.C:
+		}
+		if err := cl.load(); err != nil {
+			t.Reset(100 * time.Millisecond)
+		} else {
+			t.Reset(time.Hour)
+		}
+		select {
+		case <-cl.done:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// load reads CLUSTER SLOTS from the first node that answers and installs
+// the map.
+func (cl *Cluster) load() error {
+	var errs []error
+	for addr, c := range cl.Nodes() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		rep, err := c.Exec(ctx, "CLUSTER", "SLOTS")
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		if err := cl.install(addr, rep); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		cl.refreshes.Add(1)
+		cl.loadOnce.Do(func() { close(cl.loaded) })
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+// install sets the slot map from a CLUSTER SLOTS reply read from node from.
+func (cl *Cluster) install(from string, rep resp.Reply) error {
+	if rep.Type != resp.TypeArray {
+		return fmt.Errorf("%w: CLUSTER SLOTS answered %s", resp.ErrProtocol, rep)
+	}
+	fromHost, _, _ := net.SplitHostPort(from)
+	type span struct {
+		lo, hi int
+		addr   string
+	}
+	var spans []span
+	for _, e := range rep.Elems {
+		if len(e.Elems) < 3 || len(e.Elems[2].Elems) < 2 {
+			return fmt.Errorf("%w: CLUSTER SLOTS entry %s", resp.ErrProtocol, e)
+		}
+		lo, hi, m := int(e.Elems[0].Int), int(e.Elems[1].Int), e.Elems[2]
+		host := string(m.Elems[0].Str)
+		if host == "" || host == "?" {
+			host = fromHost
+		}
+		if lo < 0 || hi >= Slots || lo > hi {
+			return fmt.Errorf("%w: CLUSTER SLOTS range %d-%d", resp.ErrProtocol, lo, hi)
+		}
+		spans = append(spans, span{lo, hi, net.JoinHostPort(host, strconv.FormatInt(m.Elems[1].Int, 10))})
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closed {
+		return ErrClosed
+	}
+	for _, s := range spans {
+		c := cl.nodeLocked(s.addr)
+		for i := s.lo; i <= s.hi; i++ {
+			cl.slots[i] = c
+		}
+	}
+	return nil
+}
+
+// Drain waits until every request accepted so far by every node has its
+// outcome (see [Conn.Drain]).
+func (cl *Cluster) Drain(ctx context.Context) error {
+	for _, c := range cl.Nodes() {
+		if err := c.Drain(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes every node connection and stops the refresher.
+func (cl *Cluster) Close() error {
+	cl.mu.Lock()
+	if cl.closed {
+		cl.mu.Unlock()
+		return nil
+	}
+	cl.closed = true
+	nodes := cl.nodes
+	cl.mu.Unlock()
+	close(cl.done)
+	cl.wg.Wait()
+	for _, c := range nodes {
+		c.Close()
+	}
+	return nil
+}
+
+// doAsking queues "ASKING" and req back to back (nothing else between
+// them on the wire): the target of an -ASK serves req's slot for the
+// command right after ASKING only.
+func (c *Conn) doAsking(req Request) error {
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return ErrClosed
+	case !c.up && !c.connecting:
+		err := c.downErr
+		c.mu.Unlock()
+		return err
+	case c.pendingLocked()+1 >= c.cfg.MaxPending:
+		c.mu.Unlock()
+		return ErrOverloaded
+	}
+	c.nreq++
+	req.KeyHash = 0 // written after anything held for merging
+	wake := c.pushLocked(Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
+	c.pushLocked(req)
+	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
+	return nil
+}
+
+var askingCmd = resp.AppendCommandStrings(nil, "ASKING")
+
+// discard is the callback of a request whose reply nobody needs.
+type discard struct{}
+
+func (discard) Complete(uint64, resp.Reply, error) {}

@@ -1,0 +1,147 @@
+package conn_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// TestSlot checks the hash slot against values redis-server computes
+// (CLUSTER KEYSLOT; the Redis Cluster specification's examples), hash
+// tags included.
+func TestSlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"foo": 12182, "bar": 5061, "{user1000}.following": 3443, "{user1000}.followers": 3443,
+		"foo{}{bar}": 8363, "foo{{bar}}zap": 4015, "foo{bar}{zap}": 5061, "": 0,
+	} {
+		if got := conn.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// startCluster forms a local cluster of shards masters for t.
+func startCluster(t *testing.T, shards int) *localmaster.Cluster {
+	t.Helper()
+	if !localmaster.Available() {
+		t.Skip("redis-server not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: shards})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// clusterDo runs one command through cl on key and waits for its outcome.
+func clusterDo(t *testing.T, cl *conn.Cluster, key string, args ...string) (resp.Reply, error) {
+	t.Helper()
+	w := newRecorder()
+	if err := cl.Do(conn.Request{Cmd: cmd(args...), Key: key, Callback: w, Deadline: time.Now().Add(5 * time.Second)}); err != nil {
+		return resp.Reply{}, err
+	}
+	o := w.wait(t, 1, 10*time.Second)[0]
+	if o.err == nil && o.rep.IsError() {
+		o.err = o.rep.Err()
+	}
+	return o.rep, o.err
+}
+
+// TestClusterRouting: requests reach the node serving their key's slot;
+// after a slot moves (MIGRATE + SETSLOT, as redis-cli --cluster reshard
+// does) the MOVED is followed; while it is migrating, a new key of the
+// slot is created on the target through ASK.
+func TestClusterRouting(t *testing.T) {
+	lc := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := conn.NewCluster(lc.Addrs()[:1], conn.Config{})
+	defer cl.Close()
+	if err := cl.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		k := "route:" + strconv.Itoa(i)
+		if r, err := clusterDo(t, cl, k, "SET", k, "v"); err != nil || !r.IsOK() {
+			t.Fatalf("SET %s: %v %v", k, r, err)
+		}
+	}
+	if st := cl.Stats(); st.Moved != 0 || st.Nodes != 3 {
+		t.Errorf("stats after routed SETs: %+v, want no MOVED and 3 nodes", st)
+	}
+
+	// Move the slot of route:7 to another master.
+	key := "route:7"
+	slot := conn.Slot(key)
+	src := cl.NodeFor(key)
+	var dst *conn.Conn
+	for _, c := range cl.Nodes() {
+		if c != src {
+			dst = c
+			break
+		}
+	}
+	id := func(c *conn.Conn) string {
+		r, err := c.Exec(ctx, "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Text()
+	}
+	srcID, dstID := id(src), id(dst)
+	s := strconv.Itoa(slot)
+	mustExec := func(c *conn.Conn, args ...string) {
+		t.Helper()
+		if _, err := c.Exec(ctx, args...); err != nil {
+			t.Fatalf("%s on %s: %v", args, c.Addr(), err)
+		}
+	}
+	mustExec(dst, "CLUSTER", "SETSLOT", s, "IMPORTING", srcID)
+	mustExec(src, "CLUSTER", "SETSLOT", s, "MIGRATING", dstID)
+	// Migrating: route:7 still lives on src (served there); a new key of
+	// the same slot is asked to dst.
+	newKey := fmt.Sprintf("{%s}:new", key)
+	if conn.Slot(newKey) != slot {
+		t.Fatal("hash tag did not keep the slot")
+	}
+	if r, err := clusterDo(t, cl, newKey, "SET", newKey, "x"); err != nil || !r.IsOK() {
+		t.Fatalf("SET of a new key in a migrating slot: %v %v", r, err)
+	}
+	if st := cl.Stats(); st.Asked == 0 {
+		t.Errorf("no ASK followed: %+v", st)
+	}
+	if r, _ := dst.Exec(ctx, "ASKING"); r.IsOK() {
+		if r, err := dst.Exec(ctx, "EXISTS", newKey); err != nil || r.Int != 1 {
+			t.Errorf("the new key is not on the target: %v %v", r, err)
+		}
+	}
+	host, port, _ := strings.Cut(dst.Addr(), ":")
+	mustExec(src, "MIGRATE", host, port, "", "0", "5000", "KEYS", key)
+	mustExec(src, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+	mustExec(dst, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+	for _, c := range cl.Nodes() {
+		if c != src && c != dst {
+			mustExec(c, "CLUSTER", "SETSLOT", s, "NODE", dstID)
+		}
+	}
+	moved := cl.Stats().Moved
+	if r, err := clusterDo(t, cl, key, "GET", key); err != nil || r.Text() != "v" {
+		t.Fatalf("GET %s after the slot moved: %v %v", key, r, err)
+	}
+	if st := cl.Stats(); st.Moved == moved {
+		t.Errorf("no MOVED followed: %+v", st)
+	}
+	if cl.NodeFor(key) != dst {
+		t.Errorf("slot map not updated: %s served by %s, want %s", key, cl.NodeFor(key).Addr(), dst.Addr())
+	}
+}
