@@ -74,14 +74,37 @@ type Cluster struct {
 	moved, asked, refreshes atomic.Uint64
 	loaded                  chan struct{} // closed after the first successful load
 	loadOnce                sync.Once
+
+	onNewOwner func(addr string)
+	owners     map[string]bool // nodes that ever served slots; guarded by mu
+}
+
+// ClusterConfig configures a Cluster (NewClusterWith).
+type ClusterConfig struct {
+	// Seeds are host:port of any of the cluster's nodes.
+	Seeds []string
+	// Conn configures every node connection.
+	Conn Config
+	// OnNewOwner, if set, is called (on the Cluster's goroutine) with the
+	// address of a node that starts serving slots after the first map
+	// load without having served any before: a replica promoted by a
+	// failover, or a master that was just added. It must not block.
+	OnNewOwner func(addr string)
 }
 
 // NewCluster returns a Cluster reached through seeds (host:port of any of
 // its nodes); it connects and loads the slot map in the background. cfg
 // configures every node connection.
 func NewCluster(seeds []string, cfg Config) *Cluster {
+	return NewClusterWith(ClusterConfig{Seeds: seeds, Conn: cfg})
+}
+
+// NewClusterWith is NewCluster with every option.
+func NewClusterWith(cc ClusterConfig) *Cluster {
+	cfg, seeds := cc.Conn, cc.Seeds
 	cl := &Cluster{cfg: cfg, seeds: append([]string(nil), seeds...), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{})}
+		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{}), onNewOwner: cc.OnNewOwner,
+		owners: map[string]bool{}}
 	user := cfg.OnState
 	cl.cfg.OnState = func(sc StateChange) {
 		if !sc.Up {
@@ -354,17 +377,49 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		spans = append(spans, span{lo, hi, net.JoinHostPort(host, strconv.FormatInt(m.Elems[1].Int, 10))})
 	}
 	cl.mu.Lock()
-	defer cl.mu.Unlock()
 	if cl.closed {
+		cl.mu.Unlock()
 		return ErrClosed
 	}
+	first := len(cl.owners) == 0
+	var fresh []string
 	for _, s := range spans {
 		c := cl.nodeLocked(s.addr)
 		for i := s.lo; i <= s.hi; i++ {
 			cl.slots[i] = c
 		}
+		if !cl.owners[s.addr] {
+			cl.owners[s.addr] = true
+			if !first {
+				fresh = append(fresh, s.addr)
+			}
+		}
+	}
+	cl.mu.Unlock()
+	if cl.onNewOwner != nil {
+		for _, a := range fresh {
+			cl.onNewOwner(a)
+		}
 	}
 	return nil
+}
+
+// Up reports whether the slot map is loaded and a node is connected, and
+// why not.
+func (cl *Cluster) Up() (bool, error) {
+	select {
+	case <-cl.loaded:
+	default:
+		return false, fmt.Errorf("%w: cluster %v: slot map not loaded yet", ErrDown, cl.seeds)
+	}
+	var errs []error
+	for _, c := range cl.Nodes() {
+		if c.Connected() {
+			return true, nil
+		}
+		errs = append(errs, c.DownErr())
+	}
+	return false, errors.Join(errs...)
 }
 
 // Drain waits until every request accepted so far by every node has its

@@ -133,6 +133,9 @@ func (c Config) withDefaults() (Config, error) {
 		if seen[a] {
 			return c, fmt.Errorf("%w: master %s listed twice", ErrBadArgument, a)
 		}
+		if seeds, ok := clusterSeeds(a); ok && len(seeds) == 0 {
+			return c, fmt.Errorf("%w: cluster member %q has no seed nodes (want %shost:port+host:port)", ErrBadArgument, a, ClusterPrefix)
+		}
 		seen[a] = true
 	}
 	if c.ConnsPerMaster <= 0 {

@@ -53,6 +53,10 @@ type Engine struct {
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
 	release *conn.Script // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
+	// clusters[i] is member i when it is a Redis Cluster (cluster.go);
+	// nil when every member is a standalone master.
+	clusters     []*conn.Cluster
+	nodeSessions map[string]int // sessions per cluster node; guarded by logMu
 	// Merges of releases and extensions (Config.MergeMax); nil: off.
 	releaseMerge, extendMerge *conn.Merge
 	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
@@ -119,16 +123,28 @@ func New(cfg Config) (*Engine, error) {
 				user(sc)
 			}
 		}
-		for k := 0; k < cfg.ConnsPerMaster; k++ {
-			if k > 0 {
-				cc.OnState = user // the master's state is followed on its first connection
+		sub := a
+		if seeds, ok := clusterSeeds(a); ok {
+			if e.clusters == nil {
+				e.clusters = make([]*conn.Cluster, e.n)
 			}
-			c := conn.New(a, cc)
-			e.conns[i] = append(e.conns[i], c)
-			e.fan[i] = append(e.fan[i], c)
+			cc.OnState = user
+			cl := e.newCluster(i, seeds, cc)
+			e.clusters[i] = cl
+			e.fan[i] = []master{cl}
+			sub = seeds[0] // a cluster delivers PUBLISH on every node
+		} else {
+			for k := 0; k < cfg.ConnsPerMaster; k++ {
+				if k > 0 {
+					cc.OnState = user // the master's state is followed on its first connection
+				}
+				c := conn.New(a, cc)
+				e.conns[i] = append(e.conns[i], c)
+				e.fan[i] = append(e.fan[i], c)
+			}
 		}
 		if cfg.ReleaseChannel != "" {
-			e.subs = append(e.subs, conn.Subscribe(a, cfg.Conn, cfg.ReleaseChannel, func(key []byte) {
+			e.subs = append(e.subs, conn.Subscribe(sub, cfg.Conn, cfg.ReleaseChannel, func(key []byte) {
 				e.waits.notified(string(key))
 			}))
 		}
@@ -199,6 +215,12 @@ func (e *Engine) Close() error {
 				go func() { defer dwg.Done(); c.Drain(dctx) }()
 			}
 		}
+		for _, cl := range e.clusters {
+			if cl != nil {
+				dwg.Add(1)
+				go func() { defer dwg.Done(); cl.Drain(dctx) }()
+			}
+		}
 		dwg.Wait()
 		cancel()
 		var wg sync.WaitGroup
@@ -206,6 +228,12 @@ func (e *Engine) Close() error {
 			for _, c := range cs {
 				wg.Add(1)
 				go func() { defer wg.Done(); c.Close() }()
+			}
+		}
+		for _, cl := range e.clusters {
+			if cl != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); cl.Close() }()
 			}
 		}
 		wg.Wait()
@@ -344,6 +372,9 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	if len(co.token) > 512 {
 		return attempt{}, errBadTokenSize
 	}
+	if co.fencing && e.clusters != nil {
+		return attempt{}, errFencingCluster
+	}
 	if e.closed.Load() {
 		return attempt{}, ErrClosed
 	}
@@ -365,7 +396,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		kind, script = opFenced, FenceAcquireScript
 	}
 	o := e.getOp(kind, false, l.cix, l.first)
-	o.khash = l.khash
+	o.khash, o.key = l.khash, l.key
 	if co.fencing {
 		o.cmd = appendFencedSet(o.cmd[:0], key, e.cfg.FenceKey, l.token, ms)
 	} else {
@@ -490,7 +521,7 @@ func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
 func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 	<-acq.all
 	o := e.getOp(opRelease, true, cix, acq.first)
-	o.khash, o.merge = acq.khash, e.releaseMerge
+	o.khash, o.merge, o.key = acq.khash, e.releaseMerge, key
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		if r.state == -1 && r.err == ErrHeld {
@@ -521,7 +552,7 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 		}
 	}
 	o := e.getOp(opRaise, false, l.cix, l.first)
-	o.khash = e.keyHash(e.cfg.FenceKey)
+	o.khash, o.key = e.keyHash(e.cfg.FenceKey), e.cfg.FenceKey
 	defer o.unref()
 	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 1, 1)
 	o.cmd = resp.AppendBulkString(o.cmd, e.cfg.FenceKey)
@@ -585,6 +616,9 @@ type Stats struct {
 	// QuarantinedUntil is, per master, when its restart quarantine ends
 	// (zero time: not quarantined).
 	QuarantinedUntil []time.Time
+	// Cluster members (ClusterPrefix): -MOVED and -ASK replies followed,
+	// and slot map reloads, summed over members.
+	ClusterMoved, ClusterAsked, ClusterRefreshes uint64
 }
 
 // Stats returns the Engine's counters.
@@ -601,6 +635,14 @@ func (e *Engine) Stats() Stats {
 	for i := range e.quar {
 		if e.quarantined(i) {
 			s.QuarantinedUntil[i] = e.epoch.Add(time.Duration(e.quar[i].Load()))
+		}
+	}
+	for _, cl := range e.clusters {
+		if cl != nil {
+			cs := cl.Stats()
+			s.ClusterMoved += cs.Moved
+			s.ClusterAsked += cs.Asked
+			s.ClusterRefreshes += cs.Refreshes
 		}
 	}
 	return s

@@ -240,7 +240,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.relState = append(l.relState, make([]int8, e.n)...) // no allocation for n ≤ 8
 	}
 	o := e.getOp(opRelease, false, l.cix, l.first)
-	o.khash, o.merge = l.khash, e.releaseMerge
+	o.khash, o.merge, o.key = l.khash, e.releaseMerge, l.key
 	o.retry = retry
 	copy(o.preset, l.relState)
 	o.cmd = e.appendRelease(o.cmd[:0], l.key, l.token)
@@ -342,7 +342,7 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	e := l.e
 	e.issued(ttl)
 	o := e.getOp(opExtend, false, l.cix, l.first)
-	o.khash, o.merge = l.khash, e.extendMerge
+	o.khash, o.merge, o.key = l.khash, e.extendMerge, l.key
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
 	if async {
 		o.notify = e.keep.decided

@@ -43,6 +43,11 @@ type MasterStatus struct {
 func (e *Engine) Status() []MasterStatus {
 	out := make([]MasterStatus, e.n)
 	for i, cs := range e.conns {
+		if cl := e.cluster(i); cl != nil {
+			out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Quarantined: e.quarantined(i)}
+			out[i].Up, out[i].Err = clusterStatus(cl)
+			continue
+		}
 		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info(), Quarantined: e.quarantined(i)}
 		if !out[i].Up {
 			out[i].Err = cs[0].DownErr()
@@ -59,7 +64,11 @@ func (e *Engine) Status() []MasterStatus {
 // [ErrUnavailable] when fewer than a quorum are up. Call it at start-up to
 // report every master's dial result and refuse to run on a bad topology.
 func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
-	for _, cs := range e.conns {
+	for i, cs := range e.conns {
+		if cl := e.cluster(i); cl != nil {
+			waitCluster(ctx, cl)
+			continue
+		}
 		if err := cs[0].WaitFirstAttempt(ctx); err != nil && ctx.Err() != nil {
 			break // the rest are reported as they are now
 		}
@@ -201,6 +210,14 @@ func (e *Engine) quarantined(i int) bool {
 // QuarantineFor for a master's first session, and at least the largest
 // TTL issued for a reconnect. Called with logMu held.
 func (e *Engine) checkRestart(i int, sc conn.StateChange) {
+	e.quarantineFrom(i, sc, e.mlog[i].sessions == 1)
+}
+
+// quarantineFrom quarantines member i when the server of sc (a master, or
+// a node of a cluster member) started less than the quarantine period
+// ago; first: this engine's first session with that server. Called with
+// logMu held.
+func (e *Engine) quarantineFrom(i int, sc conn.StateChange, first bool) {
 	if e.cfg.DisableQuarantine {
 		if sc.Restarted {
 			e.cfg.Logger.Warn("engine: master restarted; quarantine is off: it votes at once", "master", i, "addr", sc.Addr)
@@ -211,7 +228,7 @@ func (e *Engine) checkRestart(i int, sc conn.StateChange) {
 	// grant of this engine: its first session is bound only by the
 	// operator's QuarantineFor (other processes' locks).
 	period := e.cfg.QuarantineFor
-	if e.mlog[i].sessions > 1 {
+	if !first {
 		period = e.quarantinePeriod()
 	}
 	if period <= 0 {
@@ -225,7 +242,7 @@ func (e *Engine) checkRestart(i int, sc conn.StateChange) {
 	if !until.After(time.Now()) {
 		return
 	}
-	e.quar[i].Store(int64(until.Sub(e.epoch)))
+	e.raiseQuarantine(i, until)
 	e.cfg.Logger.Warn("engine: master quarantined after a restart: its grants do not count until the quarantine ends",
 		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }

@@ -41,6 +41,7 @@ type op struct {
 	retry bool
 	cix   uint32 // connection index used on every master (see nextConn)
 	khash uint64 // conn.Request.KeyHash of the op's key
+	key   string // the op's key (conn.Request.Key: cluster members route by it)
 	// merge, when set, lets each master's Conn merge this op's request
 	// with others queued for the same write (releases, extensions).
 	merge *conn.Merge
@@ -98,7 +99,7 @@ func (o *op) unref() {
 	o.fence.Store(0)
 	o.retry = false
 	o.lock, o.notify, o.t1 = nil, nil, time.Time{}
-	o.khash, o.merge = 0, nil
+	o.khash, o.merge, o.key = 0, nil, ""
 	clear(o.results)
 	clear(o.preset)
 	select { // drain signals nobody waited for
@@ -223,7 +224,7 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 			o.unref()
 			continue
 		}
-		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true, KeyHash: o.khash}
+		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true, KeyHash: o.khash, Key: o.key}
 		if o.merge != nil {
 			req.Script, req.Merge = nil, o.merge
 		}

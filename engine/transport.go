@@ -31,6 +31,9 @@ type transport struct{ e *Engine }
 var _ enginex.Transport = transport{}
 
 func (t transport) Conns(i int) []*conn.Conn {
+	if cl := t.e.cluster(i); cl != nil {
+		return clusterConns(cl)
+	}
 	return append([]*conn.Conn(nil), t.e.conns[i]...)
 }
 
@@ -63,7 +66,7 @@ func (t transport) Broadcast(ctx context.Context, key string, timeout time.Durat
 		cix = e.connFor(key)
 	}
 	for i := 0; i < e.n; i++ {
-		req := conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(i), Script: script}
+		req := conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(i), Script: script, Key: key}
 		if err := e.pick(i, cix).Do(req); err != nil {
 			b.Complete(uint64(i), resp.Reply{}, err)
 		}

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+// ClusterPrefix marks a member of [Config.Addrs] that is a whole Redis
+// Cluster, given by seed nodes separated by '+':
+// "cluster:10.0.1.1:7000+10.0.1.2:7000". The member grants a lock when
+// the node serving the key's hash slot grants it; the quorum is still
+// counted over members. Standalone and cluster members can be mixed.
+const ClusterPrefix = "cluster:"
+
+// errFencingCluster refuses WithFencing on an engine with cluster members:
+// the fenced acquire touches the lock key and the fencing counter, which
+// a cluster would hold in different slots.
+var errFencingCluster = fmt.Errorf("%w: fencing tokens are not supported with Redis Cluster members yet", ErrBadArgument)
+
+// clusterSeeds returns the seed nodes of a cluster member address.
+func clusterSeeds(addr string) ([]string, bool) {
+	rest, ok := strings.CutPrefix(addr, ClusterPrefix)
+	if !ok {
+		return nil, false
+	}
+	var seeds []string
+	for _, s := range strings.Split(rest, "+") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds, true
+}
+
+// member i's cluster, or nil for a standalone master.
+func (e *Engine) cluster(i int) *conn.Cluster {
+	if e.clusters == nil {
+		return nil
+	}
+	return e.clusters[i]
+}
+
+// newCluster connects member i, a Redis Cluster. Every node's state
+// changes go to watchNode (restart quarantine per node, for the member);
+// a node that starts serving slots after the first map load (a promoted
+// replica) quarantines the member too.
+func (e *Engine) newCluster(i int, seeds []string, cc conn.Config) *conn.Cluster {
+	user := cc.OnState
+	cc.OnState = func(sc conn.StateChange) {
+		e.watchNode(i, sc)
+		if user != nil {
+			user(sc)
+		}
+	}
+	return conn.NewClusterWith(conn.ClusterConfig{Seeds: seeds, Conn: cc, OnNewOwner: func(addr string) { e.newOwner(i, addr) }})
+}
+
+// watchNode follows one node of cluster member i: a node that comes up
+// having started less than the quarantine period ago (a restart, maybe
+// empty) puts the whole member in quarantine, like a restarted standalone
+// master: its grants do not count until the period has passed. The whole
+// member, not only the node's slots: safe, at the price of the member's
+// other shards not voting meanwhile.
+func (e *Engine) watchNode(i int, sc conn.StateChange) {
+	if !sc.Up {
+		e.cfg.Logger.Warn("engine: cluster node down", "master", i, "node", sc.Addr, "err", sc.Err)
+		return
+	}
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	if e.nodeSessions == nil {
+		e.nodeSessions = map[string]int{}
+	}
+	e.nodeSessions[sc.Addr]++
+	first := e.nodeSessions[sc.Addr] == 1
+	if sc.Restarted {
+		e.cfg.Logger.Warn("engine: cluster node restarted (new run_id: it may have lost its keys)", "master", i, "node", sc.Addr, "run_id", sc.Info.RunID)
+	}
+	e.quarantineFrom(i, sc, first)
+}
+
+// newOwner runs when a node starts serving slots of member i after the
+// first map load, which is what a failover looks like: a replica promoted
+// may lack the last writes of its master (replication is asynchronous),
+// so the member does not vote for the quarantine period from now.
+func (e *Engine) newOwner(i int, addr string) {
+	if e.cfg.DisableQuarantine {
+		return
+	}
+	period := e.quarantinePeriod()
+	if period <= 0 {
+		return
+	}
+	until := time.Now().Add(period)
+	e.raiseQuarantine(i, until)
+	e.cfg.Logger.Warn("engine: cluster node became a master (failover?): the member's grants do not count until the quarantine ends",
+		"master", i, "node", addr, "until", until.Format(time.RFC3339Nano), "period", period)
+}
+
+// raiseQuarantine moves member i's quarantine end to until if later.
+func (e *Engine) raiseQuarantine(i int, until time.Time) {
+	u := int64(until.Sub(e.epoch))
+	for {
+		cur := e.quar[i].Load()
+		if u <= cur || e.quar[i].CompareAndSwap(cur, u) {
+			return
+		}
+	}
+}
+
+// clusterStatus is a cluster member's state for Status: up when its slot
+// map is loaded and a node is connected.
+func clusterStatus(cl *conn.Cluster) (up bool, err error) {
+	return cl.Up()
+}
+
+// clusterConns returns member i's node connections, ordered by address.
+func clusterConns(cl *conn.Cluster) []*conn.Conn {
+	nodes := cl.Nodes()
+	addrs := make([]string, 0, len(nodes))
+	for a := range nodes {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	out := make([]*conn.Conn, len(addrs))
+	for k, a := range addrs {
+		out[k] = nodes[a]
+	}
+	return out
+}
+
+// waitCluster waits for cluster member cl's first slot map (Probe).
+func waitCluster(ctx context.Context, cl *conn.Cluster) {
+	_ = cl.WaitLoaded(ctx)
+}
