@@ -31,6 +31,16 @@ const (
 // a fresh Lua state, so replies take milliseconds, not microseconds.
 const EmbeddedMasterTimeout = time.Second
 
+// hasCluster reports whether a master address is a Redis Cluster member.
+func hasCluster(addrs []string) bool {
+	for _, a := range addrs {
+		if strings.HasPrefix(a, engine.ClusterPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // Targets and peers.
 const (
 	TargetEngine = "engine"  // the embedded engine (this module)
@@ -197,6 +207,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("a proxy address needs target %s", TargetProxy)
 	case c.Target == TargetProxy && (c.Ceiling || len(c.Compare) > 0) && len(c.Masters) == 0:
 		return bad("target %s with peers or ceiling needs the proxy's masters", TargetProxy)
+	case c.Ceiling && hasCluster(c.Masters):
+		return bad("the ceiling is measured on standalone masters, not on Redis Cluster members")
 	case c.Target == TargetProxy && c.SweepVar == SweepMasters:
 		return bad("cannot sweep masters behind a proxy")
 	case c.Workload != WorkloadCycle && c.Workload != WorkloadAcquire && c.Workload != WorkloadContended:

@@ -24,11 +24,7 @@ const maxRedirects = 5
 // key, or of its hash tag (the part between the first '{' and the next
 // '}', when not empty), modulo 16384.
 func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
+	key = HashTag(key)
 	var crc uint16
 	for k := 0; k < len(key); k++ {
 		crc ^= uint16(key[k]) << 8
@@ -41,6 +37,18 @@ func Slot(key string) int {
 		}
 	}
 	return int(crc) % Slots
+}
+
+// HashTag returns the part of key that Redis Cluster hashes: its hash tag
+// (between the first '{' and the next '}', when not empty), or the whole
+// key. Keys with the same HashTag are in the same slot.
+func HashTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j]
+		}
+	}
+	return key
 }
 
 // ClusterStats are counters of a Cluster since it was created.

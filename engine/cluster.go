@@ -17,10 +17,25 @@ import (
 // counted over members. Standalone and cluster members can be mixed.
 const ClusterPrefix = "cluster:"
 
-// errFencingCluster refuses WithFencing on an engine with cluster members:
-// the fenced acquire touches the lock key and the fencing counter, which
-// a cluster would hold in different slots.
-var errFencingCluster = fmt.Errorf("%w: fencing tokens are not supported with Redis Cluster members yet", ErrBadArgument)
+// errUnfenceable refuses WithFencing, with cluster members, for a key
+// whose hashed part cannot be wrapped in a hash tag.
+var errUnfenceable = fmt.Errorf("%w: with Redis Cluster members, a fenced key must have a hash tag or no braces", ErrBadArgument)
+
+// fenceKeyFor returns the fencing counter of key. With standalone members
+// only, it is Config.FenceKey, one per master. With a cluster member the
+// fenced acquire's two keys must share a slot, so every member keeps one
+// counter per hashed part of the key: FenceKey{tag} (tokens still
+// increase per key: a key's grants all use its counter).
+func (e *Engine) fenceKeyFor(key string) (string, error) {
+	if e.clusters == nil {
+		return e.cfg.FenceKey, nil
+	}
+	tag := conn.HashTag(key)
+	if strings.ContainsAny(tag, "{}") || strings.ContainsAny(e.cfg.FenceKey, "{}") {
+		return "", errUnfenceable
+	}
+	return e.cfg.FenceKey + "{" + tag + "}", nil
+}
 
 // clusterSeeds returns the seed nodes of a cluster member address.
 func clusterSeeds(addr string) ([]string, bool) {

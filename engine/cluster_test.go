@@ -127,8 +127,29 @@ func TestClusterMembers(t *testing.T) {
 			waitFor(t, func() bool { return v.get(t, m, "EXISTS", locks[i].Key()).Int == 0 }, "lock %d gone from member %d", i, m)
 		}
 	}
-	if _, err := v.e.TryLock(ctx, "cl:fenced", time.Second, engine.WithFencing()); !errors.Is(err, engine.ErrBadArgument) {
-		t.Errorf("WithFencing with cluster members: %v, want ErrBadArgument", err)
+	// Fencing: the counter beside the key (same slot, FenceKey{tag});
+	// tokens of successive holders increase.
+	var last int64
+	for r := range 3 {
+		l, err := v.e.TryLock(ctx, "cl:fenced", 5*time.Second, engine.WithFencing())
+		if err != nil {
+			t.Fatalf("fenced TryLock %d: %v", r, err)
+		}
+		if l.FencingToken() <= last {
+			t.Errorf("fencing token %d after %d", l.FencingToken(), last)
+		}
+		last = l.FencingToken()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m := range v.direct {
+		if v.get(t, m, "EXISTS", engine.DefaultFenceKey+"{cl:fenced}").Int != 1 {
+			t.Errorf("member %d: no per-key fencing counter", m)
+		}
+	}
+	if _, err := v.e.TryLock(ctx, "cl:a}b", time.Second, engine.WithFencing()); !errors.Is(err, engine.ErrBadArgument) {
+		t.Errorf("fenced key with a stray brace: %v, want ErrBadArgument", err)
 	}
 	st := v.e.Stats()
 	if st.ClusterRefreshes < 3 {

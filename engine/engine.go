@@ -372,8 +372,12 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	if len(co.token) > 512 {
 		return attempt{}, errBadTokenSize
 	}
-	if co.fencing && e.clusters != nil {
-		return attempt{}, errFencingCluster
+	fenceKey := ""
+	if co.fencing {
+		var err error
+		if fenceKey, err = e.fenceKeyFor(key); err != nil {
+			return attempt{}, err
+		}
 	}
 	if e.closed.Load() {
 		return attempt{}, ErrClosed
@@ -398,7 +402,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	o := e.getOp(kind, false, l.cix, l.first)
 	o.khash, o.key = l.khash, l.key
 	if co.fencing {
-		o.cmd = appendFencedSet(o.cmd[:0], key, e.cfg.FenceKey, l.token, ms)
+		o.cmd = appendFencedSet(o.cmd[:0], key, fenceKey, l.token, ms)
 	} else {
 		o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	}
@@ -551,11 +555,15 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 			break
 		}
 	}
+	fenceKey, err := e.fenceKeyFor(l.key) // checked by begin
+	if err != nil {
+		return 0, err
+	}
 	o := e.getOp(opRaise, false, l.cix, l.first)
-	o.khash, o.key = e.keyHash(e.cfg.FenceKey), e.cfg.FenceKey
+	o.khash, o.key = e.keyHash(fenceKey), fenceKey
 	defer o.unref()
 	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 1, 1)
-	o.cmd = resp.AppendBulkString(o.cmd, e.cfg.FenceKey)
+	o.cmd = resp.AppendBulkString(o.cmd, fenceKey)
 	o.cmd = resp.AppendBulkInt(o.cmd, f)
 	o.fanout(time.Now().Add(mt), FenceRaiseScript)
 	if err := o.wait(ctx); err != nil {

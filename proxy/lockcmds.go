@@ -98,11 +98,18 @@ func (c *client) cmdRedlockLock(args [][]byte) *call {
 // fenceCheck refuses script keys that name the fencing counter.
 func (c *client) fenceCheck(keys [][]byte) *call {
 	for _, k := range keys {
-		if string(k) == c.s.fenceKey {
+		if c.s.isFenceKey(k) {
 			return errCall(msgFenceKey)
 		}
 	}
 	return nil
+}
+
+// isFenceKey reports whether k names a fencing counter: the masters' one,
+// or one of the per-key counters FenceKey{tag} used with Redis Cluster
+// members.
+func (s *Server) isFenceKey(k []byte) bool {
+	return string(k) == s.fenceKey || (len(k) > len(s.fenceKey) && string(k[:len(s.fenceKey)]) == s.fenceKey && k[len(s.fenceKey)] == '{')
 }
 
 // unavailableReply is the error a client gets when too few masters

@@ -54,6 +54,11 @@ func TestKeyPrefix(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fencing counter") {
 		t.Fatalf("prefix+key = the fencing counter: %v", err)
 	}
+	// So is a per-key counter (FenceKey{tag}, with Redis Cluster members).
+	err = fence.client(t).Do(ctx, "SET", "fence{job}", "x", "NX", "PX", "5000").Err()
+	if err == nil || !strings.Contains(err.Error(), "fencing counter") {
+		t.Fatalf("prefix+key = a per-key fencing counter: %v", err)
+	}
 	// The engine's own prefix is refused: the proxy prefixes.
 	if _, err := New(Config{Engine: engine.Config{Addrs: e.set.Addrs(), KeyPrefix: "x:"}}); err == nil {
 		t.Fatal("New accepted an engine KeyPrefix")

@@ -91,7 +91,7 @@ func (c *client) dispatch(args [][]byte) *call {
 			last += len(args)
 		}
 		for i := cmd.first; i <= last; i += cmd.step {
-			if string(args[i]) == c.s.fenceKey {
+			if c.s.isFenceKey(args[i]) {
 				return errCall(msgFenceKey)
 			}
 		}

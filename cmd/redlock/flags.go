@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-dev/redlock/engine"
 )
 
 // newFlagSet returns a FlagSet that prints nothing itself: run prints a
@@ -101,12 +103,28 @@ func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Durat
 
 // checkAddrs validates the host:port list of flag name: syntax, port
 // range, and two entries that resolve to the same address (one server
-// would vote twice). Names are resolved with a short timeout.
+// would vote twice). A Redis Cluster member (engine.ClusterPrefix) is
+// checked seed by seed. Names are resolved with a short timeout.
 func checkAddrs(name string, addrs []string) error {
+	var flat []string
+	for _, a := range addrs {
+		rest, ok := strings.CutPrefix(a, engine.ClusterPrefix)
+		if !ok {
+			flat = append(flat, a)
+			continue
+		}
+		seeds := strings.Split(rest, "+")
+		for _, s := range seeds {
+			if s == "" {
+				return usageError{fmt.Errorf("--%s: %q: want %shost:port+host:port", name, a, engine.ClusterPrefix)}
+			}
+		}
+		flat = append(flat, seeds...)
+	}
 	seen := map[string]string{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	for _, a := range addrs {
+	for _, a := range flat {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil || host == "" {
 			return usageError{fmt.Errorf("--%s: %q is not host:port", name, a)}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -58,6 +59,11 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := checkAddrs("masters", addrs); err != nil {
 		return err
+	}
+	for _, a := range addrs {
+		if strings.HasPrefix(a, engine.ClusterPrefix) {
+			return usageError{fmt.Errorf("--masters: %q: inspect does not scan Redis Cluster members yet", a)}
+		}
 	}
 	var cc conn.Config
 	if err := mf.apply(&cc); err != nil {

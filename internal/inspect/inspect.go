@@ -260,6 +260,17 @@ func (r *run) scan(ctx context.Context, m *master, cursor string) (keys []string
 	return keys, next, nil
 }
 
+// excluded reports whether k is excluded: listed, or a per-key fencing
+// counter F{tag} of a listed F (engines with Redis Cluster members keep
+// one counter per key beside it).
+func (r *run) excluded(k string) bool {
+	if r.exclude[k] {
+		return true
+	}
+	i := strings.IndexByte(k, '{')
+	return i > 0 && strings.HasSuffix(k, "}") && r.exclude[k[:i]]
+}
+
 // admit returns the keys of a page that are neither excluded nor seen
 // before, and marks them seen. full reports that a new key was left out
 // because MaxKeys keys were seen already.
@@ -268,7 +279,7 @@ func (r *run) admit(keys []string) (fresh []string, full bool) {
 		if _, ok := r.seen[k]; ok {
 			continue
 		}
-		if r.exclude[k] {
+		if r.excluded(k) {
 			if !r.skipped[k] {
 				if r.skipped == nil {
 					r.skipped = make(map[string]bool)

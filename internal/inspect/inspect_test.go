@@ -153,6 +153,7 @@ func plant(p *planter) map[string][]inspect.Kind {
 	// Not locks, and the fencing counter.
 	p.on([]int{0, 1}, "HSET", "lock:hash", "f", "v")
 	p.on(all, "SET", engine.DefaultFenceKey, "42")
+	p.on(all, "SET", engine.DefaultFenceKey+"{lock:x}", "43") // a per-key counter (cluster members)
 	// Many healthy keys, over several SCAN pages.
 	cmds := make([][]string, nBulk)
 	for i := range cmds {
@@ -216,7 +217,7 @@ func TestRun(t *testing.T) {
 	t.Run("Default", func(t *testing.T) {
 		rep := run(t, addrs, inspect.Options{})
 		checkFindings(t, rep, want)
-		if rep.Keys != total || rep.Excluded != 1 || rep.Quorum != 3 || rep.Match != "*" || rep.Truncated {
+		if rep.Keys != total || rep.Excluded != 2 || rep.Quorum != 3 || rep.Match != "*" || rep.Truncated {
 			t.Errorf("keys %d (want %d) excluded %d quorum %d match %q truncated %v", rep.Keys, total, rep.Excluded, rep.Quorum, rep.Match, rep.Truncated)
 		}
 		if !reflect.DeepEqual(rep.NotLocks, []string{"lock:hash"}) {
@@ -304,11 +305,11 @@ func TestRun(t *testing.T) {
 	t.Run("Exclude", func(t *testing.T) {
 		rep := run(t, addrs, inspect.Options{Exclude: []string{"lock:leaked", "no:such:key"}})
 		checkFindings(t, rep, without(want, "lock:leaked"))
-		if rep.Keys != total-1 || rep.Excluded != 2 {
+		if rep.Keys != total-1 || rep.Excluded != 3 {
 			t.Errorf("keys %d excluded %d", rep.Keys, rep.Excluded)
 		}
 		rep = run(t, addrs, inspect.Options{InspectFenceKey: true, Match: "redlock:*"})
-		checkFindings(t, rep, map[string][]inspect.Kind{engine.DefaultFenceKey: {inspect.NoTTL}})
+		checkFindings(t, rep, map[string][]inspect.Kind{engine.DefaultFenceKey: {inspect.NoTTL}, engine.DefaultFenceKey + "{lock:x}": {inspect.NoTTL}})
 	})
 
 	t.Run("MaxKeys", func(t *testing.T) {
