@@ -310,8 +310,10 @@ func (cl *Cluster) refresh() {
 	}
 }
 
-// refresher reloads the slot map when kicked, at most every 10 ms, and
-// every second until the first load succeeded.
+// refresher reloads the slot map when kicked (at most every 10 ms), every
+// 100 ms while a load fails or a node serving slots is not connected (a
+// failover is under way: the map will name its replica), and every 5 s
+// otherwise.
 func (cl *Cluster) refresher() {
 	defer cl.wg.Done()
 	t := time.NewTimer(time.Second)
@@ -323,10 +325,10 @@ func (cl *Cluster) refresher() {
 		case <-cl.kick:
 		case <-t.C:
 		}
-		if err := cl.load(); err != nil {
+		if err := cl.load(); err != nil || !cl.ownersUp() {
 			t.Reset(100 * time.Millisecond)
 		} else {
-			t.Reset(time.Hour)
+			t.Reset(5 * time.Second)
 		}
 		select {
 		case <-cl.done:
@@ -334,6 +336,22 @@ func (cl *Cluster) refresher() {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// ownersUp reports whether every node serving slots is connected.
+func (cl *Cluster) ownersUp() bool {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	var last *Conn
+	for _, c := range cl.slots {
+		if c != last && c != nil {
+			if !c.Connected() {
+				return false
+			}
+			last = c
+		}
+	}
+	return true
 }
 
 // load reads CLUSTER SLOTS from the first node that answers and installs

@@ -13,6 +13,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -315,5 +316,137 @@ func waitFor(t *testing.T, cond func() bool, format string, args ...any) {
 			t.Fatalf("timed out waiting for "+format, args...)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestClusterFailoverQuarantine: a shard's master of a cluster member dies
+// and its replica, promoted, lacks a held lock's key (replication is
+// asynchronous). The member
+// is quarantined when the new master starts serving slots, so a second
+// member that lost the key too (deleted behind the engine's back) does not
+// make a quorum with it: the key stays held. (The replica is stopped while
+// the lock is taken, so it never gets the key.) An engine with quarantine off
+// grants it to a second holder — the failure the quarantine prevents.
+func TestClusterFailoverQuarantine(t *testing.T) {
+	if !localmaster.Available() {
+		t.Skip("redis-server not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3, Replicas: 1, ExtraArgs: []string{"--replica-read-only", "no"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	set := mastertest.Start(t, 2)
+	addrs := append([]string{engine.ClusterPrefix + strings.Join(lc.Addrs()[:2], "+")}, set.Addrs()...)
+	cfg := functional
+	cfg.Addrs = addrs
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const key = "fo:key"
+	// The shard master serving the key, and its replica.
+	d := conn.NewCluster(lc.Addrs()[:1], conn.Config{})
+	defer d.Close()
+	if err := d.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	owner := d.NodeFor(key).Addr()
+	nodes, err := d.NodeFor(key).Exec(ctx, "CLUSTER", "NODES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ownerID, replica string
+	lines := strings.Split(nodes.Text(), "\n")
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 3 && strings.SplitN(f[1], "@", 2)[0] == owner {
+			ownerID = f[0]
+		}
+	}
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 3 && f[3] == ownerID {
+			replica = strings.SplitN(f[1], "@", 2)[0]
+		}
+	}
+	if ownerID == "" || replica == "" {
+		t.Fatalf("no replica of %s in:\n%s", owner, nodes.Text())
+	}
+	node := func(addr string) *localmaster.Master {
+		for _, m := range lc.Masters() {
+			if m.Addr() == addr {
+				return m
+			}
+		}
+		t.Fatalf("no node %s", addr)
+		return nil
+	}
+	// The replica is stopped while the lock is taken, and its master dies
+	// before it resumes: it never gets the key, and is promoted.
+	if err := node(replica).Pause(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.TryLock(ctx, key, 30*time.Second)
+	if err != nil {
+		node(replica).Resume()
+		t.Fatal(err)
+	}
+	node(owner).Kill()
+	if err := node(replica).Resume(); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := conn.Dial(ctx, replica, conn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	// Wait for the failover and for the engine to see the new owner.
+	// (Its map is reloaded when the dead master's connection drops.)
+	for !e.Status()[0].Quarantined {
+		if time.Now().After(deadline) {
+			t.Fatalf("member 0 not quarantined after the failover: %+v", e.Status()[0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for { // the promoted replica serves the slot, without the key
+		if r, err := rc.Exec(ctx, "EXISTS", key); err == nil && r.Int == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never served the slot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Member 1 loses the key behind the engine's back.
+	mc, err := conn.Dial(ctx, set.Addrs()[0], conn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mc.Close()
+	if _, err := mc.Exec(ctx, "DEL", key); err != nil {
+		t.Fatal(err)
+	}
+
+	if l2, err := e.TryLock(ctx, key, 30*time.Second); err == nil {
+		t.Fatalf("a second holder during the quarantine (token %s) while %s holds it", l2.Token(), l.Token())
+	}
+	off := functional
+	off.Addrs, off.DisableQuarantine = addrs, true
+	e2, err := engine.New(off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if err := e2.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e2.TryLock(ctx, key, 30*time.Second); err != nil {
+		t.Errorf("without quarantine the promoted replica and the other member grant it (the failure quarantine prevents); got %v", err)
 	}
 }
