@@ -2,11 +2,15 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
 
@@ -47,4 +51,47 @@ func TestTwoProxies(t *testing.T) {
 	}
 
 	contend(t, []string{a.addr, b.addr})
+}
+
+// TestClusterMemberProxy: a proxy whose members mix a Redis Cluster and
+// standalone masters answers SET NX PX, the release and extend scripts of
+// client libraries as with standalone members only.
+func TestClusterMemberProxy(t *testing.T) {
+	if !localmaster.Available() {
+		t.Skip("redis-server not installed")
+	}
+	ctx := context.Background()
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	lc, err := localmaster.StartCluster(cctx, localmaster.ClusterOptions{Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	set := mastertest.Start(t, 2)
+	e := startEnvOn(t, set, func(c *Config) {
+		c.Engine.Addrs = append([]string{engine.ClusterPrefix + strings.Join(lc.Addrs()[:2], "+")}, c.Engine.Addrs...)
+	})
+	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
+	defer c.Close()
+	release := redis.NewScript(libTable[0].Source)
+	extend := redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`)
+	for i := range 20 {
+		k := fmt.Sprintf("cm:%d", i)
+		if ok, err := c.SetNX(ctx, k, "tok", 10*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("SET NX %s: %v %v", k, ok, err)
+		}
+		if ok, err := c.SetNX(ctx, k, "other", 10*time.Second).Result(); err != nil || ok {
+			t.Fatalf("second SET NX %s: %v %v, want refused", k, ok, err)
+		}
+		if n, err := extend.Run(ctx, c, []string{k}, "tok", 60000).Int(); err != nil || n != 1 {
+			t.Fatalf("extend %s: %v %v", k, n, err)
+		}
+		if n, err := release.Run(ctx, c, []string{k}, "tok").Int(); err != nil || n != 1 {
+			t.Fatalf("release %s: %v %v", k, n, err)
+		}
+	}
+	if st := e.srv.Engine().Stats(); st.MasterErrors[0] != 0 || st.ClusterRefreshes == 0 {
+		t.Errorf("cluster member: %d errors, %d map loads", st.MasterErrors[0], st.ClusterRefreshes)
+	}
 }
