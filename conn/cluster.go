@@ -482,17 +482,9 @@ func (cl *Cluster) Close() error {
 // command right after ASKING only.
 func (c *Conn) doAsking(req Request) error {
 	c.mu.Lock()
-	switch {
-	case c.closed:
-		c.mu.Unlock()
-		return ErrClosed
-	case !c.up && !c.connecting:
-		err := c.downErr
+	if err := c.admitLocked(2); err != nil {
 		c.mu.Unlock()
 		return err
-	case c.pendingLocked()+1 >= c.cfg.MaxPending:
-		c.mu.Unlock()
-		return ErrOverloaded
 	}
 	c.nreq++
 	req.KeyHash = 0 // written after anything held for merging

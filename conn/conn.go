@@ -378,17 +378,9 @@ func (c *Conn) Do(req Request) error {
 		}
 	}
 	c.mu.Lock()
-	switch {
-	case c.closed:
-		c.mu.Unlock()
-		return ErrClosed
-	case !c.up && !c.connecting:
-		err := c.downErr
+	if err := c.admitLocked(1); err != nil {
 		c.mu.Unlock()
 		return err
-	case c.pendingLocked() >= c.cfg.MaxPending:
-		c.mu.Unlock()
-		return ErrOverloaded
 	}
 	c.nreq++
 	var wake bool
@@ -403,6 +395,20 @@ func (c *Conn) Do(req Request) error {
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
+	}
+	return nil
+}
+
+// admitLocked returns why n more requests cannot be accepted now
+// (closed, down, overloaded), or nil.
+func (c *Conn) admitLocked(n int) error {
+	switch {
+	case c.closed:
+		return ErrClosed
+	case !c.up && !c.connecting:
+		return c.downErr
+	case c.pendingLocked()+n > c.cfg.MaxPending:
+		return ErrOverloaded
 	}
 	return nil
 }
