@@ -227,6 +227,10 @@ var (
 		"Masters connected and not quarantined: locks can be taken while this is at least the quorum.", nil, nil)
 	quorumDesc = prometheus.NewDesc(Namespace+"_quorum",
 		"Masters needed for a lock (N/2+1).", nil, nil)
+	redirectDesc = prometheus.NewDesc(Namespace+"_cluster_redirects_total",
+		"-MOVED and -ASK replies followed by Redis Cluster members.", []string{"kind"}, nil)
+	reloadDesc = prometheus.NewDesc(Namespace+"_cluster_map_reloads_total",
+		"Slot map reloads of Redis Cluster members.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -234,6 +238,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- quarDesc
 	ch <- votingDesc
 	ch <- quorumDesc
+	ch <- redirectDesc
+	ch <- reloadDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -254,6 +260,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(votingDesc, prometheus.GaugeValue, float64(voting))
 	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(len(st)/2+1))
+	stats := e.Stats()
+	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterMoved), "moved")
+	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterAsked), "ask")
+	ch <- prometheus.MustNewConstMetric(reloadDesc, prometheus.CounterValue, float64(stats.ClusterRefreshes))
 }
 
 // NewRegistry returns a registry with the Go runtime and process

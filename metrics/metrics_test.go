@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/metrics"
 )
@@ -192,5 +193,108 @@ func TestMetricsMove(t *testing.T) {
 	}
 	if after["go_goroutines"] == 0 || after["process_open_fds"] == 0 {
 		t.Error("runtime and process collectors missing")
+	}
+}
+
+// TestClusterMetrics: an engine with a Redis Cluster member exports its
+// slot map reloads and redirect counters, and they move when a slot the
+// engine uses moves (a MOVED is followed).
+func TestClusterMetrics(t *testing.T) {
+	if !localmaster.Available() {
+		t.Skip("redis-server not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	set := mastertest.Start(t, 2)
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Addrs: append([]string{engine.ClusterPrefix + lc.Addrs()[0]}, set.Addrs()...), MasterTimeout: time.Second, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := m.Watch(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + "/metrics"
+	l, err := e.TryLock(ctx, "cm:k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, url)
+	if before["redlock_cluster_map_reloads_total"] < 1 {
+		t.Errorf("map reloads %v, want ≥ 1", before["redlock_cluster_map_reloads_total"])
+	}
+	// Move the key's slot (and the key) to another master, as a reshard
+	// does.
+	d := conn.NewCluster(lc.Addrs()[:1], conn.Config{})
+	defer d.Close()
+	if err := d.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src := d.NodeFor("cm:k")
+	var dst *conn.Conn
+	for _, c := range d.Nodes() {
+		if c != src {
+			dst = c
+			break
+		}
+	}
+	id, err := dst.Exec(ctx, "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := strconv.Itoa(conn.Slot("cm:k"))
+	host, port, _ := strings.Cut(dst.Addr(), ":")
+	srcID, err := src.Exec(ctx, "CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		c    *conn.Conn
+		args []string
+	}{
+		{dst, []string{"CLUSTER", "SETSLOT", slot, "IMPORTING", srcID.Text()}},
+		{src, []string{"CLUSTER", "SETSLOT", slot, "MIGRATING", id.Text()}},
+		{src, []string{"MIGRATE", host, port, "", "0", "5000", "KEYS", "cm:k"}},
+		{src, []string{"CLUSTER", "SETSLOT", slot, "NODE", id.Text()}},
+		{dst, []string{"CLUSTER", "SETSLOT", slot, "NODE", id.Text()}},
+	}
+	for _, s := range steps {
+		if _, err := s.c.Exec(ctx, s.args...); err != nil {
+			t.Fatalf("%v on %s: %v", s.args, s.c.Addr(), err)
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after the slot moved: %v", err)
+	}
+	// Unlock returned at a quorum (the standalone masters): the cluster
+	// member's release, redirected, may still be on its way.
+	const moved = `redlock_cluster_redirects_total{kind="moved"}`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after := scrape(t, url)
+		if after[moved] > before[moved] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("moved redirects %v → %v, want more", before[moved], after[moved])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
