@@ -84,7 +84,10 @@ type Cluster struct {
 	loadOnce                sync.Once
 
 	onNewOwner func(addr string)
-	owners     map[string]bool // nodes that ever served slots; guarded by mu
+	// The last map's masters (guarded by mu): a node that starts serving
+	// slots and was not a master there is a new owner.
+	masters  map[string]bool
+	inflight atomic.Int64 // requests accepted by Do whose callback has not run
 }
 
 // ClusterConfig configures a Cluster (NewClusterWith).
@@ -111,8 +114,7 @@ func NewCluster(seeds []string, cfg Config) *Cluster {
 func NewClusterWith(cc ClusterConfig) *Cluster {
 	cfg, seeds := cc.Conn, cc.Seeds
 	cl := &Cluster{cfg: cfg, seeds: append([]string(nil), seeds...), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{}), onNewOwner: cc.OnNewOwner,
-		owners: map[string]bool{}}
+		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{}), onNewOwner: cc.OnNewOwner}
 	user := cfg.OnState
 	cl.cfg.OnState = func(sc StateChange) {
 		if !sc.Up {
@@ -203,7 +205,13 @@ func (cl *Cluster) Do(req Request) error {
 	if err != nil {
 		return err
 	}
-	return c.Do(req)
+	r.host, _, _ = net.SplitHostPort(c.Addr())
+	cl.inflight.Add(1)
+	if err := c.Do(req); err != nil {
+		cl.inflight.Add(-1)
+		return err
+	}
+	return nil
 }
 
 // route returns the Conn for slot (any node when unknown or -1).
@@ -238,18 +246,20 @@ type redirect struct {
 	tag   uint64
 	slot  int
 	tries int
+	host  string // of the node last asked: a redirect without a host means it
 }
 
 // Complete implements Callback.
 func (r *redirect) Complete(_ uint64, rep resp.Reply, err error) {
 	if err == nil && rep.IsError() && r.tries < maxRedirects && (r.req.Deadline.IsZero() || time.Now().Before(r.req.Deadline)) {
-		if addr, ask, ok := parseRedirect(rep.Str); ok {
+		if addr, ask, ok := parseRedirect(rep.Str, r.host); ok {
 			r.tries++
 			if r.follow(addr, ask) {
 				return
 			}
 		}
 	}
+	r.cl.inflight.Add(-1)
 	r.cb.Complete(r.tag, rep, err)
 }
 
@@ -263,10 +273,22 @@ func (r *redirect) follow(addr string, ask bool) bool {
 		return false
 	}
 	c := cl.nodeLocked(addr)
+	// A MOVED to a node that was not a master in the last map (a promoted
+	// replica, or one never seen): the member is told before the request
+	// is re-sent, so a grant from it cannot be counted before its
+	// quarantine exists.
+	fresh := !ask && cl.masters != nil && !cl.masters[addr]
+	if fresh {
+		cl.masters[addr] = true
+	}
 	if !ask && r.slot >= 0 {
 		cl.slots[r.slot] = c
 	}
 	cl.mu.Unlock()
+	if fresh && cl.onNewOwner != nil {
+		cl.onNewOwner(addr)
+	}
+	r.host, _, _ = net.SplitHostPort(addr)
 	req := r.req
 	req.Callback, req.Tag = r, 0
 	var err error
@@ -281,8 +303,10 @@ func (r *redirect) follow(addr string, ask bool) bool {
 	return err == nil
 }
 
-// parseRedirect reads "MOVED slot host:port" or "ASK slot host:port".
-func parseRedirect(msg []byte) (addr string, ask bool, ok bool) {
+// parseRedirect reads "MOVED slot host:port" or "ASK slot host:port"; a
+// redirect without a host (":port") means the host of the node that sent
+// it, from.
+func parseRedirect(msg []byte, from string) (addr string, ask bool, ok bool) {
 	s := string(msg)
 	switch {
 	case strings.HasPrefix(s, "MOVED "):
@@ -296,8 +320,15 @@ func parseRedirect(msg []byte) (addr string, ask bool, ok bool) {
 	if !found || addr == "" {
 		return "", false, false
 	}
-	if host, port, err := net.SplitHostPort(addr); err == nil && host == "" {
-		addr = net.JoinHostPort("127.0.0.1", port) // a node that does not know its own address
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", false, false
+	}
+	if host == "" {
+		if from == "" {
+			return "", false, false
+		}
+		addr = net.JoinHostPort(from, port)
 	}
 	return addr, ask, true
 }
@@ -388,36 +419,39 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		addr   string
 	}
 	var spans []span
+	masters := map[string]bool{}
+	nodeAddr := func(n resp.Reply) string {
+		host := string(n.Elems[0].Str)
+		if host == "" || host == "?" {
+			host = fromHost
+		}
+		return net.JoinHostPort(host, strconv.FormatInt(n.Elems[1].Int, 10))
+	}
 	for _, e := range rep.Elems {
 		if len(e.Elems) < 3 || len(e.Elems[2].Elems) < 2 {
 			return fmt.Errorf("%w: CLUSTER SLOTS entry %s", resp.ErrProtocol, e)
 		}
-		lo, hi, m := int(e.Elems[0].Int), int(e.Elems[1].Int), e.Elems[2]
-		host := string(m.Elems[0].Str)
-		if host == "" || host == "?" {
-			host = fromHost
-		}
+		lo, hi := int(e.Elems[0].Int), int(e.Elems[1].Int)
 		if lo < 0 || hi >= Slots || lo > hi {
 			return fmt.Errorf("%w: CLUSTER SLOTS range %d-%d", resp.ErrProtocol, lo, hi)
 		}
-		spans = append(spans, span{lo, hi, net.JoinHostPort(host, strconv.FormatInt(m.Elems[1].Int, 10))})
+		a := nodeAddr(e.Elems[2])
+		spans = append(spans, span{lo, hi, a})
+		masters[a] = true
 	}
+	// New owners: serving slots now, not a master in the last map (a
+	// replica promoted by a failover, or a node not seen). The member is
+	// told before the new map is used.
 	cl.mu.Lock()
 	if cl.closed {
 		cl.mu.Unlock()
 		return ErrClosed
 	}
-	first := len(cl.owners) == 0
 	var fresh []string
-	for _, s := range spans {
-		c := cl.nodeLocked(s.addr)
-		for i := s.lo; i <= s.hi; i++ {
-			cl.slots[i] = c
-		}
-		if !cl.owners[s.addr] {
-			cl.owners[s.addr] = true
-			if !first {
-				fresh = append(fresh, s.addr)
+	if cl.masters != nil {
+		for a := range masters {
+			if !cl.masters[a] {
+				fresh = append(fresh, a)
 			}
 		}
 	}
@@ -427,6 +461,18 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 			cl.onNewOwner(a)
 		}
 	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.closed {
+		return ErrClosed
+	}
+	for _, s := range spans {
+		c := cl.nodeLocked(s.addr)
+		for i := s.lo; i <= s.hi; i++ {
+			cl.slots[i] = c
+		}
+	}
+	cl.masters = masters
 	return nil
 }
 
@@ -448,13 +494,23 @@ func (cl *Cluster) Up() (bool, error) {
 	return false, errors.Join(errs...)
 }
 
-// Drain waits until every request accepted so far by every node has its
-// outcome (see [Conn.Drain]).
+// Drain waits until every request accepted by Do has its outcome,
+// redirects followed included, or ctx ends. New requests made meanwhile
+// are waited for too.
 func (cl *Cluster) Drain(ctx context.Context) error {
-	for _, c := range cl.Nodes() {
-		if err := c.Drain(ctx); err != nil {
-			return err
+	wait := 100 * time.Microsecond
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for cl.inflight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-cl.done:
+			return nil
+		case <-t.C:
 		}
+		wait = min(2*wait, 5*time.Millisecond)
+		t.Reset(wait)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,7 +66,8 @@ func TestClusterRouting(t *testing.T) {
 	lc := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cl := conn.NewCluster(lc.Addrs()[:1], conn.Config{})
+	var newOwners atomic.Int32
+	cl := conn.NewClusterWith(conn.ClusterConfig{Seeds: lc.Addrs()[:1], OnNewOwner: func(string) { newOwners.Add(1) }})
 	defer cl.Close()
 	if err := cl.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
@@ -143,5 +145,9 @@ func TestClusterRouting(t *testing.T) {
 	}
 	if cl.NodeFor(key) != dst {
 		t.Errorf("slot map not updated: %s served by %s, want %s", key, cl.NodeFor(key).Addr(), dst.Addr())
+	}
+	// A reshard between masters is not a failover: no new owner.
+	if n := newOwners.Load(); n != 0 {
+		t.Errorf("OnNewOwner called %d times for a reshard between masters", n)
 	}
 }
