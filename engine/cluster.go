@@ -149,7 +149,33 @@ func clusterConns(cl *conn.Cluster) []*conn.Conn {
 	return out
 }
 
-// waitCluster waits for cluster member cl's first slot map (Probe).
+// waitCluster waits for cluster member cl's first slot map and for the
+// first connect attempt to each node in it (Probe).
 func waitCluster(ctx context.Context, cl *conn.Cluster) {
-	_ = cl.WaitLoaded(ctx)
+	if cl.WaitLoaded(ctx) != nil {
+		return
+	}
+	for _, c := range cl.Nodes() {
+		_ = c.WaitFirstAttempt(ctx)
+	}
+}
+
+// serverIDs returns the run_id of every server member i reaches now,
+// with its address (one for a standalone master, every connected node of
+// a cluster member).
+func (e *Engine) serverIDs(i int, st MasterStatus) map[string]string {
+	cl := e.cluster(i)
+	if cl == nil {
+		if st.Up && st.Info.RunID != "" {
+			return map[string]string{st.Info.RunID: e.addrs[i]}
+		}
+		return nil
+	}
+	ids := map[string]string{}
+	for a, c := range cl.Nodes() {
+		if id := c.Info().RunID; c.Connected() && id != "" {
+			ids[id] = a
+		}
+	}
+	return ids
 }

@@ -450,3 +450,35 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		t.Errorf("without quarantine the promoted replica and the other member grant it (the failure quarantine prevents); got %v", err)
 	}
 }
+
+// TestClusterDuplicateMember: two members seeded into the same cluster (or
+// a standalone master that is also a cluster node) would vote twice; Probe
+// refuses them by run_id, as it refuses one standalone master listed under
+// two addresses.
+func TestClusterDuplicateMember(t *testing.T) {
+	if !localmaster.Available() {
+		t.Skip("redis-server not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	set := mastertest.Start(t, 1)
+	a := lc.Addrs()
+	for _, addrs := range [][]string{
+		{engine.ClusterPrefix + a[0], engine.ClusterPrefix + a[1], set.Addrs()[0]},
+		{engine.ClusterPrefix + a[0], a[2], set.Addrs()[0]},
+	} {
+		e, err := engine.New(engine.Config{Addrs: addrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Probe(ctx); !errors.Is(err, engine.ErrDuplicateMaster) {
+			t.Errorf("Probe of %v: %v, want ErrDuplicateMaster", addrs, err)
+		}
+		e.Close()
+	}
+}

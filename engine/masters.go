@@ -77,21 +77,26 @@ func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
 		return nil, ErrClosed
 	}
 	st := e.Status()
-	seen := map[string]int{}
+	type where struct {
+		member int
+		addr   string
+	}
+	seen := map[string]where{}
 	up := 0
 	for i, m := range st {
 		if !m.Up {
 			continue
 		}
 		up++
-		if m.Info.RunID == "" {
-			continue
+		// Every server a member reaches (a cluster member: each node)
+		// belongs to that member alone, or it would vote twice.
+		for id, addr := range e.serverIDs(i, m) {
+			if w, ok := seen[id]; ok && w.member != i {
+				return st, fmt.Errorf("%w: masters %d (%s) and %d (%s) are the same server (run_id %s)",
+					ErrDuplicateMaster, w.member, w.addr, i, addr, id)
+			}
+			seen[id] = where{i, addr}
 		}
-		if j, ok := seen[m.Info.RunID]; ok {
-			return st, fmt.Errorf("%w: masters %d (%s) and %d (%s) are the same server (run_id %s)",
-				ErrDuplicateMaster, j, e.addrs[j], i, e.addrs[i], m.Info.RunID)
-		}
-		seen[m.Info.RunID] = i
 	}
 	if up < e.q {
 		var errs []error
