@@ -122,6 +122,23 @@ func TestClusterRouting(t *testing.T) {
 	if st := cl.Stats(); st.Asked == 0 {
 		t.Errorf("no ASK followed: %+v", st)
 	}
+	// A script the target does not have: its NOSCRIPT fallback (EVAL) is
+	// sent after ASKING too, or the target would redirect it back.
+	if _, err := dst.Exec(ctx, "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	script := conn.NewScript(`return redis.call("set",KEYS[1],ARGV[1])`)
+	scriptKey := fmt.Sprintf("{%s}:script", key)
+	sw := newRecorder()
+	cmdSha := script.AppendEvalSha(nil, 1, 1)
+	cmdSha = resp.AppendBulkString(cmdSha, scriptKey)
+	cmdSha = resp.AppendBulkString(cmdSha, "y")
+	if err := cl.Do(conn.Request{Cmd: cmdSha, Key: scriptKey, Script: script, Callback: sw, Deadline: time.Now().Add(5 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if o := sw.wait(t, 1, 10*time.Second)[0]; o.err != nil || !o.rep.IsOK() {
+		t.Fatalf("EVALSHA of a script unknown to the ASK target: %v %v", o.rep, o.err)
+	}
 	if r, _ := dst.Exec(ctx, "ASKING"); r.IsOK() {
 		if r, err := dst.Exec(ctx, "EXISTS", newKey); err != nil || r.Int != 1 {
 			t.Errorf("the new key is not on the target: %v %v", r, err)

@@ -450,7 +450,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 // pushQueueLocked queues req's pending entry and arms its deadline.
 func (c *Conn) pushQueueLocked(req Request) {
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra = req.Callback, req.Tag, req.Deadline, req.Script, false, 0
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false
 	if req.Script != nil {
 		if req.Stable {
 			p.cmd = req.Cmd
@@ -782,9 +782,16 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			}
 			if ok {
 				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
-				extra := p.extra
-				c.popLocked()
-				wake := c.pushLocked(req)
+				extra, asking := p.extra, p.asking
+				c.popLocked() // p is not read after this
+				var wake bool
+				if asking { // the target of an ASK serves the slot right after ASKING only
+					wake = c.pushLocked(Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
+					c.pushLocked(req)
+					c.q.at(c.q.end() - 1).asking = true
+				} else {
+					wake = c.pushLocked(req)
+				}
 				c.q.at(c.q.end() - 1).extra = extra // a merged call stays one
 				c.grouped += extra
 				c.mu.Unlock()

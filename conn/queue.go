@@ -12,6 +12,7 @@ type pending struct {
 	own      []byte  // this slot's buffer for copies of commands
 	done     bool    // callback already called (timed out); drop the reply
 	extra    int     // a merged call's members beyond the first (Conn.grouped)
+	asking   bool    // sent right after ASKING (Conn.doAsking): so is its EVAL fallback
 }
 
 // queue is a FIFO ring of pending requests addressed by sequence number.
