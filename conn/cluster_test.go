@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -26,22 +27,6 @@ func TestSlot(t *testing.T) {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
 		}
 	}
-}
-
-// startCluster forms a local cluster of shards masters for t.
-func startCluster(t *testing.T, shards int) *localmaster.Cluster {
-	t.Helper()
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: shards})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // clusterDo runs one command through cl on key and waits for its outcome.
@@ -63,7 +48,7 @@ func clusterDo(t *testing.T, cl *conn.Cluster, key string, args ...string) (resp
 // does) the MOVED is followed; while it is migrating, a new key of the
 // slot is created on the target through ASK.
 func TestClusterRouting(t *testing.T) {
-	lc := startCluster(t, 3)
+	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var newOwners atomic.Int32

@@ -29,18 +29,11 @@ type clusterEnv struct {
 // engine whose members they are.
 func newClusterEnv(t *testing.T, n, shards int, cfg engine.Config) *clusterEnv {
 	t.Helper()
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	v := &clusterEnv{}
 	for range n {
-		c, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: shards})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: shards})
 		v.clusters = append(v.clusters, c)
 		cfg.Addrs = append(cfg.Addrs, engine.ClusterPrefix+strings.Join(c.Addrs()[:2], "+"))
 		d := conn.NewCluster(c.Addrs()[:1], conn.Config{})
@@ -328,16 +321,9 @@ func waitFor(t *testing.T, cond func() bool, format string, args ...any) {
 // the lock is taken, so it never gets the key.) An engine with quarantine off
 // grants it to a second holder — the failure the quarantine prevents.
 func TestClusterFailoverQuarantine(t *testing.T) {
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3, Replicas: 1, ExtraArgs: []string{"--replica-read-only", "no"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3, Replicas: 1})
 	set := mastertest.Start(t, 2)
 	addrs := append([]string{engine.ClusterPrefix + strings.Join(lc.Addrs()[:2], "+")}, set.Addrs()...)
 	cfg := functional
@@ -456,16 +442,9 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 // refuses them by run_id, as it refuses one standalone master listed under
 // two addresses.
 func TestClusterDuplicateMember(t *testing.T) {
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	set := mastertest.Start(t, 1)
 	a := lc.Addrs()
 	for _, addrs := range [][]string{

@@ -200,16 +200,9 @@ func TestMetricsMove(t *testing.T) {
 // slot map reloads and redirect counters, and they move when a slot the
 // engine uses moves (a MOVED is followed).
 func TestClusterMetrics(t *testing.T) {
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lc, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lc.Close()
+	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	set := mastertest.Start(t, 2)
 	reg := metrics.NewRegistry()
 	m, err := metrics.New(reg)

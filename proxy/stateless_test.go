@@ -57,20 +57,11 @@ func TestTwoProxies(t *testing.T) {
 // of three shards answers SET NX PX, the release and extend scripts of
 // client libraries as with standalone members.
 func TestClusterMemberProxy(t *testing.T) {
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	ctx := context.Background()
-	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
 	var members []string
 	var first *localmaster.Cluster
 	for range 3 {
-		lc, err := localmaster.StartCluster(cctx, localmaster.ClusterOptions{Shards: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lc.Close()
+		lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 		if first == nil {
 			first = lc
 		}

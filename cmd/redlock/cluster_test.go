@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,17 +16,8 @@ import (
 // all three while the command runs, a second runner is refused (75), and
 // the command's status passes through.
 func TestLockClusterMember(t *testing.T) {
-	if !localmaster.Available() {
-		t.Skip("redis-server not installed")
-	}
 	t.Setenv(envMasters, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cl, err := localmaster.StartCluster(ctx, localmaster.ClusterOptions{Shards: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	set := mastertest.Start(t, 2)
 	masters := engine.ClusterPrefix + strings.Join(cl.Addrs()[:2], "+") + "," + strings.Join(set.Addrs(), ",")
 

@@ -2,7 +2,11 @@
 package mastertest
 
 import (
+	"context"
+	"errors"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/redlock-dev/redlock/internal/localmaster"
 )
@@ -22,4 +26,26 @@ func RequireReal(t testing.TB, s *localmaster.Set) {
 	if s.Embedded() {
 		t.Skip("mastertest: needs real redis-server masters (embedded masters cannot be paused)")
 	}
+}
+
+// StartCluster forms a local Redis Cluster for t (localmaster.StartCluster)
+// and closes it when t finishes. Without redis-server or redis-cli it
+// skips t, or fails it when REDLOCK_REQUIRE_REDIS is "1".
+func StartCluster(t testing.TB, o localmaster.ClusterOptions) *localmaster.Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	c, err := localmaster.StartCluster(ctx, o)
+	if errors.Is(err, localmaster.ErrNoRedisServer) && os.Getenv("REDLOCK_REQUIRE_REDIS") != "1" {
+		t.Skipf("mastertest: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("mastertest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("mastertest: %v", err)
+		}
+	})
+	return c
 }
