@@ -193,13 +193,17 @@ func TestClusterReshardUnderContention(t *testing.T) {
 			}
 		})
 	}
-	// Move every hot key's slot to another master of member 0, twice.
+	// Move every hot key's slot to another master of member 0, twice,
+	// each staying MIGRATING for 150 ms with the workers running (new
+	// keys of the slot then go to the target by ASK).
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d := v.direct[0]
-	for round := range 2 {
+	for range 2 {
 		for _, k := range keys {
-			moveSlot(t, ctx, d, conn.Slot(k), round)
+			if _, _, err := v.clusters[0].MoveSlot(ctx, conn.Slot(k), 150*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	close(stop)
@@ -215,89 +219,6 @@ func TestClusterReshardUnderContention(t *testing.T) {
 	if st.ClusterMoved == 0 || st.ClusterAsked == 0 {
 		t.Errorf("redirects followed: moved %d, asked %d; want both", st.ClusterMoved, st.ClusterAsked)
 	}
-}
-
-// moveSlot migrates slot from the master serving it to another master of
-// the cluster d reaches, keeping it MIGRATING for a while with the
-// workers running (so that new keys of the slot are ASKed to the target).
-func moveSlot(t *testing.T, ctx context.Context, d *conn.Cluster, slot, round int) {
-	t.Helper()
-	exec := func(c *conn.Conn, args ...string) resp.Reply {
-		t.Helper()
-		r, err := c.Exec(ctx, args...)
-		if err != nil {
-			t.Fatalf("%s on %s: %v", args, c.Addr(), err)
-		}
-		return r
-	}
-	var src *conn.Conn
-	var masters []*conn.Conn
-	for _, c := range d.Nodes() {
-		if r := exec(c, "ROLE"); len(r.Elems) > 0 && string(r.Elems[0].Str) == "master" {
-			masters = append(masters, c)
-		}
-	}
-	// The owner is the master whose CLUSTER NODES line has the slot.
-	nodes := exec(masters[0], "CLUSTER", "NODES").Text()
-	ids := map[string]string{}
-	for _, line := range strings.Split(nodes, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 8 {
-			continue
-		}
-		addr := strings.SplitN(f[1], "@", 2)[0]
-		ids[addr] = f[0]
-		for _, rng := range f[8:] {
-			lo, hi, _ := strings.Cut(rng, "-")
-			if hi == "" {
-				hi = lo
-			}
-			a, err1 := strconv.Atoi(lo)
-			b, err2 := strconv.Atoi(hi)
-			if err1 == nil && err2 == nil && a <= slot && slot <= b {
-				for _, c := range masters {
-					if c.Addr() == addr {
-						src = c
-					}
-				}
-			}
-		}
-	}
-	if src == nil {
-		t.Fatalf("no owner of slot %d in %q", slot, nodes)
-	}
-	dst := masters[0]
-	for k, c := range masters {
-		if c == src {
-			dst = masters[(k+1+round)%len(masters)]
-			if dst == src {
-				dst = masters[(k+1)%len(masters)]
-			}
-		}
-	}
-	s := strconv.Itoa(slot)
-	exec(dst, "CLUSTER", "SETSLOT", s, "IMPORTING", ids[src.Addr()])
-	exec(src, "CLUSTER", "SETSLOT", s, "MIGRATING", ids[dst.Addr()])
-	time.Sleep(150 * time.Millisecond) // new keys of the slot go to dst by ASK
-	host, port, _ := strings.Cut(dst.Addr(), ":")
-	for {
-		r := exec(src, "CLUSTER", "GETKEYSINSLOT", s, "100")
-		if len(r.Elems) == 0 {
-			break
-		}
-		// No REPLACE: a key of a migrating slot exists on one side only
-		// (the source ASKs for keys it does not have); BUSYKEY would
-		// mean two holders.
-		args := []string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}
-		for _, k := range r.Elems {
-			args = append(args, string(k.Str))
-		}
-		exec(src, args...)
-	}
-	for _, c := range masters {
-		exec(c, "CLUSTER", "SETSLOT", s, "NODE", ids[dst.Addr()])
-	}
-	time.Sleep(100 * time.Millisecond)
 }
 
 // waitFor polls cond for up to 2 s.

@@ -235,43 +235,8 @@ func TestClusterMetrics(t *testing.T) {
 	}
 	// Move the key's slot (and the key) to another master, as a reshard
 	// does.
-	d := conn.NewCluster(lc.Addrs()[:1], conn.Config{})
-	defer d.Close()
-	if err := d.WaitLoaded(ctx); err != nil {
+	if _, _, err := lc.MoveSlot(ctx, conn.Slot("cm:k"), 0); err != nil {
 		t.Fatal(err)
-	}
-	src := d.NodeFor("cm:k")
-	var dst *conn.Conn
-	for _, c := range d.Nodes() {
-		if c != src {
-			dst = c
-			break
-		}
-	}
-	id, err := dst.Exec(ctx, "CLUSTER", "MYID")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slot := strconv.Itoa(conn.Slot("cm:k"))
-	host, port, _ := strings.Cut(dst.Addr(), ":")
-	srcID, err := src.Exec(ctx, "CLUSTER", "MYID")
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps := []struct {
-		c    *conn.Conn
-		args []string
-	}{
-		{dst, []string{"CLUSTER", "SETSLOT", slot, "IMPORTING", srcID.Text()}},
-		{src, []string{"CLUSTER", "SETSLOT", slot, "MIGRATING", id.Text()}},
-		{src, []string{"MIGRATE", host, port, "", "0", "5000", "KEYS", "cm:k"}},
-		{src, []string{"CLUSTER", "SETSLOT", slot, "NODE", id.Text()}},
-		{dst, []string{"CLUSTER", "SETSLOT", slot, "NODE", id.Text()}},
-	}
-	for _, s := range steps {
-		if _, err := s.c.Exec(ctx, s.args...); err != nil {
-			t.Fatalf("%v on %s: %v", s.args, s.c.Addr(), err)
-		}
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after the slot moved: %v", err)

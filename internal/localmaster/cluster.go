@@ -187,3 +187,82 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(lines, " ")
 }
+
+// MoveSlot moves slot, with its keys, from the master serving it to the
+// next master (in address order), the way redis-cli --cluster reshard
+// does: SETSLOT IMPORTING on the target and MIGRATING on the source, a
+// pause of hold (meanwhile the source answers -ASK for keys it does not
+// have), MIGRATE of every key (without REPLACE: a key exists on one side
+// only), then SETSLOT NODE on every master. It returns both addresses.
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, hold time.Duration) (from, to string, err error) {
+	any, err := c.MasterAddrs(ctx)
+	if err != nil || len(any) == 0 {
+		return "", "", fmt.Errorf("localmaster: no master: %v", err)
+	}
+	nodes, err := nodeCommand(ctx, any[0], "CLUSTER", "NODES")
+	if err != nil {
+		return "", "", err
+	}
+	ids := map[string]string{}
+	var masters []string
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		addr := strings.SplitN(f[1], "@", 2)[0]
+		ids[addr] = f[0]
+		masters = append(masters, addr)
+		for _, rng := range f[8:] {
+			lo, hi, ok := strings.Cut(rng, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				from = addr
+			}
+		}
+	}
+	if from == "" || len(masters) < 2 {
+		return "", "", fmt.Errorf("localmaster: no owner of slot %d, or no other master", slot)
+	}
+	slices.Sort(masters)
+	to = masters[(slices.Index(masters, from)+1)%len(masters)]
+	s := strconv.Itoa(slot)
+	run := func(addr string, args ...string) error {
+		out, err := nodeCommand(ctx, addr, args...)
+		if r := strings.TrimSpace(out); err == nil && r != "OK" && r != "NOKEY" { // NOKEY: the keys expired meanwhile
+			err = fmt.Errorf("%s on %s: %s", args, addr, r)
+		}
+		return err
+	}
+	if err := run(to, "CLUSTER", "SETSLOT", s, "IMPORTING", ids[from]); err != nil {
+		return from, to, err
+	}
+	if err := run(from, "CLUSTER", "SETSLOT", s, "MIGRATING", ids[to]); err != nil {
+		return from, to, err
+	}
+	time.Sleep(hold)
+	host, port, _ := net.SplitHostPort(to)
+	for {
+		out, err := nodeCommand(ctx, from, "CLUSTER", "GETKEYSINSLOT", s, "100")
+		if err != nil {
+			return from, to, err
+		}
+		keys := strings.Fields(out)
+		if len(keys) == 0 {
+			break
+		}
+		if err := run(from, append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)...); err != nil {
+			return from, to, err
+		}
+	}
+	for _, m := range masters {
+		if err := run(m, "CLUSTER", "SETSLOT", s, "NODE", ids[to]); err != nil {
+			return from, to, err
+		}
+	}
+	return from, to, nil
+}

@@ -48,6 +48,19 @@ func TestStartCluster(t *testing.T) {
 	if stored != 1 || moved != 2 {
 		t.Errorf("SET stored on %d masters and MOVED by %d, want 1 and 2", stored, moved)
 	}
+	// MoveSlot moves the key's slot, and the key, to another master.
+	from, to, err := c.MoveSlot(ctx, conn.Slot("cluster-test-key"), 0)
+	if err != nil || from == to {
+		t.Fatalf("MoveSlot: %s → %s, %v", from, to, err)
+	}
+	tc, err := conn.Dial(ctx, to, conn.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tc.Exec(ctx, "GET", "cluster-test-key"); err != nil || r.Text() != "v" {
+		t.Errorf("GET on the new owner %s: %v %v", to, r, err)
+	}
+	tc.Close()
 	if err := c.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
