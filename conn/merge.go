@@ -58,9 +58,6 @@ func NewMerge(single, multi *Script, args, max int) *Merge {
 	return &Merge{single: single, multi: multi, args: args, max: max, head: single.AppendEvalSha(nil, 1, args)}
 }
 
-// Max returns the bound on the members of one call.
-func (m *Merge) Max() int { return m.max }
-
 // member is a request held for merging.
 type member struct {
 	cb       Callback

@@ -128,12 +128,6 @@ func (e *Engine) raiseQuarantine(i int, until time.Time) {
 	}
 }
 
-// clusterStatus is a cluster member's state for Status: up when its slot
-// map is loaded and a node is connected.
-func clusterStatus(cl *conn.Cluster) (up bool, err error) {
-	return cl.Up()
-}
-
 // clusterConns returns member i's node connections, ordered by address.
 func clusterConns(cl *conn.Cluster) []*conn.Conn {
 	nodes := cl.Nodes()

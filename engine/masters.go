@@ -45,7 +45,7 @@ func (e *Engine) Status() []MasterStatus {
 	for i, cs := range e.conns {
 		if cl := e.cluster(i); cl != nil {
 			out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Quarantined: e.quarantined(i)}
-			out[i].Up, out[i].Err = clusterStatus(cl)
+			out[i].Up, out[i].Err = cl.Up() // slot map loaded and a node connected
 			continue
 		}
 		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info(), Quarantined: e.quarantined(i)}
