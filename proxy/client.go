@@ -226,7 +226,7 @@ func (c *client) readLoop() {
 			c.alone, c.batch = c.batch == 1, 0
 		}
 		cl := c.dispatch(cmd.Args)
-		cl.size = int64(cmd.Size)
+		cl.size += int64(cmd.Size) // dispatch set what it charged beyond the request
 		switch {
 		case c.direct && cl.a != nil:
 			if !c.runDirect(cl) {
@@ -306,7 +306,7 @@ func (c *client) readErr(err error) string {
 		case pe.Reason == resp.ReasonMemory && !c.authed:
 			return "ERR Protocol error: unauthenticated requests larger than 16 KiB"
 		case pe.Reason == resp.ReasonMemory:
-			return "ERR redlock proxy: client memory limit reached (max-client-memory); closing the connection"
+			return msgMemory + "; closing the connection"
 		case !c.authed && pe.Limit && pe.Reason == resp.ReasonMultibulkLen:
 			reason = "unauthenticated multibulk length"
 		case !c.authed && pe.Limit && pe.Reason == resp.ReasonBulkLen:

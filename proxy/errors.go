@@ -23,5 +23,6 @@ const (
 	msgSetForm      = "ERR redlock proxy: only SET key value NX PX milliseconds | NX EX seconds (a lock acquisition) is supported"
 	msgBadExpire    = "ERR invalid expire time in 'set' command"
 	msgFenceKey     = "ERR redlock proxy: that key is the masters' fencing counter; clients may not touch it (REDLOCK.LOCK returns fencing tokens)"
+	msgMemory       = "ERR redlock proxy: client memory limit reached (max-client-memory)"
 	msgScriptsOff   = "other scripts are disabled (start the proxy with --allow-scripts to run them on every master)"
 )

@@ -24,6 +24,8 @@ const fuzzInputTimeout = 5 * time.Second
 // proxy must answer and close within fuzzInputTimeout, recover no panic,
 // and give back every byte it charged to its memory budget.
 //
+// Inputs of odd length go to a server with a key prefix.
+//
 // CI runs it for a fixed time (make fuzz); crashers found are kept as
 // regression seeds in testdata/fuzz/FuzzServe.
 func FuzzServe(f *testing.F) {
@@ -49,25 +51,33 @@ func FuzzServe(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { masters.Close() })
-	srv, err := New(Config{Engine: engine.Config{Addrs: masters.Addrs(), MasterTimeout: time.Second},
-		MaxRequestBytes: 64 << 10, MaxPipeline: 64})
-	if err != nil {
-		f.Fatal(err)
+	// Two servers: inputs of odd length go to one with a key prefix (its
+	// prefixed key copies are charged and must be given back too).
+	var srvs [2]*Server
+	var addrs [2]string
+	for i, prefix := range []string{"", "tenant:"} {
+		srv, err := New(Config{Engine: engine.Config{Addrs: masters.Addrs(), MasterTimeout: time.Second},
+			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix})
+		if err != nil {
+			f.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			f.Fatal(err)
+		}
+		go srv.Serve(ln)
+		f.Cleanup(func() { srv.Close() })
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = srv.CheckMasters(wctx)
+		cancel()
+		if err != nil {
+			f.Fatal(err)
+		}
+		srvs[i], addrs[i] = srv, ln.Addr().String()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	go srv.Serve(ln)
-	f.Cleanup(func() { srv.Close() })
-	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := srv.CheckMasters(wctx); err != nil {
-		f.Fatal(err)
-	}
-	addr := ln.Addr().String()
 
 	f.Fuzz(func(t *testing.T, data []byte) {
+		srv, addr := srvs[len(data)%2], addrs[len(data)%2]
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)

@@ -64,3 +64,28 @@ func TestKeyPrefix(t *testing.T) {
 		t.Fatal("New accepted an engine KeyPrefix")
 	}
 }
+
+// TestKeyPrefixCharged: the prefixed copies of a command's keys are
+// charged to MaxClientMemory like the request, and given back with it. A
+// 600 KiB key fits a 1 MiB budget once, not twice.
+func TestKeyPrefixCharged(t *testing.T) {
+	e := startEnv(t, 3, func(c *Config) { c.KeyPrefix = "tenant:"; c.MaxClientMemory = 1 << 20 })
+	c := e.client(t)
+	ctx := context.Background()
+	small := strings.Repeat("k", 300<<10)
+	if err := c.Get(ctx, small).Err(); err == nil || !strings.Contains(err.Error(), "nil") {
+		t.Fatalf("GET of a 300 KiB key: %v (want a nil reply)", err)
+	}
+	big := strings.Repeat("k", 600<<10)
+	err := c.Get(ctx, big).Err()
+	if err == nil || !strings.Contains(err.Error(), "max-client-memory") {
+		t.Fatalf("GET of a 600 KiB key under a 1 MiB budget with its prefixed copy: %v", err)
+	}
+	if err := c.Get(ctx, "job").Err(); err == nil || !strings.Contains(err.Error(), "nil") {
+		t.Fatalf("a small GET after the refusal: %v", err)
+	}
+	info, err := c.Info(ctx, "clients").Result()
+	if err != nil || !strings.Contains(info, "client_memory_bytes:0\r\n") {
+		t.Fatalf("after the replies, INFO clients = %q, %v (want nothing charged)", info, err)
+	}
+}

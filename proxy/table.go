@@ -82,8 +82,18 @@ func (c *client) dispatch(args [][]byte) *call {
 	if !c.authed && !cmd.noAuth {
 		return errCall(msgNoAuth)
 	}
+	var charged int64
 	if p := c.s.cfg.KeyPrefix; p != "" {
-		prefixKeys(cmd, args, p)
+		// The prefixed keys are copies: charged like the request itself,
+		// and given back with it when the reply is written.
+		first, last, step := keyRange(cmd, args)
+		for i := first; i <= last; i += step {
+			charged += int64(len(p) + len(args[i]))
+		}
+		if !c.hold(charged, true) {
+			return errCall(msgMemory)
+		}
+		prefixKeys(args, p, first, last, step)
 	}
 	if cmd.first > 0 {
 		last := cmd.last
@@ -96,7 +106,9 @@ func (c *client) dispatch(args [][]byte) *call {
 			}
 		}
 	}
-	return cmd.run(c, args)
+	cl := cmd.run(c, args)
+	cl.size = charged
+	return cl
 }
 
 func arityErr(name string) *call {
@@ -110,25 +122,32 @@ func sub(args [][]byte) string {
 	return printable(args[1])
 }
 
-// prefixKeys prepends p to the key arguments of a command: those at cmd's
-// key positions, or the numkeys keys of a script call (EVAL, EVALSHA,
-// FCALL; a bad numkeys is left for the command to refuse).
-func prefixKeys(cmd *command, args [][]byte, p string) {
-	first, last := cmd.first, cmd.last
-	step := max(cmd.step, 1)
+// keyRange returns the positions of a command's key arguments: first to
+// last (inclusive, last < first for none) by step — cmd's key positions,
+// or the numkeys keys of a script call (EVAL, EVALSHA, FCALL; a bad
+// numkeys gives none and is left for the command to refuse).
+func keyRange(cmd *command, args [][]byte) (first, last, step int) {
+	first, last = cmd.first, cmd.last
+	step = max(cmd.step, 1)
 	if first == 0 {
 		if !slices.Contains(cmd.flags, "movablekeys") || len(args) < 3 {
-			return
+			return 1, 0, 1
 		}
 		n, ok := resp.ParseInt(args[2])
 		if !ok || n <= 0 || n > int64(len(args)-3) {
-			return
+			return 1, 0, 1
 		}
-		first, last = 3, 2+int(n)
-	} else if last < 0 {
+		return 3, 2 + int(n), 1
+	}
+	if last < 0 {
 		last += len(args)
 	}
-	for i := first; i <= last && i < len(args); i += step {
+	return first, min(last, len(args)-1), step
+}
+
+// prefixKeys prepends p to the key arguments first..last by step.
+func prefixKeys(args [][]byte, p string, first, last, step int) {
+	for i := first; i <= last; i += step {
 		args[i] = append([]byte(p), args[i]...)
 	}
 }
