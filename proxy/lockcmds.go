@@ -9,7 +9,9 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -75,7 +77,7 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 		case errors.Is(err, engine.ErrNotAcquired):
 			return redcon.AppendNull(dst)
 		}
-		return engineErr(err)
+		return s.engineErr(err)
 	})
 }
 
@@ -113,22 +115,23 @@ func (s *Server) isFenceKey(k []byte) bool {
 }
 
 // unavailableReply is the error a client gets when too few masters
-// answered to decide: never the nil of "held".
-func unavailableReply(answered, total, quorum int, cause error) []byte {
+// answered to decide: never the nil of "held". failures says which
+// masters did not answer and why (masterFailures).
+func unavailableReply(answered, total, quorum int, failures string) []byte {
 	msg := fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, quorum %d", answered, total, quorum)
-	if cause != nil {
-		msg += " (" + strings.ReplaceAll(cause.Error(), "\r\n", " ") + ")"
+	if failures != "" {
+		msg += " (" + failures + ")"
 	}
 	return redcon.AppendError(nil, msg)
 }
 
 // engineErr turns an engine error other than the expected outcomes into an
-// error reply.
-func engineErr(err error) []byte {
+// error reply. The reply names masters by index and failures by kind; the
+// whole error (addresses, the masters' own messages) goes to the log only:
+// an authenticated client learns nothing of the deployment but its size.
+func (s *Server) engineErr(err error) []byte {
 	var qe *engine.QuorumError
 	switch {
-	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
-		return unavailableReply(qe.Answered, qe.Total, qe.Quorum, err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
 		return redcon.AppendError(nil, msgShuttingDown)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -136,7 +139,72 @@ func engineErr(err error) []byte {
 	case errors.Is(err, engine.ErrBadArgument):
 		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	return redcon.AppendError(nil, "ERR redlock proxy: "+err.Error())
+	s.logLimited("proxy: command failed", "err", err)
+	switch {
+	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
+		return unavailableReply(qe.Answered, qe.Total, qe.Quorum, masterFailures(qe, nil))
+	case errors.As(err, &qe):
+		return redcon.AppendError(nil, fmt.Sprintf("ERR redlock proxy: %s failed: %d/%d masters granted, quorum %d (%s)",
+			qe.Op, qe.Granted, qe.Total, qe.Quorum, masterFailures(qe, nil)))
+	}
+	for _, known := range []error{engine.ErrValidityExpired, engine.ErrTooManyExtensions, engine.ErrLockLost, engine.ErrNotAcquired} {
+		if errors.Is(err, known) {
+			return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(known.Error(), "engine: "))
+		}
+	}
+	return redcon.AppendError(nil, "ERR redlock proxy: internal error (see the proxy's log)")
+}
+
+// masterFailures describes for a client which masters failed and how —
+// "master 2: timed out; master 4: not connected" — from a QuorumError's
+// per-master errors or a broadcast's replies (indexed by master).
+func masterFailures(qe *engine.QuorumError, reps []enginex.MasterReply) string {
+	var b strings.Builder
+	add := func(i int, err error) {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "master %d: %s", i, failureKind(err))
+	}
+	if qe != nil {
+		for _, err := range qe.Masters {
+			if me := (*engine.MasterError)(nil); errors.As(err, &me) {
+				add(me.Master, me.Err)
+			}
+		}
+	}
+	for i, r := range reps {
+		if r.Err != nil {
+			add(i, r.Err)
+		}
+	}
+	return b.String()
+}
+
+// failureKind names the kind of a master's failure, without its details.
+func failureKind(err error) string {
+	var re *resp.Error
+	switch {
+	case errors.Is(err, conn.ErrTimeout):
+		return "timed out"
+	case errors.Is(err, conn.ErrStalled):
+		return "stalled"
+	case errors.Is(err, conn.ErrAuth):
+		return "refused the proxy's credentials"
+	case errors.Is(err, conn.ErrOverloaded):
+		return "too many requests pending"
+	case errors.Is(err, conn.ErrDown), errors.Is(err, conn.ErrBroken), errors.Is(err, conn.ErrClosed):
+		return "not connected"
+	case errors.Is(err, engine.ErrQuarantined):
+		return "in restart quarantine"
+	case errors.Is(err, engine.ErrHeld):
+		return "held"
+	case errors.Is(err, engine.ErrNotHeld):
+		return "not held"
+	case errors.As(err, &re) && re.Prefix() != "":
+		return re.Prefix() + " error reply"
+	}
+	return "failed"
 }
 
 func (c *client) cmdGet(args [][]byte) *call {

@@ -55,7 +55,7 @@ func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Sc
 	}
 	reps, err := s.passTr.Broadcast(ctx, key, timeout, sc, cmd)
 	if err != nil {
-		return engineErr(err)
+		return s.engineErr(err)
 	}
 	return s.agreed(reps)
 }

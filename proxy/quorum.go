@@ -45,7 +45,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
 			return failure(dst, ls)
 		}
-		return engineErr(err)
+		return s.engineErr(err)
 	}
 
 	cmd := appendEvalSha(nil, ls.script, keys, argv)
@@ -55,20 +55,14 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
 		}
-		return engineErr(err)
+		return s.engineErr(err)
 	}
 	q := s.eng.Quorum()
-	answered := 0
-	for _, r := range reps {
-		if r.Err == nil {
-			answered++
-		}
-	}
-	if answered < q {
+	if r := s.undecided(reps); r != nil {
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
 		}
-		return unavailableReply(answered, len(reps), q, nil)
+		return r
 	}
 	if ls.Op == opPTTL {
 		return pttlReply(ls, reps, q)
@@ -167,11 +161,30 @@ func (s *Server) cleanup(keys [][]byte, token []byte) {
 	s.tr.Broadcast(ctx, string(keys[0]), timeout, cleanupScript, cmd)
 }
 
+// undecided returns the unavailable error reply when fewer than a quorum
+// of masters answered a quorum read or write (nil when enough did): as
+// for SET NX PX, "cannot decide" is an error, never a nil or a 0.
+func (s *Server) undecided(reps []enginex.MasterReply) []byte {
+	answered := 0
+	for _, r := range reps {
+		if r.Err == nil {
+			answered++
+		}
+	}
+	if q := s.eng.Quorum(); answered < q {
+		return unavailableReply(answered, len(reps), q, masterFailures(nil, reps))
+	}
+	return nil
+}
+
 // get answers GET with the value a quorum of masters holds, else nil.
 func (s *Server) get(ctx context.Context, key []byte) []byte {
 	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
 	if err != nil {
-		return engineErr(err)
+		return s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
 	}
 	counts := map[string]int{}
 	for _, r := range reps {
@@ -190,7 +203,10 @@ func (s *Server) get(ctx context.Context, key []byte) []byte {
 func (s *Server) pttl(ctx context.Context, key []byte) []byte {
 	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
 	if err != nil {
-		return engineErr(err)
+		return s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
 	}
 	var vals []int64
 	noTTL := 0
@@ -226,7 +242,10 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	for _, k := range keys {
 		reps, err := s.tr.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
 		if err != nil {
-			return engineErr(err)
+			return s.engineErr(err)
+		}
+		if r := s.undecided(reps); r != nil {
+			return r
 		}
 		if countOnes(reps) >= s.eng.Quorum() {
 			n++
@@ -249,7 +268,10 @@ func countOnes(reps []enginex.MasterReply) int {
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
 	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
 	if err != nil {
-		return engineErr(err)
+		return s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
 	}
 	if countOnes(reps) >= s.eng.Quorum() {
 		return redcon.AppendInt(nil, 1)

@@ -395,6 +395,31 @@ func TestMasterFailures(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("took %v", d)
 		}
+		// The masters that failed are named by index and kind; their
+		// addresses are not shown to clients (the proxy's log has them).
+		failed := "master 0: not connected; master 1: not connected; master 2: not connected"
+		if !strings.Contains(err.Error(), failed) {
+			t.Fatalf("SetNX: %v; want %q", err, failed)
+		}
+		// The same for a quorum read (a broadcast).
+		_, gerr := c.Get(ctx, "f:2").Result()
+		if gerr == nil || !strings.Contains(gerr.Error(), "unavailable: 2/5 masters answered, quorum 3 ("+failed+")") {
+			t.Fatalf("GET: %v; want an unavailable error naming %q", gerr, failed)
+		}
+		// Every quorum read and write: an error, never a nil or a 0.
+		for _, cmd := range [][]any{{"PTTL", "f:1"}, {"EXISTS", "f:1"}, {"DEL", "f:1"}, {"PEXPIRE", "f:1", 5000}} {
+			if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "unavailable: 2/5 masters answered") {
+				t.Fatalf("%v with 3 of 5 down: %v; want the unavailable error", cmd, err)
+			}
+		}
+		for _, m := range ms {
+			_, port, _ := net.SplitHostPort(m.Addr())
+			for _, e := range []error{err, gerr} {
+				if strings.Contains(e.Error(), port) || strings.Contains(e.Error(), "127.0.0.1") {
+					t.Fatalf("a client's error reply shows a master's address: %v", e)
+				}
+			}
+		}
 		if err := c.Ping(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
