@@ -30,12 +30,25 @@ const (
 	// exitLost: the lock was lost while the command ran (an extension
 	// failed or the validity ran out); the command was terminated.
 	exitLost = 76
-	// exitInterrupted: SIGINT/SIGTERM before the command started.
+	// exitInterrupted: SIGINT before the command started (SIGTERM: 143,
+	// 128 + the signal, as a shell reports it).
 	exitInterrupted = 130
 )
 
-// errInterrupted ends a wait for the lock cut short by a signal.
-var errInterrupted = exitError{exitInterrupted, "interrupted while waiting for the lock"}
+// interrupted is the exit of a redlock lock that a signal (ctx's cause)
+// ended before the command started: 128 + the signal, what a shell
+// reports for a process the signal killed.
+func interrupted(ctx context.Context, when string) exitError {
+	code := exitInterrupted
+	if sc, ok := context.Cause(ctx).(signalCause); ok {
+		code = 128 + int(sc.sig)
+	}
+	return exitError{code, "interrupted " + when}
+}
+
+// waitInterrupted is the message of a wait for the lock cut short by a
+// signal.
+const waitInterrupted = "while waiting for the lock"
 
 // forwardedSignals are passed on to the command while it runs.
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
@@ -63,7 +76,7 @@ Exit codes of its own:
   76  lost: the lock was lost while the command ran; the command got SIGTERM
       (and SIGKILL after --grace)
    2  bad usage, or the masters refused the credentials
- 130  interrupted (SIGINT/SIGTERM) before the command started
+ 130  interrupted by SIGINT before the command started (143: by SIGTERM)
  126/127  the command could not be run / was not found;  1  other errors
 
 REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
@@ -87,6 +100,7 @@ type lockOpts struct {
 	proxyTLSCert        string
 	proxyTLSKey         string
 	verbose             bool
+	driftFactor         float64 // --drift-factor, for the validity of a lock taken through a proxy
 }
 
 // heldLock is a lock taken for the command: an engine Lock, or one held
@@ -119,6 +133,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
 	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
+	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's --drift-factor)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, 1, stdout, lockHelp, "ttl", "grace"); err != nil {
@@ -131,6 +146,10 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if o.key == "" {
 		return usageError{errors.New("KEY must not be empty")}
 	}
+	if ec.DriftFactor < 0 || ec.DriftFactor >= 1 {
+		return usageError{errors.New("--drift-factor must be in [0, 1)")}
+	}
+	o.driftFactor = ec.DriftFactor
 	level := slog.LevelWarn
 	if o.verbose {
 		level = slog.LevelInfo
@@ -220,7 +239,7 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	switch {
 	case ctx.Err() != nil:
-		return errInterrupted
+		return interrupted(ctx, waitInterrupted)
 	case errors.Is(err, conn.ErrAuth):
 		return usageError{fmt.Errorf("the masters refused the credentials: %w", err)}
 	case errors.Is(err, engine.ErrUnavailable): // also a --wait that ran out without a quorum
@@ -268,7 +287,7 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	defer signal.Stop(sigs)
 	if ctx.Err() != nil { // SIGINT/SIGTERM between the acquisition and Notify
 		release()
-		return exitError{exitInterrupted, "interrupted before the command started"}
+		return interrupted(ctx, "before the command started")
 	}
 	if err := cmd.Start(); err != nil {
 		release()

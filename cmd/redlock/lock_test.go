@@ -199,6 +199,7 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"--masters", m, "a", "b", "--", "true"}, "unexpected arguments"},
 		{[]string{"k", "--", "true"}, "--masters (or $REDLOCK_MASTERS) is required"},
 		{[]string{"--masters", m, "--proxy", m, "k", "--", "true"}, "exclusive"},
+		{[]string{"--masters", m, "--drift-factor", "1", "k", "--", "true"}, "--drift-factor must be in [0, 1)"},
 		{[]string{"--masters", m, "--ttl", "0", "k", "--", "true"}, "--ttl must be a positive duration"},
 		{[]string{"--masters", m, "--master-tls-cert", "x.pem", "k", "--", "true"}, "the client certificate and its key go together"},
 		{[]string{"--masters", m, "--master-user", "u", "k", "--", "true"}, "--master-user needs a password"},
@@ -366,6 +367,37 @@ func TestLockForwardsSignals(t *testing.T) {
 	}
 }
 
+// TestLockInterruptedWaiting: a redlock lock waiting for a held key exits
+// with 128 + the signal that interrupted it (130 for SIGINT, 143 for
+// SIGTERM), without running the command.
+func TestLockInterruptedWaiting(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	mc.do(t, "SET", "waited", "someone", "PX", "30000")
+	ran := filepath.Join(t.TempDir(), "ran")
+	for _, tt := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		cmd := exec.Command(os.Args[0], "lock", "--masters", strings.Join(set.Addrs(), ","), "--wait", "20s", "-v", "waited", "--", "touch", ran)
+		cmd.Env = append(os.Environ(), "REDLOCK_TEST_MAIN=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // waiting by now
+		cmd.Process.Signal(tt.sig)
+		cmd.Wait()
+		if got := cmd.ProcessState.ExitCode(); got != tt.code || !strings.Contains(stderr.String(), "interrupted while waiting") {
+			t.Fatalf("%v while waiting: exit %d, want %d; stderr:\n%s", tt.sig, got, tt.code, stderr.String())
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran")
+	}
+}
+
 // TestLockFencingAcrossRestarts: the fencing tokens successive commands see
 // strictly increase while masters are killed (-9) or stopped and restarted
 // empty between the runs — two at a time (restart quarantine keeps them
@@ -441,6 +473,11 @@ func TestLockThroughProxy(t *testing.T) {
 	if v := mc.do(t, "EXISTS", "p:1"); strings.Join(v, "") != "000" {
 		t.Fatalf("not released: %v", v)
 	}
+	// A large drift factor leaves 178 ms of validity per 900 ms grant: the
+	// lock is extended within it, not every third of the TTL.
+	if code, stderr := runLock("--proxy", addr, "--ttl", "900ms", "--drift-factor", "0.8", "p:1", "--", "sleep", "1.5"); code != 0 {
+		t.Fatalf("--drift-factor 0.8: exit %d, want 0; stderr:\n%s", code, stderr)
+	}
 	// Held by another: refused at once, and after --wait.
 	other, err := conn.Dial(t.Context(), addr, conn.Config{Password: "s3cret"})
 	if err != nil {
@@ -478,5 +515,24 @@ func TestLockThroughProxy(t *testing.T) {
 	t.Setenv(envProxyPassword, "wrong")
 	if code, stderr := runLock("--proxy", addr, "p:4", "--", "true"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
 		t.Fatalf("wrong proxy password: exit %d; stderr:\n%s", code, stderr)
+	}
+}
+
+// TestProxyLockValidity: a lock taken through a proxy is valid for its TTL
+// minus the drift allowance of --drift-factor (the proxy's), not the
+// engine's default.
+func TestProxyLockValidity(t *testing.T) {
+	sent := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		factor float64
+		want   time.Duration
+	}{
+		{engine.DefaultDriftFactor, 10*time.Second - 100*time.Millisecond - engine.DefaultDriftMin},
+		{0.2, 8*time.Second - engine.DefaultDriftMin},
+	} {
+		l := &proxyLock{driftFactor: tt.factor}
+		if got := l.validUntil(sent, 10*time.Second).Sub(sent); got != tt.want {
+			t.Errorf("drift factor %v: valid for %v, want %v", tt.factor, got, tt.want)
+		}
 	}
 }

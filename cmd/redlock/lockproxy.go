@@ -34,6 +34,7 @@ type proxyLock struct {
 	key, token     string
 	fence          int64
 	ttl, maxHold   time.Duration
+	driftFactor    float64 // the proxy's --drift-factor (as given to redlock lock)
 	acquired       time.Time
 	log            *slog.Logger
 	done, stop     chan struct{}
@@ -72,7 +73,7 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	var raw [engine.TokenLen / 2]byte
 	crand.Read(raw[:])
 	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
-		log: log, done: make(chan struct{}), stop: make(chan struct{})}
+		driftFactor: o.driftFactor, log: log, done: make(chan struct{}), stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	if err := l.acquire(ctx, o); err != nil {
 		c.Close()
@@ -106,7 +107,7 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		}
 		switch {
 		case ctx.Err() != nil:
-			return errInterrupted
+			return interrupted(ctx, waitInterrupted)
 		case err != nil && !time.Now().Before(deadline):
 			return exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 		case err == nil && !time.Now().Before(deadline):
@@ -126,23 +127,33 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		pause = min(pause, time.Until(deadline))
 		select {
 		case <-ctx.Done():
-			return errInterrupted
+			return interrupted(ctx, waitInterrupted)
 		case <-time.After(max(pause, 0)):
 		}
 	}
 }
 
 // validUntil is the validity end of a grant of ttl asked at sent: TTL minus
-// the engine's clock drift allowance.
+// the clock drift allowance the proxy also uses (--drift-factor).
 func (l *proxyLock) validUntil(sent time.Time, ttl time.Duration) time.Time {
-	drift := time.Duration(float64(ttl)*engine.DefaultDriftFactor) + engine.DefaultDriftMin
+	drift := time.Duration(float64(ttl)*l.driftFactor) + engine.DefaultDriftMin
 	return sent.Add(ttl - drift)
 }
 
-// keep extends the lock every third of its TTL until it is released, lost,
-// or held for maxHold.
+// nextExtension is when the keeper extends next: after a third of the TTL,
+// or half the validity left if that is sooner (a large drift factor).
+func (l *proxyLock) nextExtension() time.Duration {
+	l.mu.Lock()
+	left := time.Until(l.until)
+	l.mu.Unlock()
+	return max(min(l.ttl/3, left/2), time.Millisecond)
+}
+
+// keep extends the lock every third of its TTL (sooner when the validity
+// left is shorter: half of it) until it is released, lost, or held for
+// maxHold.
 func (l *proxyLock) keep() {
-	t := time.NewTimer(l.ttl / 3)
+	t := time.NewTimer(l.nextExtension())
 	defer t.Stop()
 	for {
 		l.mu.Lock()
@@ -178,7 +189,7 @@ func (l *proxyLock) keep() {
 			l.mu.Lock()
 			l.until = l.validUntil(sent, ttl)
 			l.mu.Unlock()
-			t.Reset(l.ttl / 3)
+			t.Reset(l.nextExtension())
 		case err == nil:
 			l.end(fmt.Errorf("%w: the proxy refused the extension (a quorum of masters no longer holds the token)", engine.ErrLockLost))
 			return

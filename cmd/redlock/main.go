@@ -42,7 +42,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	var err error
 	switch args[0] {
@@ -128,4 +128,31 @@ func version() string {
 		v += " " + rev + dirty
 	}
 	return v + " " + bi.GoVersion
+}
+
+// signalCause is the cause of run's context when SIGINT or SIGTERM ended
+// it (context.Cause).
+type signalCause struct{ sig syscall.Signal }
+
+func (c signalCause) Error() string { return "interrupted by " + c.sig.String() }
+
+// signalContext is signal.NotifyContext for SIGINT and SIGTERM, with the
+// signal kept as the context's cause (exit codes say which one came).
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalCause{s.(syscall.Signal)})
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		close(done)
+		cancel(nil)
+	}
 }
