@@ -59,7 +59,7 @@ func (t transport) Broadcast(ctx context.Context, key string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = e.MasterTimeout(0)
 	}
-	b := &broadcast{replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{})}
+	b := &broadcast{replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{}), obs: e.obs, t1: time.Now()}
 	deadline := time.Now().Add(timeout)
 	cix := e.nextConn()
 	if key != "" {
@@ -86,9 +86,18 @@ type broadcast struct {
 	replies []enginex.MasterReply // guarded by mu
 	left    int                   // guarded by mu
 	done    chan struct{}
+	obs     Observer  // nil when none: gets each master's round trip
+	t1      time.Time // when the command was sent
 }
 
 func (b *broadcast) Complete(tag uint64, r resp.Reply, err error) {
+	if b.obs != nil {
+		rerr := err
+		if rerr == nil && r.IsError() {
+			rerr = r.Err()
+		}
+		b.obs.MasterReply(int(tag), time.Since(b.t1), rerr)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.replies[tag] = enginex.MasterReply{Reply: r.Clone(), Err: err}

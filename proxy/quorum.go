@@ -52,6 +52,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	t1 := time.Now()
 	reps, err := s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
 	if err != nil {
+		s.observeLib(ls, t1, ttl, err, 0)
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
 		}
@@ -59,6 +60,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	}
 	q := s.eng.Quorum()
 	if r := s.undecided(reps); r != nil {
+		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, 0)
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
 		}
@@ -83,8 +85,10 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		ok = ttl-time.Since(t1)-s.drift(ttl) > 0
 	}
 	if ok {
+		s.observeLib(ls, t1, ttl, nil, yes-q)
 		return success(dst, ls, len(keys))
 	}
+	s.observeLib(ls, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == opAcquire {
 		s.cleanup(keys, token)
 	}
@@ -92,6 +96,38 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		return redcon.AppendInt(nil, -1)
 	}
 	return failure(dst, ls)
+}
+
+// observeLib reports a library script run as a quorum operation to the
+// engine's Observer, as the engine reports its own: an acquisition
+// attempt (err nil: acquired; ErrNotAcquired: taken; ErrUnavailable: no
+// quorum; a context error), an extension or a release (ok when err is
+// nil). margin is grants − quorum.
+func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err error, margin int) {
+	obs := s.cfg.Engine.Observer
+	if obs == nil {
+		return
+	}
+	switch ls.Op {
+	case opAcquire:
+		now := time.Now()
+		ev := engine.AcquireEvent{Result: engine.Taken, Latency: now.Sub(t1), Margin: margin, TTL: ttl}
+		switch {
+		case err == nil:
+			ev.Result, ev.ValidityLeft = engine.Acquired, ttl-now.Sub(t1)-s.drift(ttl)
+		case errors.Is(err, context.DeadlineExceeded):
+			ev.Result = engine.Timeout
+		case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
+			ev.Result = engine.Cancelled
+		case errors.Is(err, engine.ErrUnavailable):
+			ev.Result, ev.Margin = engine.NoQuorum, -s.eng.Quorum()
+		}
+		obs.Acquire(ev)
+	case opExtend:
+		obs.Extend(err == nil, false)
+	case opRelease:
+		obs.Release(err == nil)
+	}
 }
 
 // vote reports whether one master's reply is a yes under ls's contract.
