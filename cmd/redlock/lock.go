@@ -133,6 +133,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
 	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
+	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on this channel of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's --drift-factor)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
@@ -163,8 +164,8 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if mf.addrs != "" {
 			return usageError{errors.New("--masters and --proxy are exclusive")}
 		}
-		if ec.KeyPrefix != "" || ec.QuarantineFor != 0 || ec.MasterTimeout != 0 {
-			return usageError{errors.New("--key-prefix, --quarantine-for and --master-timeout are the proxy's settings, not --proxy clients'")}
+		if ec.KeyPrefix != "" || ec.QuarantineFor != 0 || ec.MasterTimeout != 0 || ec.ReleaseChannel != "" {
+			return usageError{errors.New("--key-prefix, --quarantine-for, --master-timeout and --release-channel are the proxy's settings, not --proxy clients'")}
 		}
 		h, closeFn, err = proxyAcquire(ctx, o, log)
 	} else {

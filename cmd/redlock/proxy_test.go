@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 func TestProxyFlagValidation(t *testing.T) {
@@ -164,6 +166,79 @@ func TestProxyMetricsAndAuth(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestReleaseChannel: with --release-channel, a release through `redlock
+// proxy` publishes the key on every master, and `redlock lock` subscribes
+// to the channel on every master while it holds or waits.
+func TestReleaseChannel(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	t.Setenv(envProxyPassword, "")
+	t.Setenv(envMasters, "")
+	// A subscriber on each master.
+	var subs []*resp.Reader
+	for _, a := range set.Addrs() {
+		nc, err := net.Dial("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(nc, "SUBSCRIBE rl:released\r\n")
+		rr := resp.NewReader(nc)
+		if r, err := rr.ReadReply(); err != nil || len(r.Elems) != 3 || string(r.Elems[0].Str) != "subscribe" {
+			t.Fatalf("SUBSCRIBE on %s: %v %v", a, r, err)
+		}
+		subs = append(subs, rr)
+	}
+	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released")
+	c := conn.New(field(t, out.String(), "listening on "), conn.Config{})
+	defer c.Close()
+	ctx := t.Context()
+	if r, err := c.Exec(ctx, "SET", "rc:1", "tok", "NX", "PX", "5000"); err != nil || !r.IsOK() {
+		t.Fatalf("SET: %v %v", r, err)
+	}
+	if r, err := c.Exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", "rc:1", "tok"); err != nil || r.Int != 1 {
+		t.Fatalf("release: %v %v", r, err)
+	}
+	for i, rd := range subs {
+		r, err := rd.ReadReply()
+		if err != nil || len(r.Elems) != 3 || string(r.Elems[0].Str) != "message" || string(r.Elems[2].Str) != "rc:1" {
+			t.Fatalf("master %d published %v (%v); want the released key", i, r, err)
+		}
+	}
+
+	// redlock lock subscribes while it runs its command.
+	mc := dialMasters(t, set)
+	done := make(chan int, 1)
+	go func() {
+		code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released", "rc:2", "--", "sleep", "1")
+		done <- code
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := 0
+		for _, m := range mc {
+			if r, err := m.Exec(ctx, "PUBSUB", "NUMSUB", "rl:released"); err == nil && len(r.Elems) == 2 {
+				n += int(r.Elems[1].Int)
+			}
+		}
+		if n == 2*len(mc) { // the test's subscriber and redlock lock's, on each master
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers on the channel over %d masters; want 2 each", n, len(mc))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("redlock lock exit %d", code)
+	}
+	for i, rd := range subs {
+		if r, err := rd.ReadReply(); err != nil || len(r.Elems) != 3 || string(r.Elems[2].Str) != "rc:2" {
+			t.Fatalf("master %d: redlock lock's release published %v (%v)", i, r, err)
 		}
 	}
 }
