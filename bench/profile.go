@@ -2,12 +2,8 @@ package bench
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/redlock-dev/redlock/internal/pprofsrv"
 )
 
 // TopN is the number of functions listed by [TopFunctions] in results.
@@ -122,10 +120,9 @@ func topOf(p *profile.Profile, n int) (*Top, error) {
 
 // profiler owns the profiles and the pprof server of one Run.
 type profiler struct {
-	cfg     Config
-	cpu     *os.File
-	srv     *http.Server
-	srvDone chan struct{}
+	cfg   Config
+	cpu   *os.File
+	pprof *pprofsrv.Server
 }
 
 // startProfiles starts the CPU profile and the pprof server, and turns on
@@ -145,23 +142,12 @@ func startProfiles(cfg Config) (*profiler, error) {
 		}
 	}
 	if cfg.PprofAddr != "" {
-		ln, err := net.Listen("tcp", cfg.PprofAddr)
+		srv, err := pprofsrv.Start(cfg.PprofAddr)
 		if err != nil {
 			return nil, fmt.Errorf("bench: pprof server: %w", err)
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		p.srvDone = make(chan struct{})
-		go func() {
-			defer close(p.srvDone)
-			_ = p.srv.Serve(ln)
-		}()
-		fmt.Fprintf(cfg.Notice, "redlock: pprof at http://%s/debug/pprof/\n", ln.Addr())
+		p.pprof = srv
+		fmt.Fprintf(cfg.Notice, "redlock: pprof at http://%s/debug/pprof/\n", srv.Addr())
 	}
 	if cfg.MutexProfile != "" {
 		runtime.SetMutexProfileFraction(5)
@@ -222,12 +208,8 @@ func (p *profiler) stop() (files []string, top *Top, err error) {
 	if p.cfg.BlockProfile != "" {
 		runtime.SetBlockProfileRate(0)
 	}
-	if p.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = p.srv.Shutdown(ctx)
-		cancel()
-		p.srv.Close()
-		<-p.srvDone
+	if p.pprof != nil {
+		p.pprof.Close()
 	}
 	if dir := p.cfg.ReportDir; dir != "" {
 		for i, f := range files {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/pprofsrv"
 	"github.com/redlock-dev/redlock/metrics"
 	"github.com/redlock-dev/redlock/proxy"
 )
@@ -53,6 +54,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by the CAs in this PEM `file` (with --tls-cert)")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
+	pprofAddr := fs.String("pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ (e.g. localhost:6060; keep it off public interfaces: profiles show memory)")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix added to every client key on the masters (tenants sharing masters through separate proxies)")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum bytes of one request's arguments")
@@ -141,6 +143,14 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{fmt.Errorf("--metrics-addr: %w", err)}
 		}
 		fmt.Fprintf(stdout, "redlock proxy metrics at http://%s/metrics\n", addr)
+	}
+	if *pprofAddr != "" {
+		ps, err := pprofsrv.Start(*pprofAddr)
+		if err != nil {
+			return usageError{fmt.Errorf("--pprof-addr: %w", err)}
+		}
+		defer ps.Close()
+		fmt.Fprintf(stdout, "redlock proxy pprof at http://%s/debug/pprof/\n", ps.Addr())
 	}
 	cctx, cancel := context.WithTimeout(ctx, *checkTimeout)
 	st, err := srv.CheckMasters(cctx)

@@ -121,7 +121,8 @@ func field(t *testing.T, s, marker string) string {
 func TestProxyMetricsAndAuth(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	t.Setenv(envProxyPassword, "")
-	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw")
+	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw",
+		"--pprof-addr", "127.0.0.1:0")
 	addr := field(t, out.String(), "listening on ")
 	url := field(t, out.String(), "metrics at ")
 	raw, err := net.Dial("tcp", addr)
@@ -167,6 +168,15 @@ func TestProxyMetricsAndAuth(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// --pprof-addr: the proxy's own goroutines, on a port of its own.
+	resp, err = http.Get("http://" + field(t, out.String(), "pprof at http://") + "goroutine?debug=1")
+	if err == nil {
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil || !strings.Contains(string(body), "redlock/proxy.(*Server).Serve") {
+		t.Fatalf("pprof: %v %.300q", err, body)
 	}
 }
 
