@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 		os.Exit(helperProxy(strings.Split(addrs, ",")))
 	}
 	code := m.Run()
-	removeBinary()
+	proctest.Cleanup()
 	os.Exit(code)
 }
 

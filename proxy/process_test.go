@@ -1,22 +1,19 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -24,114 +21,25 @@ import (
 // from this tree without the race detector, so that "the process is
 // alive", its CPU time and its RSS are the real program's.
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// redlockBinary builds cmd/redlock once per test run.
-func redlockBinary(t *testing.T) string {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc")
-	}
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "redlock-proxy-test"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "redlock")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/redlock-dev/redlock/cmd/redlock").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// removeBinary is called by TestMain after the tests.
-func removeBinary() {
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-}
-
-// proxyProc is a running `redlock proxy`.
+// proxyProc is a running `redlock proxy` (internal/proctest), with what
+// these tests read of it.
 type proxyProc struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	addr   string
-	exited chan struct{}
-	log    syncBuffer // stderr
+	*proctest.Proxy
+	t *testing.T
 }
 
 func startProxyProc(t *testing.T, env []string, masters []string, flags ...string) *proxyProc {
 	t.Helper()
-	args := append([]string{"proxy", "--listen", "127.0.0.1:0", "--masters", strings.Join(masters, ",")}, flags...)
-	p := &proxyProc{t: t, cmd: exec.Command(redlockBinary(t), args...), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
 	}
-	p.cmd.Stderr = &p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	select {
-	case l := <-lines:
-		f := strings.Fields(l) // "redlock proxy listening on ADDR, masters ..."
-		if len(f) < 5 || f[2] != "listening" {
-			t.Fatalf("unexpected first line %q", l)
-		}
-		p.addr = strings.TrimSuffix(f[4], ",")
-	case <-p.exited:
-		t.Fatalf("redlock proxy exited at start: %v\n%s", p.cmd.ProcessState, p.stderr())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("redlock proxy did not start\n%s", p.stderr())
-	}
-	return p
-}
-
-func (p *proxyProc) stderr() string { return p.log.String() }
-
-func (p *proxyProc) alive() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+	return &proxyProc{Proxy: proctest.StartProxy(t, env, masters, flags...), t: t}
 }
 
 // cpuTicks returns the process's user+system CPU time in clock ticks.
 func (p *proxyProc) cpuTicks() int64 {
 	p.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -145,7 +53,7 @@ func (p *proxyProc) cpuTicks() int64 {
 // rssBytes returns the process's resident set size.
 func (p *proxyProc) rssBytes() int64 {
 	p.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -162,12 +70,12 @@ func (p *proxyProc) rssBytes() int64 {
 // ping checks that a new connection gets PONG.
 func (p *proxyProc) ping() {
 	p.t.Helper()
-	if !p.alive() {
-		p.t.Fatalf("redlock proxy exited: %v\n%s", p.cmd.ProcessState, p.stderr())
+	if !p.Alive() {
+		p.t.Fatalf("redlock proxy exited: %v\n%s", p.Cmd.ProcessState, p.Stderr())
 	}
-	c := dialRaw(p.t, p.addr)
+	c := dialRaw(p.t, p.Addr)
 	if got := c.cmd("PING"); got != "+PONG\r\n" {
-		p.t.Fatalf("a new connection got %q, want +PONG\n%s", got, p.stderr())
+		p.t.Fatalf("a new connection got %q, want +PONG\n%s", got, p.Stderr())
 	}
 	c.nc.Close()
 }
@@ -222,7 +130,7 @@ func TestHostileInput(t *testing.T) {
 	p.ping()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dialRaw(t, p.addr)
+			c := dialRaw(t, p.Addr)
 			if tc.oneByte {
 				for i := range len(tc.in) {
 					c.send(tc.in[i : i+1])
@@ -259,7 +167,7 @@ func TestHostileInputBeforeAuth(t *testing.T) {
 	}
 	set := mastertest.Start(t, 3)
 	p := startProxyProc(t, []string{"REDLOCK_PROXY_PASSWORD=s3cret-pw"}, set.Addrs())
-	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.cmd.Process.Pid)); bytes.Contains(cmdline, []byte("s3cret")) {
+	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.Cmd.Process.Pid)); bytes.Contains(cmdline, []byte("s3cret")) {
 		t.Fatalf("the password shows in the process list: %q", cmdline)
 	}
 	for _, tc := range []struct{ name, in, want string }{
@@ -268,7 +176,7 @@ func TestHostileInputBeforeAuth(t *testing.T) {
 		{"command before AUTH", "PING\r\n", "-NOAUTH"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dialRaw(t, p.addr)
+			c := dialRaw(t, p.Addr)
 			c.send(tc.in)
 			if got := firstReply(c, 5*time.Second); !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("got %q, want prefix %q", got, tc.want)
@@ -276,7 +184,7 @@ func TestHostileInputBeforeAuth(t *testing.T) {
 		})
 	}
 	t.Run("wrong passwords close the connection", func(t *testing.T) {
-		c := dialRaw(t, p.addr)
+		c := dialRaw(t, p.Addr)
 		for i := 1; i <= DefaultMaxAuthFailures; i++ {
 			if got := c.cmd("AUTH", fmt.Sprint("guess", i)); !strings.HasPrefix(got, "-WRONGPASS") {
 				t.Fatalf("guess %d: %q", i, got)
@@ -286,14 +194,14 @@ func TestHostileInputBeforeAuth(t *testing.T) {
 			t.Fatalf("after %d wrong passwords the connection still answers: %q", DefaultMaxAuthFailures, got)
 		}
 	})
-	c := dialRaw(t, p.addr)
+	c := dialRaw(t, p.Addr)
 	for _, step := range [][2]string{{"AUTH s3cret-pw", "+OK"}, {"SET a:1 tok NX PX 10000", "+OK"}, {"INFO proxy", "$"}} {
 		if got := c.cmd(strings.Fields(step[0])...); !strings.HasPrefix(got, step[1]) {
 			t.Fatalf("%s: %q", step[0], got)
 		}
 	}
-	if strings.Contains(p.stderr(), "s3cret") {
-		t.Fatalf("the password was logged:\n%s", p.stderr())
+	if strings.Contains(p.Stderr(), "s3cret") {
+		t.Fatalf("the password was logged:\n%s", p.Stderr())
 	}
 }
 
@@ -320,7 +228,7 @@ func TestMemoryBound(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for range stallers {
-		nc, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		nc, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -338,7 +246,7 @@ func TestMemoryBound(t *testing.T) {
 		pipe = append(pipe, resp.AppendCommandStrings(nil, "ECHO", fmt.Sprintf("%04d%s", i, strings.Repeat("e", 1020)))...)
 	}
 	for range pipeliners {
-		nc, err := net.DialTimeout("tcp", p.addr, 5*time.Second)
+		nc, err := net.DialTimeout("tcp", p.Addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +263,7 @@ func TestMemoryBound(t *testing.T) {
 	wg.Wait()
 	time.Sleep(500 * time.Millisecond)
 	rss := p.rssBytes()
-	c := dialRaw(t, p.addr)
+	c := dialRaw(t, p.Addr)
 	info := c.cmd("INFO", "clients")
 	t.Logf("RSS %.1f MiB with %d stalled 512 KiB requests and %d clients pipelining %d commands unread (%s)",
 		float64(rss)/(1<<20), stallers, pipeliners, perPipeline, strings.Join(strings.Fields(strings.ReplaceAll(info, "\r\n", " "))[3:], " "))
