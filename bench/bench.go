@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/metrics"
@@ -79,6 +80,9 @@ type Config struct {
 	// (for the engine target). For the proxy target they are the proxy's
 	// masters, needed only for peers and the ceiling.
 	Masters []string
+	// MasterConn is how Masters are reached: ACL user and password (AUTH)
+	// and TLS; the bench sets the scripts. Zero for local masters.
+	MasterConn conn.Config
 	// N is the number of local masters to start (default 5).
 	N int
 	// Embedded forces embedded in-process masters even if redis-server exists.
@@ -469,7 +473,7 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 		res.MastersUp = up
-		res.Env.RedisVersion = redisVersion(ctx, addrs[0])
+		res.Env.RedisVersion = redisVersion(ctx, addrs[0], cfg)
 	}
 	label := func(name string) string {
 		switch cfg.SweepVar {
@@ -576,12 +580,20 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 	return nil, fmt.Errorf("%w: unknown target %q", ErrBadConfig, target)
 }
 
+// masterConn returns the connection settings for the masters (AUTH, TLS)
+// with scripts to load.
+func (c Config) masterConn(scripts ...*conn.Script) conn.Config {
+	cc := c.MasterConn
+	cc.Scripts = scripts
+	return cc
+}
+
 // probeMasters connects to every master once before the run: a dial error
 // shows at once (not after a wait), an unreachable master is reported on
 // cfg.Notice, and the run is refused without a quorum or with one server
 // listed under two addresses. It returns the masters connected.
 func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) {
-	e, err := engine.New(engine.Config{Addrs: addrs})
+	e, err := engine.New(engine.Config{Addrs: addrs, Conn: cfg.masterConn()})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

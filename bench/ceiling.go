@@ -102,7 +102,7 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 	pumps := make([]*pump, len(addrs))
 	for i, a := range addrs {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := conn.Dial(dctx, a, conn.Config{Scripts: []*conn.Script{engine.ReleaseScript}})
+		c, err := conn.Dial(dctx, a, cfg.masterConn(engine.ReleaseScript))
 		cancel()
 		if err != nil {
 			for _, p := range pumps[:i] {

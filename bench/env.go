@@ -59,10 +59,10 @@ func cpuModel() string {
 }
 
 // redisVersion asks the master at addr for its version ("" if unknown).
-func redisVersion(ctx context.Context, addr string) string {
+func redisVersion(ctx context.Context, addr string, cfg Config) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := conn.Dial(ctx, addr, conn.Config{})
+	c, err := conn.Dial(ctx, addr, cfg.masterConn())
 	if err != nil {
 		return ""
 	}

@@ -30,7 +30,8 @@ type engineLocker struct {
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
-	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax}
+	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
+		Conn: cfg.masterConn()}
 	if cfg.metrics != nil {
 		ec.Observer = cfg.metrics
 	}
@@ -102,7 +103,8 @@ func newRedsyncLocker(addrs []string, cfg Config) *redsyncLocker {
 	l := &redsyncLocker{ttl: cfg.TTL}
 	var pools []rsredis.Pool
 	for _, a := range addrs {
-		c := goredis.NewClient(&goredis.Options{Addr: a, PoolSize: cfg.Concurrency, DisableIndentity: true})
+		c := goredis.NewClient(&goredis.Options{Addr: a, PoolSize: cfg.Concurrency, DisableIndentity: true,
+			Username: cfg.MasterConn.Username, Password: cfg.MasterConn.Password, TLSConfig: cfg.MasterConn.TLS})
 		l.clients = append(l.clients, c)
 		pools = append(pools, rsgoredis.NewPool(c))
 	}

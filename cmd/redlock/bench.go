@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -31,7 +32,9 @@ Examples:
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench")
 	var cfg bench.Config
-	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones)")
+	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones; $REDLOCK_MASTERS is not read, so a benchmark never loads a deployment by accident)")
+	var mf masterFlags
+	mf.registerAccess(fs)
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
 	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "what to measure: engine (embedded) or proxy (needs --proxy)")
 	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "proxy host:port for --target proxy")
@@ -71,6 +74,21 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err := checkAddrs("masters", cfg.Masters); err != nil {
 			return err
+		}
+	}
+	if len(cfg.Masters) > 0 {
+		if err := mf.apply(&cfg.MasterConn); err != nil {
+			return err
+		}
+	} else {
+		var set string
+		fs.Visit(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Name, "master-") && f.Name != "master-timeout" {
+				set = f.Name
+			}
+		})
+		if set != "" {
+			return usageError{fmt.Errorf("--%s applies to --masters; the local masters need none", set)}
 		}
 	}
 	if cfg.ProxyAddr != "" {

@@ -36,6 +36,13 @@ type masterFlags struct {
 // register defines the flags on fs; usage is --masters' help text.
 func (m *masterFlags) register(fs *flag.FlagSet, usage string) {
 	fs.StringVar(&m.addrs, "masters", "", usage+" (or $"+envMasters+")")
+	m.registerAccess(fs)
+}
+
+// registerAccess defines the flags of how to reach the masters (AUTH and
+// TLS) without --masters: the bench has a --masters of its own, which
+// does not fall back to $REDLOCK_MASTERS.
+func (m *masterFlags) registerAccess(fs *flag.FlagSet) {
 	fs.StringVar(&m.user, "master-user", "", "ACL username sent to the masters with AUTH (or $"+envMasterUser+")")
 	fs.StringVar(&m.password, "master-password", "", "password sent to the masters with AUTH (or $"+envPassword+", or --master-password-file)")
 	fs.StringVar(&m.passwordFile, "master-password-file", "", "read the masters' password from this `file` (trailing newline dropped)")

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -513,4 +515,58 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 		t.Errorf("the proxy's stderr lacks its shutdown line:\n%s", s)
 	}
 	checkNoSecrets(t, "redlock proxy", p.stderr.String())
+}
+
+// TestBenchTLSAndACL: `redlock bench --masters` reaches masters that
+// require TLS with client certificates and an ACL user — the engine, the
+// redsync peer, the ceiling pumps and the version probe all connect — and
+// the --master-* flags without --masters are refused.
+func TestBenchTLSAndACL(t *testing.T) {
+	for _, v := range []string{envMasters, envMasterUser, envPassword, envMasterPassword} {
+		t.Setenv(v, "")
+	}
+	m := startSecureMasters(t)
+	var stdout, stderr bytes.Buffer
+	args := slices.Concat([]string{"bench"}, m.masters(), m.tlsArgs, []string{"--master-user", "locker", "--master-password-file", m.pwFile,
+		"--compare", "redsync", "--ceiling", "--duration", "600ms", "--concurrency", "4", "--master-timeout", "1s", "--json", "--quiet"})
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	checkNoSecrets(t, "redlock bench", stdout.String()+stderr.String())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var res struct {
+		CyclesPerSec float64 `json:"cycles_per_sec"`
+		Errors       uint64  `json:"errors"`
+		Peers        []struct {
+			Target       string  `json:"target"`
+			CyclesPerSec float64 `json:"cycles_per_sec"`
+			Errors       uint64  `json:"errors"`
+		} `json:"peers"`
+		Ceiling *struct {
+			CyclesPerSec float64 `json:"cycles_per_sec"`
+		} `json:"ceiling"`
+		Env struct {
+			RedisVersion string `json:"redis_version"`
+		} `json:"env"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, stdout.String())
+	}
+	if res.CyclesPerSec <= 0 || res.Errors != 0 || len(res.Peers) != 1 || res.Peers[0].CyclesPerSec <= 0 || res.Peers[0].Errors != 0 ||
+		res.Ceiling == nil || res.Ceiling.CyclesPerSec <= 0 || res.Env.RedisVersion == "" {
+		t.Fatalf("over TLS + ACL: %+v\n%s", res, lines[len(lines)-1])
+	}
+	// Wrong password: refused at the start, as a usage error.
+	stdout.Reset()
+	stderr.Reset()
+	args = slices.Concat([]string{"bench"}, m.masters(), m.tlsArgs, []string{"--master-user", "locker", "--master-password", secWrongPW, "--duration", "300ms"})
+	if code := run(args, &stdout, &stderr); code == 0 {
+		t.Fatalf("a wrong password ran the bench:\n%s", stdout.String())
+	}
+	checkNoSecrets(t, "redlock bench", stdout.String()+stderr.String())
+	// The flags are for --masters: local masters need none.
+	stderr.Reset()
+	if code := run([]string{"bench", "--master-tls", "--duration", "300ms"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--master-tls applies to --masters") {
+		t.Fatalf("--master-tls without --masters: exit %d\n%s", code, stderr.String())
+	}
 }
