@@ -214,6 +214,7 @@ type Conn struct {
 	spare        []byte    // the other write buffer, while not being written
 	nextDeadline time.Time // earliest deadline queued (may be stale-early)
 	firstLive    uint64    // queue items before this sequence are done
+	resentEnd    uint64    // queue end after the last NOSCRIPT re-send (Drain waits for re-sent requests)
 	info         ServerInfo
 	scratch      []byte       // EVAL rewrite buffer (reader)
 	kill         error        // why the expirer closed the session (ErrStalled), read by session
@@ -519,7 +520,7 @@ func (c *Conn) Drain(ctx context.Context) error {
 	wait := 100 * time.Microsecond
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	for !c.drainedTo(target) {
+	for !c.drainedTo(&target) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -534,16 +535,24 @@ func (c *Conn) Drain(ctx context.Context) error {
 }
 
 // drainedTo reports whether every request with a sequence number below
-// target is complete.
-func (c *Conn) drainedTo(target uint64) bool {
+// *target is complete. A request answered NOSCRIPT leaves the queue and
+// comes back at its end as EVAL: *target then moves past the re-sent
+// requests, so that they are waited for too (and a request made after
+// Drain began may be waited for with them).
+func (c *Conn) drainedTo(target *uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for s := max(c.firstLive, c.q.seq); s < target; s++ {
-		if p := c.q.at(s); p != nil && !p.done {
-			return false
+	for {
+		for s := max(c.firstLive, c.q.seq); s < *target; s++ {
+			if p := c.q.at(s); p != nil && !p.done {
+				return false
+			}
 		}
+		if c.resentEnd <= *target {
+			return true
+		}
+		*target = c.resentEnd
 	}
-	return true
 }
 
 // Close closes the connection, fails pending requests with [ErrClosed] and
@@ -794,6 +803,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 				}
 				c.q.at(c.q.end() - 1).extra = extra // a merged call stays one
 				c.grouped += extra
+				c.resentEnd = c.q.end()
 				c.mu.Unlock()
 				if wake {
 					c.wakeWriter()

@@ -415,6 +415,54 @@ func evalShaCmd(s *conn.Script, keys []string, args []string) []byte {
 	return b
 }
 
+// TestDrainAfterNoScript: a request answered NOSCRIPT is re-sent as EVAL;
+// a Drain begun before the NOSCRIPT came waits for the EVAL's answer too
+// (the request is not complete until then).
+func TestDrainAfterNoScript(t *testing.T) {
+	script := conn.NewScript(testScript)
+	f := newFake(t)
+	noscript, eval := make(chan struct{}), make(chan struct{})
+	evalSeen := make(chan struct{})
+	f.handle("EVALSHA", func(s *fakeSession, _ []string) {
+		s.replyAfter(noscript, "-NOSCRIPT No matching script. Please use EVAL.\r\n")
+	})
+	f.handle("EVAL", func(s *fakeSession, _ []string) {
+		close(evalSeen)
+		s.replyAfter(eval, ":7\r\n")
+	})
+	c := fakeConn(t, f, conn.Config{})
+	rec := newRecorder()
+	if err := c.Do(conn.Request{Cmd: evalShaCmd(script, []string{"k"}, nil), Script: script, Callback: rec}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Drain(context.Background()) }()
+	time.Sleep(20 * time.Millisecond) // Drain is waiting
+	close(noscript)
+	select {
+	case <-evalSeen: // the NOSCRIPT came back and the EVAL went out
+	case <-time.After(5 * time.Second):
+		t.Fatal("no EVAL after the NOSCRIPT")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Drain returned %v before the EVAL was answered", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(eval)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Drain: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drain did not return after the EVAL's answer")
+	}
+	if got := rec.wait(t, 1, time.Second); got[0].err != nil || got[0].rep.Int != 7 {
+		t.Fatalf("the request completed with %+v", got[0])
+	}
+}
+
 func TestNoScriptFallback(t *testing.T) {
 	script := conn.NewScript(testScript)
 	keys, args := []string{"k1", "{k}2"}, []string{"7", "arg two"}
