@@ -9,6 +9,13 @@ var ErrServerClosed = errors.New("proxy: server closed")
 // ErrBadConfig is matched by the errors of [New] for invalid settings.
 var ErrBadConfig = errors.New("proxy: invalid config")
 
+// msgTokenless is the refusal of a command that changes a lock without its
+// token (Config.AllowTokenlessWrites off).
+func msgTokenless(cmd, script string) string {
+	return "ERR redlock proxy: " + cmd + " changes a lock without checking its token (it could be another client's by now); use a " +
+		script + " script, or start the proxy with --allow-tokenless-writes"
+}
+
 // Reply texts shared by several commands (Redis wording where Redis has one).
 const (
 	msgNoAuth       = "NOAUTH Authentication required."

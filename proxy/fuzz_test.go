@@ -24,7 +24,8 @@ const fuzzInputTimeout = 5 * time.Second
 // proxy must answer and close within fuzzInputTimeout, recover no panic,
 // and give back every byte it charged to its memory budget.
 //
-// Inputs of odd length go to a server with a key prefix.
+// Inputs of odd length go to a server with a key prefix and
+// AllowTokenlessWrites.
 //
 // CI runs it for a fixed time (make fuzz); crashers found are kept as
 // regression seeds in testdata/fuzz/FuzzServe.
@@ -52,12 +53,13 @@ func FuzzServe(f *testing.F) {
 	}
 	f.Cleanup(func() { masters.Close() })
 	// Two servers: inputs of odd length go to one with a key prefix (its
-	// prefixed key copies are charged and must be given back too).
+	// prefixed key copies are charged and must be given back too) that
+	// also serves DEL and PEXPIRE.
 	var srvs [2]*Server
 	var addrs [2]string
 	for i, prefix := range []string{"", "tenant:"} {
 		srv, err := New(Config{Engine: engine.Config{Addrs: masters.Addrs(), MasterTimeout: time.Second},
-			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix})
+			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != ""})
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -220,10 +220,16 @@ func (c *client) cmdPTTL(args [][]byte) *call {
 // cmdCountKeys runs EXISTS and DEL.
 func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
+	if name == "del" && !s.cfg.AllowTokenlessWrites {
+		return errCall(msgTokenless("DEL", "compare-and-delete (release)"))
+	}
 	return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.countKeys(ctx, name, keys) })
 }
 
 func (c *client) cmdPExpire(args [][]byte) *call {
+	if !c.s.cfg.AllowTokenlessWrites {
+		return errCall(msgTokenless("PEXPIRE", "compare-and-pexpire (extend)"))
+	}
 	ms, ok := resp.ParseInt(args[2])
 	if !ok {
 		return errCall(msgNotInteger)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func TestGoRedis(t *testing.T) {
-	e := startEnv(t, 5, nil)
+	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true })
 	c := e.client(t)
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -46,4 +47,38 @@ func TestGoRedis(t *testing.T) {
 		t.Fatalf("GET after DEL: %v", err)
 	}
 	e.waitHolding(t, "k1", "tok1", 0) // released at a quorum; the others follow
+}
+
+// TestTokenlessWritesRefused: by default DEL and PEXPIRE, which would
+// delete or shorten a lock without its token (another client's, once the
+// caller's own expired), are refused and reach no master; the token-checked
+// release and extend scripts work.
+func TestTokenlessWritesRefused(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	c := e.client(t)
+	ctx := context.Background()
+	if err := c.SetNX(ctx, "tw:1", "other", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, "tw:1").Err(); err == nil || !strings.Contains(err.Error(), "--allow-tokenless-writes") {
+		t.Fatalf("DEL: %v; want the refusal", err)
+	}
+	if err := c.PExpire(ctx, "tw:1", time.Millisecond).Err(); err == nil || !strings.Contains(err.Error(), "--allow-tokenless-writes") {
+		t.Fatalf("PEXPIRE: %v; want the refusal", err)
+	}
+	if n := e.holding(t, "tw:1", "other"); n != 3 {
+		t.Fatalf("after the refused DEL and PEXPIRE %d of 3 masters hold the lock", n)
+	}
+	for i, m := range e.masters {
+		if d := m.PTTL(ctx, "tw:1").Val(); d < 5*time.Second {
+			t.Fatalf("master %d: PTTL %v after the refused PEXPIRE", i, d)
+		}
+	}
+	rel := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	if n, err := c.Eval(ctx, rel, []string{"tw:1"}, "mine").Int(); err != nil || n != 0 {
+		t.Fatalf("release with another token: %d %v", n, err)
+	}
+	if n, err := c.Eval(ctx, rel, []string{"tw:1"}, "other").Int(); err != nil || n != 1 {
+		t.Fatalf("release with the token: %d %v", n, err)
+	}
 }

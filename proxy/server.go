@@ -109,6 +109,13 @@ type Config struct {
 	// full write access to every master. Off by default: such scripts get
 	// an error and reach no master.
 	AllowScripts bool
+	// AllowTokenlessWrites serves DEL and PEXPIRE, which delete or shorten
+	// a lock without checking its token: a client whose lock expired and
+	// was taken by another would delete or shorten the other's lock (the
+	// mistake Redlock's compare-and-delete release exists to prevent).
+	// Off by default: they get an error naming the release and extend
+	// scripts. Turn it on for clients that release with DEL.
+	AllowTokenlessWrites bool
 	// ScriptTimeout is the per-master timeout of opted-in scripts (default:
 	// the engine's per-master timeout for reads, 50ms unless
 	// Engine.MasterTimeout is set).

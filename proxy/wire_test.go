@@ -87,7 +87,7 @@ func checkReply(t *testing.T, got, want string) {
 }
 
 func TestCommands(t *testing.T) {
-	e := startEnv(t, 3, nil)
+	e := startEnv(t, 3, func(c *Config) { c.AllowTokenlessWrites = true })
 	c := dialRaw(t, e.addr)
 	long := strings.Repeat("v", 600)
 	cases := []struct {
@@ -361,7 +361,7 @@ func contend(t *testing.T, addrs []string) {
 }
 
 func TestMasterFailures(t *testing.T) {
-	e := startEnv(t, 5, nil)
+	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true })
 	c := e.client(t)
 	ctx := context.Background()
 	ms := e.set.Masters()

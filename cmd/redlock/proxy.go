@@ -66,6 +66,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
 	durationVar(fs, &cfg.AuthTimeout, "auth-timeout", proxy.DefaultAuthTimeout, "with a password: close connections not authenticated this long after they connect")
 	durationVar(fs, &cfg.RequestTimeout, "request-timeout", proxy.DefaultRequestTimeout, "close a connection whose request is not complete this long after its first byte")
+	fs.BoolVar(&cfg.AllowTokenlessWrites, "allow-tokenless-writes", false, "serve DEL and PEXPIRE, which delete or shorten any lock without its token (for clients that release with DEL)")
 	fs.BoolVar(&cfg.AllowScripts, "allow-scripts", false, "run scripts that are not recognised lock scripts on every master: gives every client full write access to every master")
 	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
