@@ -44,6 +44,7 @@ func FuzzServe(f *testing.F) {
 		"SET \"a\\x00b\" 'c d' NX EX 1\r\n",
 		"PEXPIRE k 100\r\nPEXPIRE k 0\r\n",
 		"REDLOCK.LOCK k v 10000\r\nREDLOCK.LOCK k w 10000\r\nGET redlock:fence\r\nREDLOCK.LOCK k v +5\r\n",
+		"GET fence\r\nDEL fence{x} k\r\n", // odd length: the prefixed server, where these are fencing counters
 	} {
 		f.Add([]byte(s))
 	}
@@ -53,11 +54,12 @@ func FuzzServe(f *testing.F) {
 	}
 	f.Cleanup(func() { masters.Close() })
 	// Two servers: inputs of odd length go to one with a key prefix (its
-	// prefixed key copies are charged and must be given back too) that
-	// also serves DEL and PEXPIRE.
+	// prefixed key copies are charged and must be given back too, also
+	// when prefix and key spell the fencing counter) that also serves DEL
+	// and PEXPIRE.
 	var srvs [2]*Server
 	var addrs [2]string
-	for i, prefix := range []string{"", "tenant:"} {
+	for i, prefix := range []string{"", "redlock:"} { // "redlock:" + "fence" is the fencing counter
 		srv, err := New(Config{Engine: engine.Config{Addrs: masters.Addrs(), MasterTimeout: time.Second},
 			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != ""})
 		if err != nil {

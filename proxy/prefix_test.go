@@ -88,4 +88,19 @@ func TestKeyPrefixCharged(t *testing.T) {
 	if err != nil || !strings.Contains(info, "client_memory_bytes:0\r\n") {
 		t.Fatalf("after the replies, INFO clients = %q, %v (want nothing charged)", info, err)
 	}
+
+	// A prefix that spells the fencing counter with the key: the refusal
+	// gives the charge back too (it once kept it: six such requests wedged
+	// the connection).
+	fence := startEnvOn(t, e.set, func(c *Config) { c.KeyPrefix = "redlock:"; c.MaxClientMemory = 1 << 20 })
+	fc := fence.client(t)
+	for range 8 {
+		if err := fc.Get(ctx, "fence{"+strings.Repeat("x", 200<<10)+"}").Err(); err == nil || !strings.Contains(err.Error(), "fencing counter") {
+			t.Fatalf("GET of a per-key fencing counter: %v", err)
+		}
+	}
+	info, err = fc.Info(ctx, "clients").Result()
+	if err != nil || !strings.Contains(info, "client_memory_bytes:0\r\n") {
+		t.Fatalf("after refused fence-key requests, INFO clients = %q, %v (want nothing charged)", info, err)
+	}
 }

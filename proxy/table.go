@@ -95,6 +95,14 @@ func (c *client) dispatch(args [][]byte) *call {
 		}
 		prefixKeys(args, p, first, last, step)
 	}
+	cl := c.runUnlessFence(cmd, args)
+	cl.size = charged // whatever the reply, it gives the charge back
+	return cl
+}
+
+// runUnlessFence refuses a command naming a fencing counter as a key, and
+// runs any other.
+func (c *client) runUnlessFence(cmd *command, args [][]byte) *call {
 	if cmd.first > 0 {
 		last := cmd.last
 		if last < 0 {
@@ -106,9 +114,7 @@ func (c *client) dispatch(args [][]byte) *call {
 			}
 		}
 	}
-	cl := cmd.run(c, args)
-	cl.size = charged
-	return cl
+	return cmd.run(c, args)
 }
 
 func arityErr(name string) *call {
