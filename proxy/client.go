@@ -183,6 +183,8 @@ func (c *client) readLoop() {
 				return
 			case <-c.wfail:
 				return
+			case <-s.baseCtx.Done(): // Close: never kept waiting here
+				return
 			}
 		}
 		c.setLimits()
