@@ -174,8 +174,8 @@ func masterFailures(qe *engine.QuorumError, reps []enginex.MasterReply) string {
 		}
 	}
 	for i, r := range reps {
-		if r.Err != nil {
-			add(i, r.Err)
+		if err := replyErr(r); err != nil {
+			add(i, err)
 		}
 	}
 	return b.String()

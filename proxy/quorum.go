@@ -199,11 +199,13 @@ func (s *Server) cleanup(keys [][]byte, token []byte) {
 
 // undecided returns the unavailable error reply when fewer than a quorum
 // of masters answered a quorum read or write (nil when enough did): as
-// for SET NX PX, "cannot decide" is an error, never a nil or a 0.
+// for SET NX PX, "cannot decide" is an error, never a nil or a 0. An error
+// reply (-LOADING, -NOREPLICAS, -OOM, …) is not an answer, as in the
+// engine.
 func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 	answered := 0
 	for _, r := range reps {
-		if r.Err == nil {
+		if replyErr(r) == nil {
 			answered++
 		}
 	}
@@ -211,6 +213,15 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 		return unavailableReply(answered, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil
+}
+
+// replyErr returns why a master's part of a broadcast is not an answer:
+// its transport error, or its error reply; nil for an answer.
+func replyErr(r enginex.MasterReply) error {
+	if r.Err == nil && r.Reply.IsError() {
+		return r.Reply.Err()
+	}
+	return r.Err
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.

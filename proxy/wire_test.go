@@ -828,3 +828,32 @@ func TestFencingThroughProxy(t *testing.T) {
 		t.Errorf("REDLOCK.LOCK with ttl 05: %q", got)
 	}
 }
+
+// TestErrorRepliesAreNotAnswers: a master that answers with an error reply
+// (here -NOREPLICAS: min-replicas-to-write without replicas) has not
+// answered, as in the engine: with 3 of 5 such masters, a library acquire
+// script, DEL and PEXPIRE get the unavailable error naming those masters'
+// error codes, never a nil or a 0.
+func TestErrorRepliesAreNotAnswers(t *testing.T) {
+	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true })
+	mastertest.RequireReal(t, e.set)
+	ctx := context.Background()
+	for _, m := range e.masters[:3] {
+		if err := m.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		defer m.ConfigSet(ctx, "min-replicas-to-write", "0")
+	}
+	c := e.client(t)
+	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
+	token := "tokentokentokentokent"
+	want := "unavailable: 2/5 masters answered, quorum 3 (master 0: NOREPLICAS error reply; master 1: NOREPLICAS error reply; master 2: NOREPLICAS error reply)"
+	if err := obtain.Run(ctx, c, []string{"er:1"}, token, len(token), "10000").Err(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("obtain: %v; want %q", err, want)
+	}
+	for _, cmd := range [][]any{{"DEL", "er:1"}, {"PEXPIRE", "er:1", 5000}} {
+		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%v: %v; want %q", cmd, err, want)
+		}
+	}
+}
