@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 )
 
 // recorder is an engine.Observer that keeps what it is told.
@@ -114,7 +115,29 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("obtain with 3 of 5 down: %v", err)
 	}
-	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.NoQuorum {
-		t.Fatalf("obtain with 3 of 5 down reported %+v; want one no_quorum attempt", acq)
+	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.NoQuorum || acq[0].Margin != -1 {
+		t.Fatalf("obtain with 3 of 5 down reported %+v; want one no_quorum attempt, margin 2-3 = -1", acq)
+	}
+}
+
+// TestLibraryScriptsObservedShared: a proxy on a Shared engine reports
+// library scripts to that engine's Observer (Config.Engine is ignored).
+func TestLibraryScriptsObservedShared(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	rec := &recorder{}
+	eng, err := engine.New(engine.Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond, Observer: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	e := startEnvOn(t, set, func(c *Config) { c.Shared = eng })
+	rec.take()
+	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
+	token := "tokentokentokentokent"
+	if err := obtain.Run(context.Background(), e.client(t), []string{"sh:a"}, token, len(token), "10000").Err(); err != nil {
+		t.Fatalf("obtain: %v", err)
+	}
+	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.Acquired || acq[0].Margin != 1 {
+		t.Fatalf("obtain through a Shared engine reported %+v; want one acquired attempt, margin 1", acq)
 	}
 }

@@ -52,23 +52,13 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	t1 := time.Now()
 	reps, err := s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
 	if err != nil {
-		s.observeLib(ls, t1, ttl, err, 0)
+		s.observeLib(ls, t1, ttl, err, -s.eng.Quorum()) // no grant seen
 		if ls.Op == opAcquire {
 			s.cleanup(keys, token)
 		}
 		return s.engineErr(err)
 	}
 	q := s.eng.Quorum()
-	if r := s.undecided(reps); r != nil {
-		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, 0)
-		if ls.Op == opAcquire {
-			s.cleanup(keys, token)
-		}
-		return r
-	}
-	if ls.Op == opPTTL {
-		return pttlReply(ls, reps, q)
-	}
 	yes, missing := 0, 0
 	for _, r := range reps {
 		if r.Err != nil {
@@ -79,6 +69,16 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		} else if r.Reply.Type == resp.TypeInteger && r.Reply.Int == -1 {
 			missing++
 		}
+	}
+	if r := s.undecided(reps); r != nil {
+		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, yes-q)
+		if ls.Op == opAcquire {
+			s.cleanup(keys, token)
+		}
+		return r
+	}
+	if ls.Op == opPTTL {
+		return pttlReply(ls, reps, q)
 	}
 	ok := yes >= q
 	if ok && ls.Op != opRelease {
@@ -104,7 +104,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 // quorum; a context error), an extension or a release (ok when err is
 // nil). margin is grants − quorum.
 func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err error, margin int) {
-	obs := s.cfg.Engine.Observer
+	obs := s.obs
 	if obs == nil {
 		return
 	}
@@ -120,7 +120,7 @@ func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err 
 		case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
 			ev.Result = engine.Cancelled
 		case errors.Is(err, engine.ErrUnavailable):
-			ev.Result, ev.Margin = engine.NoQuorum, -s.eng.Quorum()
+			ev.Result = engine.NoQuorum
 		}
 		obs.Acquire(ev)
 	case opExtend:

@@ -187,6 +187,7 @@ func (c Config) withDefaults() (Config, error) {
 type Server struct {
 	cfg       Config
 	eng       *engine.Engine
+	obs       engine.Observer // eng's Observer (nil: none): library scripts report to it
 	ownEngine bool
 	tr        enginex.Transport // eng's broadcasts and attached locks
 	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
@@ -243,6 +244,7 @@ func New(cfg Config) (*Server, error) {
 		s.ownEngine = true
 	}
 	s.tr = enginex.Open(s.eng)
+	s.obs = s.eng.Config().Observer // the Shared engine's, when there is one
 	s.fenceKey = s.eng.Config().FenceKey
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
