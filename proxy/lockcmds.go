@@ -139,7 +139,7 @@ func (s *Server) engineErr(err error) []byte {
 	case errors.Is(err, engine.ErrBadArgument):
 		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	s.logLimited("proxy: command failed", "err", err)
+	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
 	switch {
 	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
 		return unavailableReply(qe.Answered, qe.Total, qe.Quorum, masterFailures(qe, nil))

@@ -58,6 +58,26 @@ func TestLogsRefusedClients(t *testing.T) {
 	if n := strings.Count(logs.String(), "wrong password"); n > logBurst {
 		t.Fatalf("%d wrong-password lines in one window, want at most %d", n, logBurst)
 	}
+	// The clients' flood used up their budget, not the masters': a master
+	// failure behind a client's error reply is still logged, with the
+	// address the reply leaves out.
+	if err := e.set.Masters()[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(t)
+	c.Do(t.Context(), "AUTH", "right-secret")
+	if err := c.Do(t.Context(), "SET", "lg:1", "v", "NX", "PX", "5000").Err(); err == nil || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("SET with the only master down: %v", err)
+	}
+	addr := e.set.Addrs()[0]
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(logs.String(), "command failed"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the master failure was not logged after the clients' flood:\n%s", logs.String())
+		}
+	}
+	if line := logs.String()[strings.Index(logs.String(), "command failed"):]; !strings.Contains(line[:strings.IndexByte(line, '\n')], addr) {
+		t.Fatalf("the logged failure lacks the master's address %s: %s", addr, line)
+	}
 }
 
 // TestTLSHandshakeBounded: on a TLS listener a client that never sends its

@@ -219,11 +219,11 @@ type Server struct {
 
 	panics, authFailures, memRefused atomic.Uint64
 
-	// logLimited's budget: at most logBurst lines per logWindow.
-	logMu         sync.Mutex
-	logStart      time.Time
-	logLines      int
-	logSuppressed int
+	// Log budgets (logBurst lines per logWindow each): what clients cause
+	// (any client, authenticated or not, can spend it), and the masters'
+	// failures behind clients' error replies (engineErr), which clients
+	// must not be able to crowd out.
+	clientLog, masterLog logBudget
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
@@ -445,22 +445,32 @@ const (
 // logLimited logs a warning about a client, at most logBurst per
 // logWindow: a hostile client must not flood the log. The first line of
 // the next window says how many were left out.
-func (s *Server) logLimited(msg string, attrs ...any) {
-	s.logMu.Lock()
+func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.warn(s.log, msg, attrs) }
+
+// logBudget lets at most logBurst lines through per logWindow.
+type logBudget struct {
+	mu         sync.Mutex
+	start      time.Time
+	lines      int
+	suppressed int
+}
+
+func (b *logBudget) warn(log *slog.Logger, msg string, attrs []any) {
+	b.mu.Lock()
 	now := time.Now()
-	if now.Sub(s.logStart) >= logWindow {
-		s.logStart, s.logLines = now, 0
+	if now.Sub(b.start) >= logWindow {
+		b.start, b.lines = now, 0
 	}
-	if s.logLines >= logBurst {
-		s.logSuppressed++
-		s.logMu.Unlock()
+	if b.lines >= logBurst {
+		b.suppressed++
+		b.mu.Unlock()
 		return
 	}
-	s.logLines++
-	if s.logSuppressed > 0 {
-		attrs = append(attrs, "suppressed_before", s.logSuppressed)
-		s.logSuppressed = 0
+	b.lines++
+	if b.suppressed > 0 {
+		attrs = append(attrs, "suppressed_before", b.suppressed)
+		b.suppressed = 0
 	}
-	s.logMu.Unlock()
-	s.log.Warn(msg, attrs...)
+	b.mu.Unlock()
+	log.Warn(msg, attrs...)
 }
