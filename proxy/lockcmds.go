@@ -126,9 +126,11 @@ func unavailableReply(answered, total, quorum int, failures string) []byte {
 }
 
 // engineErr turns an engine error other than the expected outcomes into an
-// error reply. The reply names masters by index and failures by kind; the
-// whole error (addresses, the masters' own messages) goes to the log only:
-// an authenticated client learns nothing of the deployment but its size.
+// error reply. The reply names masters by index and failures by kind —
+// stable for clients to read, and never a master's own message (a
+// master's -WRONGPASS must not read as the client's); the whole error,
+// with addresses, goes to the log. (INFO masters, the operator's view,
+// maps indexes to addresses for authenticated clients.)
 func (s *Server) engineErr(err error) []byte {
 	var qe *engine.QuorumError
 	switch {

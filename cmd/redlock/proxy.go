@@ -71,7 +71,7 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift")
-	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish every key a client releases on this channel of each master, waking engines and `redlock lock --wait` runners that wait for it (theirs must be the same)")
+	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the keys released through the engine (SET NX PX and REDLOCK.LOCK locks released with a single-key compare-and-delete script) on this channel of each master, waking engines and `redlock lock --wait` runners that wait for them (theirs must be the same)")
 	fs.IntVar(&ec.ConnsPerMaster, "conns-per-master", 1, "pipelined connections per master")
 	durationVar(fs, &ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
 	durationVar(fs, &ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
