@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -265,8 +266,13 @@ func (s *Server) info(sections [][]byte) string {
 			s.accepted.Load(), s.rejected.Load(), s.commands.Load(), s.protoErrors.Load())
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\n",
 			s.panics.Load(), s.authFailures.Load(), s.memRefused.Load(), b2i(s.cfg.AllowScripts))
-		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n\r\n",
+		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n",
 			st.Acquired, st.Failed, st.Released, st.Lost, st.Extended, st.ExtendFailed, s.eng.Quorum())
+		// The drift allowance (ttl·factor + min) that a lock's validity
+		// leaves out: `redlock lock --proxy` computes its validity with it.
+		ec := s.eng.Config()
+		fmt.Fprintf(&b, "drift_factor:%s\r\ndrift_min_us:%d\r\n\r\n",
+			strconv.FormatFloat(ec.DriftFactor, 'g', -1, 64), ec.DriftMin.Microseconds())
 	}
 	if want["masters"] {
 		b.WriteString("# Masters\r\n")

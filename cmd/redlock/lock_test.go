@@ -519,20 +519,84 @@ func TestLockThroughProxy(t *testing.T) {
 }
 
 // TestProxyLockValidity: a lock taken through a proxy is valid for its TTL
-// minus the drift allowance of --drift-factor (the proxy's), not the
-// engine's default.
+// minus the drift allowance, and the allowance is read from the proxy's
+// INFO.
 func TestProxyLockValidity(t *testing.T) {
 	sent := time.Unix(1000, 0)
 	for _, tt := range []struct {
 		factor float64
+		min    time.Duration
 		want   time.Duration
 	}{
-		{engine.DefaultDriftFactor, 10*time.Second - 100*time.Millisecond - engine.DefaultDriftMin},
-		{0.2, 8*time.Second - engine.DefaultDriftMin},
+		{engine.DefaultDriftFactor, engine.DefaultDriftMin, 10*time.Second - 100*time.Millisecond - engine.DefaultDriftMin},
+		{0.2, 5 * time.Millisecond, 8*time.Second - 5*time.Millisecond},
 	} {
-		l := &proxyLock{driftFactor: tt.factor}
+		l := &proxyLock{driftFactor: tt.factor, driftMin: tt.min}
 		if got := l.validUntil(sent, 10*time.Second).Sub(sent); got != tt.want {
 			t.Errorf("drift factor %v: valid for %v, want %v", tt.factor, got, tt.want)
 		}
+	}
+	for _, tt := range []struct {
+		info   string
+		factor float64
+		min    time.Duration
+		ok     bool
+	}{
+		{"# Proxy\r\nquorum:3\r\ndrift_factor:0.25\r\ndrift_min_us:2000\r\n", 0.25, 2 * time.Millisecond, true},
+		{"# Proxy\r\nquorum:3\r\n", 0, 0, false},                                        // an older proxy
+		{"drift_factor:1.5\r\ndrift_min_us:2000\r\n", 1.5, 2 * time.Millisecond, false}, // not a factor
+		{"drift_factor:x\r\ndrift_min_us:2000\r\n", 0, 2 * time.Millisecond, false},
+	} {
+		f, m, ok := proxyDrift(tt.info)
+		if ok != tt.ok || (ok && (f != tt.factor || m != tt.min)) {
+			t.Errorf("proxyDrift(%q) = %v, %v, %v", tt.info, f, m, ok)
+		}
+	}
+}
+
+// TestLockProxyDrift: through a proxy whose drift factor is 0.8, redlock
+// lock counts the proxy's allowance (read from its INFO), not its own
+// default: with every master stopped, the lock is declared lost when the
+// proxy's validity (178 ms of a 900 ms TTL) runs out, not the default's
+// (889 ms).
+func TestLockProxyDrift(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	srv, err := proxy.New(proxy.Config{Engine: engine.Config{Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	t.Setenv(envProxyPassword, "")
+	ready := filepath.Join(t.TempDir(), "ready")
+	done := make(chan int, 1)
+	go func() {
+		code, _ := runLock("--proxy", ln.Addr().String(), "--ttl", "900ms", "--grace", "100ms", "dr:1", "--", "sh", "-c",
+			"echo x > "+ready+"; exec sleep 30")
+		done <- code
+	}()
+	waitFile(t, ready, 10*time.Second)
+	time.Sleep(300 * time.Millisecond) // past the first extensions
+	paused := time.Now()
+	for _, m := range set.Masters() {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Resume()
+	}
+	select {
+	case code := <-done:
+		d := time.Since(paused)
+		if code != exitLost || d > 550*time.Millisecond {
+			t.Fatalf("exit %d %v after the masters stopped; want %d within the proxy's 178 ms validity (+ margin)", code, d, exitLost)
+		}
+		t.Logf("lost %v after the masters stopped", d)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no loss within 5s of every master stopping")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,8 @@ type proxyLock struct {
 	key, token     string
 	fence          int64
 	ttl, maxHold   time.Duration
-	driftFactor    float64 // the proxy's --drift-factor (as given to redlock lock)
+	driftFactor    float64       // the larger of --drift-factor and the proxy's
+	driftMin       time.Duration // the larger of the engine's default and the proxy's
 	acquired       time.Time
 	log            *slog.Logger
 	done, stop     chan struct{}
@@ -73,8 +75,15 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	var raw [engine.TokenLen / 2]byte
 	crand.Read(raw[:])
 	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
-		driftFactor: o.driftFactor, log: log, done: make(chan struct{}), stop: make(chan struct{})}
+		driftFactor: o.driftFactor, driftMin: engine.DefaultDriftMin, log: log, done: make(chan struct{}), stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	// The proxy's drift allowance, when it says (INFO proxy): the larger
+	// of it and ours, so that our validity is never longer than its.
+	if rep, err := l.exec(ctx, "INFO", "proxy"); err == nil {
+		if f, m, ok := proxyDrift(string(rep.Str)); ok {
+			l.driftFactor, l.driftMin = max(l.driftFactor, f), max(l.driftMin, m)
+		}
+	}
 	if err := l.acquire(ctx, o); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -136,8 +145,26 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 // validUntil is the validity end of a grant of ttl asked at sent: TTL minus
 // the clock drift allowance the proxy also uses (--drift-factor).
 func (l *proxyLock) validUntil(sent time.Time, ttl time.Duration) time.Time {
-	drift := time.Duration(float64(ttl)*l.driftFactor) + engine.DefaultDriftMin
+	drift := time.Duration(float64(ttl)*l.driftFactor) + l.driftMin
 	return sent.Add(ttl - drift)
+}
+
+// proxyDrift reads the drift allowance from a proxy's INFO proxy section
+// (drift_factor, drift_min_us); ok is false when it has none.
+func proxyDrift(info string) (factor float64, minDrift time.Duration, ok bool) {
+	var haveF, haveM bool
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "drift_factor":
+			f, err := strconv.ParseFloat(v, 64)
+			factor, haveF = f, err == nil && f >= 0 && f < 1
+		case "drift_min_us":
+			us, err := strconv.ParseInt(v, 10, 64)
+			minDrift, haveM = time.Duration(us)*time.Microsecond, err == nil && us >= 0
+		}
+	}
+	return factor, minDrift, haveF && haveM
 }
 
 // nextExtension is when the keeper extends next: after a third of the TTL,
