@@ -119,7 +119,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Progress = stderr
 	}
 	cfg.Notice = stderr
-	cfg.Args = append([]string{"redlock", "bench"}, args...)
+	cfg.Args = append([]string{"redlock", "bench"}, redactArgs(args, "master-password")...)
 	res, err := bench.Run(ctx, cfg)
 	if errors.Is(err, bench.ErrBadConfig) {
 		return usageError{err}

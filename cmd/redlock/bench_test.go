@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -281,5 +282,18 @@ func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "redlock ") || !strings.Contains(stdout.String(), "go1.") {
 		t.Fatalf("exit %d: %q %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestRedactArgs: the values of secret flags are replaced in every flag
+// form; other arguments, and anything after "--", are kept.
+func TestRedactArgs(t *testing.T) {
+	in := []string{"--masters", "a:1", "--master-password", "s1", "-master-password=s2", "--master-password-file", "f", "--", "--master-password", "x"}
+	want := []string{"--masters", "a:1", "--master-password", "REDACTED", "-master-password=REDACTED", "--master-password-file", "f", "--", "--master-password", "x"}
+	if got := redactArgs(in, "master-password"); !slices.Equal(got, want) {
+		t.Fatalf("redactArgs = %q, want %q", got, want)
+	}
+	if in[3] != "s1" {
+		t.Fatal("redactArgs changed its input")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -152,4 +153,28 @@ func loadCAs(name, file string) (*x509.CertPool, error) {
 		return nil, usageError{fmt.Errorf("--%s: %s holds no PEM certificate", name, file)}
 	}
 	return pool, nil
+}
+
+// redactArgs returns args with the values of the named flags (-f, --f, as
+// "--f v" or "--f=v") replaced by "REDACTED": a command line recorded in a
+// report must not carry a secret.
+func redactArgs(args []string, secret ...string) []string {
+	out := append([]string(nil), args...)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !slices.Contains(secret, name) {
+			continue
+		}
+		if hasValue {
+			out[i] = a[:strings.IndexByte(a, '=')+1] + "REDACTED"
+		} else if i+1 < len(out) {
+			out[i+1] = "REDACTED"
+			i++
+		}
+	}
+	return out
 }

@@ -527,12 +527,23 @@ func TestBenchTLSAndACL(t *testing.T) {
 	}
 	m := startSecureMasters(t)
 	var stdout, stderr bytes.Buffer
-	args := slices.Concat([]string{"bench"}, m.masters(), m.tlsArgs, []string{"--master-user", "locker", "--master-password-file", m.pwFile,
-		"--compare", "redsync", "--ceiling", "--duration", "600ms", "--concurrency", "4", "--master-timeout", "1s", "--json", "--quiet"})
+	report := t.TempDir()
+	// The password on the command line: the report records the command
+	// line, without it.
+	args := slices.Concat([]string{"bench"}, m.masters(), m.tlsArgs, []string{"--master-user", "locker", "--master-password", secMasterPW,
+		"--compare", "redsync", "--ceiling", "--duration", "600ms", "--concurrency", "4", "--master-timeout", "1s", "--json", "--quiet",
+		"--report", report})
 	if code := run(args, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
 	checkNoSecrets(t, "redlock bench", stdout.String()+stderr.String())
+	for _, f := range []string{"index.html", "result.json"} {
+		b, err := os.ReadFile(filepath.Join(report, f))
+		if err != nil || !strings.Contains(string(b), "REDACTED") {
+			t.Fatalf("report %s: %v (want the command line with the password redacted)", f, err)
+		}
+		checkNoSecrets(t, "the bench report "+f, string(b))
+	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var res struct {
 		CyclesPerSec float64 `json:"cycles_per_sec"`
