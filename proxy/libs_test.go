@@ -77,10 +77,10 @@ func TestRedislockV010(t *testing.T) {
 		}
 	}
 	// Another owner on an overlapping set gets nothing, and leaves nothing.
-	if err := obtain.Run(ctx, c, []string{"v10:z", "v10:c"}, "other-token", 5, "10000").Err(); !errors.Is(err, redis.Nil) {
+	if err := obtain.Run(ctx, c, []string{"v10:z", "v10:c"}, "other-token-other-token", 23, "10000").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("overlapping obtain: %v", err)
 	}
-	e.waitHolding(t, "v10:z", "other-token", 0) // released at a quorum; the others follow
+	e.waitHolding(t, "v10:z", "other-token-other-token", 0) // released at a quorum; the others follow
 	if v, err := pttl.Run(ctx, c, keys, token).Int64(); err != nil || v <= 0 || v > 10000 {
 		t.Fatalf("pttl: %v %v", v, err)
 	}
@@ -168,5 +168,43 @@ func TestLibrarySources(t *testing.T) {
 	}
 	if len(libBySHA) != len(libTable) {
 		t.Errorf("duplicate SHA in the library table: %d entries, %d SHAs", len(libTable), len(libBySHA))
+	}
+}
+
+// TestRedislockOverridePrefix: bsm/redislock's obtain overwrites a lock
+// whose value starts with the caller's first tokenLen bytes (its token,
+// with other metadata) — kept — but a tokenLen shorter than 16 bytes (0
+// matches any value) or longer than the value is refused: it would
+// overwrite another client's lock without its token.
+func TestRedislockOverridePrefix(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	ctx := context.Background()
+	c := e.client(t)
+	for _, src := range []string{libSources["bsm-redislock v0.9.4 luaObtain"], libSources["bsm-redislock v0.10.0 obtain"]} {
+		obtain := redis.NewScript(src)
+		token := "tok-0123456789abcdefgh" // 22 bytes, as bsm's
+		if err := obtain.Run(ctx, c, []string{"ov:1"}, token+"meta-a", len(token), "10000").Err(); err != nil {
+			t.Fatalf("obtain: %v", err)
+		}
+		// The same token with other metadata: bsm's override.
+		if err := obtain.Run(ctx, c, []string{"ov:1"}, token+"meta-b", len(token), "10000").Err(); err != nil {
+			t.Fatalf("override with the token: %v", err)
+		}
+		e.waitHolding(t, "ov:1", token+"meta-b", 3)
+		for _, n := range []int{0, 1, 15, len(token) + 7} {
+			err := obtain.Run(ctx, c, []string{"ov:1"}, "tok-x", n, "10000").Err()
+			if err == nil || errors.Is(err, redis.Nil) || !strings.Contains(err.Error(), "token length under 16") {
+				t.Fatalf("obtain with tokenLen %d: %v; want the refusal", n, err)
+			}
+		}
+		e.waitHolding(t, "ov:1", token+"meta-b", 3)
+		if err := c.Eval(ctx, `return redis.call("get",KEYS[1])`, []string{"ov:1"}).Err(); err == nil {
+			t.Fatal("an arbitrary script ran") // (sanity: scripts are off)
+		}
+		release := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+		if err := c.Eval(ctx, release, []string{"ov:1"}, token+"meta-b").Err(); err != nil {
+			t.Fatal(err)
+		}
+		e.waitHolding(t, "ov:1", token+"meta-b", 0)
 	}
 }

@@ -279,7 +279,7 @@ func (c *client) cmdEval(args [][]byte) *call {
 	if ls := libBySHA[sha]; ls != nil {
 		if !ls.fits(keys, argv) {
 			if !c.s.cfg.AllowScripts {
-				return errCall("ERR redlock proxy: " + ls.Name + " called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes); " + msgScriptsOff)
+				return errCall("ERR redlock proxy: " + ls.Name + " called in a shape its library never sends (or with more than 64 keys, a value over 512 bytes, or a token length under 16 or over the value's); " + msgScriptsOff)
 			}
 			return c.passthrough(ls.script, keys, argv)
 		}

@@ -86,7 +86,7 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	if replies != 5 {
 		t.Fatalf("obtain reported %d master round trips, want 5", replies)
 	}
-	if err := obtain.Run(ctx, c, []string{"obs:b"}, "other-token", 5, "10000").Err(); !errors.Is(err, redis.Nil) {
+	if err := obtain.Run(ctx, c, []string{"obs:b"}, "other-token-other-token", 23, "10000").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("second obtain: %v", err)
 	}
 	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.Taken || acq[0].Margin != -3 || acq[0].ValidityLeft != 0 {

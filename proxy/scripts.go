@@ -41,6 +41,13 @@ type libScript struct {
 	MultiKey bool // accepts several KEYS (all-or-nothing per master)
 	TokenArg int  // ARGV index (0-based) of the lock value
 	TTLArg   int  // ARGV index of the TTL in ms, -1 if none
+	// PrefixArg is the ARGV index (0 = none: ARGV[0] is always the token)
+	// of bsm/redislock's token length: its obtain script overwrites a
+	// lock whose value starts with that many bytes of ARGV[1] (the same
+	// token, other metadata). It must be at least minOverridePrefix and at
+	// most the token's length: a shorter one (0 matches any value) would
+	// overwrite another client's lock without its token.
+	PrefixArg int
 	// Engine routes the single-key form through the engine's
 	// Attach(...).Unlock/Extend instead of a broadcast of Source.
 	Engine bool
@@ -57,15 +64,26 @@ type libScript struct {
 // keys: a lock value is what GET answers every client with, and a
 // recognised script must not write more than a lock's worth per key.
 func (ls *libScript) fits(keys, argv [][]byte) bool {
-	return len(keys) > 0 && len(keys) <= maxScriptKeys && (ls.MultiKey || len(keys) == 1) &&
+	ok := len(keys) > 0 && len(keys) <= maxScriptKeys && (ls.MultiKey || len(keys) == 1) &&
 		ls.TokenArg < len(argv) && len(argv[ls.TokenArg]) <= maxTokenLen &&
 		ls.TTLArg < len(argv) && (!ls.AddOrReplace || len(argv) >= 3)
+	if ok && ls.PrefixArg > 0 {
+		ok = ls.PrefixArg < len(argv)
+		if ok {
+			n, isInt := resp.ParseInt(argv[ls.PrefixArg])
+			ok = isInt && n >= minOverridePrefix && n <= int64(len(argv[ls.TokenArg]))
+		}
+	}
+	return ok
 }
 
 // Bounds of a recognised script call (see fits).
 const (
 	maxScriptKeys = 64
 	maxTokenLen   = 512
+	// minOverridePrefix is the shortest token prefix bsm/redislock's
+	// obtain may match to overwrite a lock (its own tokens are 22 bytes).
+	minOverridePrefix = 16
 )
 
 // libTable lists every recognised script. Each entry's text is atomic per
@@ -87,13 +105,13 @@ var libTable = []libScript{
 	{Name: "redis-py reacquire", Source: libSources["redis-py reacquire"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 
 	// github.com/bsm/redislock v0.9.4 (single key).
-	{Name: "bsm/redislock v0.9.4 obtain", Source: libSources["bsm-redislock v0.9.4 luaObtain"], Op: opAcquire, Reply: replyOKNil, TTLArg: 2},
+	{Name: "bsm/redislock v0.9.4 obtain", Source: libSources["bsm-redislock v0.9.4 luaObtain"], Op: opAcquire, Reply: replyOKNil, TTLArg: 2, PrefixArg: 1},
 	{Name: "bsm/redislock v0.9.4 release", Source: libSources["bsm-redislock v0.9.4 luaRelease"], Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
 	{Name: "bsm/redislock v0.9.4 refresh", Source: libSources["bsm-redislock v0.9.4 luaRefresh"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 	{Name: "bsm/redislock v0.9.4 pttl", Source: libSources["bsm-redislock v0.9.4 luaPTTL"], Op: opPTTL, Reply: replyPTTLNeg3, TTLArg: -1},
 
 	// github.com/bsm/redislock v0.10.0 (newest v0.10.x on the module proxy; several keys).
-	{Name: "bsm/redislock v0.10 obtain", Source: libSources["bsm-redislock v0.10.0 obtain"], Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2},
+	{Name: "bsm/redislock v0.10 obtain", Source: libSources["bsm-redislock v0.10.0 obtain"], Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2, PrefixArg: 1},
 	{Name: "bsm/redislock v0.10 release", Source: libSources["bsm-redislock v0.10.0 release"], Op: opRelease, Reply: replyOKNil, MultiKey: true, TTLArg: -1},
 	{Name: "bsm/redislock v0.10 refresh", Source: libSources["bsm-redislock v0.10.0 refresh"], Op: opExtend, Reply: replyOKNil, MultiKey: true, TTLArg: 1},
 	{Name: "bsm/redislock v0.10 pttl", Source: libSources["bsm-redislock v0.10.0 pttl"], Op: opPTTL, Reply: replyPTTLNil, MultiKey: true, TTLArg: -1},
