@@ -134,7 +134,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
 	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
 	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on this channel of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
-	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's, read from it, if larger)")
+	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, 1, stdout, lockHelp, "ttl", "grace"); err != nil {

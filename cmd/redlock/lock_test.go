@@ -537,19 +537,20 @@ func TestProxyLockValidity(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		info   string
-		factor float64
-		min    time.Duration
-		ok     bool
+		info         string
+		factor       float64
+		min          time.Duration
+		haveF, haveM bool
 	}{
-		{"# Proxy\r\nquorum:3\r\ndrift_factor:0.25\r\ndrift_min_us:2000\r\n", 0.25, 2 * time.Millisecond, true},
-		{"# Proxy\r\nquorum:3\r\n", 0, 0, false},                                        // an older proxy
-		{"drift_factor:1.5\r\ndrift_min_us:2000\r\n", 1.5, 2 * time.Millisecond, false}, // not a factor
-		{"drift_factor:x\r\ndrift_min_us:2000\r\n", 0, 2 * time.Millisecond, false},
+		{"# Proxy\r\nquorum:3\r\ndrift_factor:0.25\r\ndrift_min_us:2000\r\n", 0.25, 2 * time.Millisecond, true, true},
+		{"# Proxy\r\nquorum:3\r\n", 0, 0, false, false},                                     // an older proxy
+		{"drift_factor:1.5\r\ndrift_min_us:2000\r\n", 0, 2 * time.Millisecond, false, true}, // not a factor
+		{"drift_factor:x\r\ndrift_min_us:-1\r\n", 0, 0, false, false},
+		{"drift_factor:0.3\r\n", 0.3, 0, true, false},
 	} {
-		f, m, ok := proxyDrift(tt.info)
-		if ok != tt.ok || (ok && (f != tt.factor || m != tt.min)) {
-			t.Errorf("proxyDrift(%q) = %v, %v, %v", tt.info, f, m, ok)
+		f, m, haveF, haveM := proxyDrift(tt.info)
+		if haveF != tt.haveF || haveM != tt.haveM || (haveF && f != tt.factor) || (haveM && m != tt.min) {
+			t.Errorf("proxyDrift(%q) = %v, %v, %v, %v", tt.info, f, m, haveF, haveM)
 		}
 	}
 }

@@ -77,13 +77,23 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
 		driftFactor: o.driftFactor, driftMin: engine.DefaultDriftMin, log: log, done: make(chan struct{}), stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	// The proxy's drift allowance, when it says (INFO proxy): the larger
-	// of it and ours, so that our validity is never longer than its.
-	if rep, err := l.exec(ctx, "INFO", "proxy"); err == nil {
-		if f, m, ok := proxyDrift(string(rep.Str)); ok {
-			l.driftFactor, l.driftMin = max(l.driftFactor, f), max(l.driftMin, m)
-		}
+	// The proxy's drift allowance (INFO proxy): the larger of each part
+	// and ours, so that our validity is never longer than the proxy's. A
+	// proxy that does not say (an older one) leaves --drift-factor, with a
+	// warning: it must then match the proxy's.
+	rep, err := l.exec(ctx, "INFO", "proxy")
+	f, m, haveF, haveM := proxyDrift(string(rep.Str))
+	if haveF {
+		l.driftFactor = max(l.driftFactor, f)
 	}
+	if haveM {
+		l.driftMin = max(l.driftMin, m)
+	}
+	if err != nil || !haveF || !haveM {
+		log.Warn("the proxy did not report its drift allowance; using --drift-factor (it must not be below the proxy's)",
+			"drift_factor", l.driftFactor, "err", err)
+	}
+	log.Info("drift allowance", "factor", l.driftFactor, "min", l.driftMin)
 	if err := l.acquire(ctx, o); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -149,10 +159,9 @@ func (l *proxyLock) validUntil(sent time.Time, ttl time.Duration) time.Time {
 	return sent.Add(ttl - drift)
 }
 
-// proxyDrift reads the drift allowance from a proxy's INFO proxy section
-// (drift_factor, drift_min_us); ok is false when it has none.
-func proxyDrift(info string) (factor float64, minDrift time.Duration, ok bool) {
-	var haveF, haveM bool
+// proxyDrift reads the drift allowance from a proxy's INFO proxy section:
+// drift_factor and drift_min_us, each reported as found and valid.
+func proxyDrift(info string) (factor float64, minDrift time.Duration, haveF, haveM bool) {
 	for _, line := range strings.Split(info, "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
 		switch k {
@@ -164,7 +173,7 @@ func proxyDrift(info string) (factor float64, minDrift time.Duration, ok bool) {
 			minDrift, haveM = time.Duration(us)*time.Microsecond, err == nil && us >= 0
 		}
 	}
-	return factor, minDrift, haveF && haveM
+	return factor, minDrift, haveF, haveM
 }
 
 // nextExtension is when the keeper extends next: after a third of the TTL,
