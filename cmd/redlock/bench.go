@@ -33,7 +33,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("bench")
 	var cfg bench.Config
 	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones; $REDLOCK_MASTERS is not read, so a benchmark never loads a deployment by accident)")
-	var mf masterFlags
+	mf := masterFlags{flagsOnly: true}
 	mf.registerAccess(fs)
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
 	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "what to measure: engine (embedded) or proxy (needs --proxy)")

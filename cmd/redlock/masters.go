@@ -32,6 +32,10 @@ type masterFlags struct {
 	tls                    bool
 	tlsCA, tlsCert, tlsKey string
 	tlsServerName          string
+	// flagsOnly: credentials come from the flags only, never from the
+	// environment (the bench: a deployment's password exported for
+	// `redlock lock` must not be sent to whatever --masters names).
+	flagsOnly bool
 }
 
 // register defines the flags on fs; usage is --masters' help text.
@@ -42,10 +46,15 @@ func (m *masterFlags) register(fs *flag.FlagSet, usage string) {
 
 // registerAccess defines the flags of how to reach the masters (AUTH and
 // TLS) without --masters: the bench has a --masters of its own, which
-// does not fall back to $REDLOCK_MASTERS.
+// does not fall back to $REDLOCK_MASTERS (nor its credentials to the
+// environment: flagsOnly).
 func (m *masterFlags) registerAccess(fs *flag.FlagSet) {
-	fs.StringVar(&m.user, "master-user", "", "ACL username sent to the masters with AUTH (or $"+envMasterUser+")")
-	fs.StringVar(&m.password, "master-password", "", "password sent to the masters with AUTH (or $"+envPassword+", or --master-password-file)")
+	userEnv, pwEnv := " (or $"+envMasterUser+")", " (or $"+envPassword+", or --master-password-file)"
+	if m.flagsOnly {
+		userEnv, pwEnv = "", " (or --master-password-file; the environment is not read)"
+	}
+	fs.StringVar(&m.user, "master-user", "", "ACL username sent to the masters with AUTH"+userEnv)
+	fs.StringVar(&m.password, "master-password", "", "password sent to the masters with AUTH"+pwEnv)
 	fs.StringVar(&m.passwordFile, "master-password-file", "", "read the masters' password from this `file` (trailing newline dropped)")
 	fs.BoolVar(&m.tls, "master-tls", false, "connect to the masters over TLS (implied by the --master-tls-* flags)")
 	fs.StringVar(&m.tlsCA, "master-tls-ca", "", "PEM `file` of the CA certificates that sign the masters' certificates (default: the system roots)")
@@ -67,7 +76,11 @@ func (m *masterFlags) list() []string {
 // name and the environment. Its errors are usageErrors; they name flags
 // and files, never a secret.
 func (m *masterFlags) apply(cfg *conn.Config) error {
-	cfg.Username = firstNonEmpty(m.user, os.Getenv(envMasterUser))
+	getenv := os.Getenv
+	if m.flagsOnly {
+		getenv = func(string) string { return "" }
+	}
+	cfg.Username = firstNonEmpty(m.user, getenv(envMasterUser))
 	switch {
 	case m.password != "" && m.passwordFile != "":
 		return usageError{errors.New("--master-password and --master-password-file are exclusive")}
@@ -78,7 +91,7 @@ func (m *masterFlags) apply(cfg *conn.Config) error {
 		}
 		cfg.Password = pw
 	default:
-		cfg.Password = firstNonEmpty(m.password, os.Getenv(envPassword), os.Getenv(envMasterPassword))
+		cfg.Password = firstNonEmpty(m.password, getenv(envPassword), getenv(envMasterPassword))
 	}
 	if cfg.Username != "" && cfg.Password == "" {
 		return usageError{errors.New("--master-user needs a password (--master-password, --master-password-file or $" + envPassword + ")")}

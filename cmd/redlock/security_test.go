@@ -575,6 +575,15 @@ func TestBenchTLSAndACL(t *testing.T) {
 		t.Fatalf("a wrong password ran the bench:\n%s", stdout.String())
 	}
 	checkNoSecrets(t, "redlock bench", stdout.String()+stderr.String())
+	// The bench never takes credentials from the environment: a password
+	// exported for redlock lock is not sent to what --masters names.
+	t.Setenv(envPassword, secMasterPW)
+	t.Setenv(envMasterUser, "locker")
+	stderr.Reset()
+	args = slices.Concat([]string{"bench"}, m.masters(), m.tlsArgs, []string{"--duration", "300ms"})
+	if code := run(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "NOAUTH") {
+		t.Fatalf("bench with the password only in the environment: exit %d (want refused by the masters: NOAUTH)\n%s", code, stderr.String())
+	}
 	// The flags are for --masters: local masters need none.
 	stderr.Reset()
 	if code := run([]string{"bench", "--master-tls", "--duration", "300ms"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--master-tls applies to --masters") {
