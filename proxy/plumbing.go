@@ -264,8 +264,8 @@ func (s *Server) info(sections [][]byte) string {
 	if want["proxy"] {
 		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
 			s.accepted.Load(), s.rejected.Load(), s.commands.Load(), s.protoErrors.Load())
-		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\n",
-			s.panics.Load(), s.authFailures.Load(), s.memRefused.Load(), b2i(s.cfg.AllowScripts))
+		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\nallow_tokenless_writes:%d\r\n",
+			s.panics.Load(), s.authFailures.Load(), s.memRefused.Load(), b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
 		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n",
 			st.Acquired, st.Failed, st.Released, st.Lost, st.Extended, st.ExtendFailed, s.eng.Quorum())
 		// The drift allowance (ttl·factor + min) that a lock's validity

@@ -66,6 +66,9 @@ func TestTokenlessWritesRefused(t *testing.T) {
 	if err := c.PExpire(ctx, "tw:1", time.Millisecond).Err(); err == nil || !strings.Contains(err.Error(), "--allow-tokenless-writes") {
 		t.Fatalf("PEXPIRE: %v; want the refusal", err)
 	}
+	if info := c.Info(ctx, "proxy").Val(); !strings.Contains(info, "allow_tokenless_writes:0\r\n") {
+		t.Fatalf("INFO proxy does not say DEL and PEXPIRE are off:\n%s", info)
+	}
 	if n := e.holding(t, "tw:1", "other"); n != 3 {
 		t.Fatalf("after the refused DEL and PEXPIRE %d of 3 masters hold the lock", n)
 	}

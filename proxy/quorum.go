@@ -3,8 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -210,6 +212,16 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 		}
 	}
 	if q := s.eng.Quorum(); answered < q {
+		// The whole story, with addresses and the masters' own texts, for
+		// the operator's log (the client's reply has neither).
+		addrs := s.eng.Config().Addrs
+		var b strings.Builder
+		for i, r := range reps {
+			if err := replyErr(r); err != nil && i < len(addrs) {
+				fmt.Fprintf(&b, "; master %d (%s): %v", i, addrs[i], err)
+			}
+		}
+		s.masterLog.warn(s.log, "proxy: too few masters answered", []any{"answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; ")})
 		return unavailableReply(answered, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil

@@ -835,7 +835,11 @@ func TestFencingThroughProxy(t *testing.T) {
 // script, DEL and PEXPIRE get the unavailable error naming those masters'
 // error codes, never a nil or a 0.
 func TestErrorRepliesAreNotAnswers(t *testing.T) {
-	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true })
+	var logs syncBuffer
+	e := startEnv(t, 5, func(c *Config) {
+		c.AllowTokenlessWrites = true
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	mastertest.RequireReal(t, e.set)
 	ctx := context.Background()
 	for _, m := range e.masters[:3] {
@@ -855,5 +859,11 @@ func TestErrorRepliesAreNotAnswers(t *testing.T) {
 		if err := c.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%v: %v; want %q", cmd, err, want)
 		}
+	}
+	// The operator's log has what the replies leave out: addresses and the
+	// masters' own messages.
+	out := logs.String()
+	if !strings.Contains(out, "too few masters answered") || !strings.Contains(out, e.set.Addrs()[0]) || !strings.Contains(out, "NOREPLICAS Not enough good replicas") {
+		t.Fatalf("log lacks the failures with addresses and texts:\n%s", out)
 	}
 }
