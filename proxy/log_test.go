@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/internal/testcerts"
 )
 
@@ -19,7 +20,7 @@ import (
 // with the client's address (never the password tried), and a flood of
 // them is capped per window.
 func TestLogsRefusedClients(t *testing.T) {
-	var logs syncBuffer
+	var logs proctest.Buffer
 	e := startEnv(t, 1, func(c *Config) {
 		c.RequirePass = "right-secret"
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -92,7 +93,7 @@ func TestTLSHandshakeBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs proctest.Buffer
 	set := mastertest.Start(t, 1)
 	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}, MaxClients: 1, RequestTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

@@ -1,36 +1,18 @@
 package proxy
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/redlock-dev/redlock/internal/proctest"
 )
-
-// syncBuffer is an io.Writer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPanicContained: a panic while serving one connection — in the reader
 // or in a command running on its own goroutine — is logged with the remote
 // address, counted, and closes that connection only.
 func TestPanicContained(t *testing.T) {
-	var logs syncBuffer
+	var logs proctest.Buffer
 	hook := func(where string, args [][]byte) {
 		switch {
 		case where == "dispatch" && len(args) == 2 && string(args[1]) == "boom":

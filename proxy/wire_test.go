@@ -21,6 +21,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -649,7 +650,7 @@ func TestStalledMasters(t *testing.T) {
 // (new run_id), are each logged once, as is losing and regaining the
 // quorum.
 func TestMasterStateLog(t *testing.T) {
-	var logs syncBuffer
+	var logs proctest.Buffer
 	e := startEnv(t, 3, func(c *Config) {
 		c.Engine.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 10*time.Millisecond
@@ -835,7 +836,7 @@ func TestFencingThroughProxy(t *testing.T) {
 // script, DEL and PEXPIRE get the unavailable error naming those masters'
 // error codes, never a nil or a 0.
 func TestErrorRepliesAreNotAnswers(t *testing.T) {
-	var logs syncBuffer
+	var logs proctest.Buffer
 	e := startEnv(t, 5, func(c *Config) {
 		c.AllowTokenlessWrites = true
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

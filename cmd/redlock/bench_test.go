@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 )
 
 func TestBenchFlagValidation(t *testing.T) {
@@ -177,7 +177,7 @@ func TestBenchInterrupt(t *testing.T) {
 	cmd := exec.Command(bin, "bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1m",
 		"--concurrency", "4", "--compare", "redsync", "--json")
 	var stdout bytes.Buffer
-	var stderr lockedBuffer
+	var stderr proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -212,25 +212,6 @@ func TestBenchInterrupt(t *testing.T) {
 	if !strings.Contains(stdout.String(), "(interrupted)") {
 		t.Errorf("table does not say interrupted:\n%s", stdout.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe to read while a child process
-// writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestBenchFitsTerminal: the default table fits 80 columns.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/inspect"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 )
 
 // TestInspectCLI: `redlock inspect` reports exactly the planted leaked and
@@ -21,7 +22,7 @@ func TestInspectCLI(t *testing.T) {
 	mc[1].Exec(t.Context(), "SET", "lock:minority", "t", "PX", "60000")
 	mc.do(t, "SET", "redlock:fence", "42")                  // the fencing counter: no TTL by design
 	mc.do(t, "SET", "lock:big", strings.Repeat("x", 2<<20)) // no TTL, but no lock: 2 MiB, read only 1 KiB
-	var stdout, stderr lockedBuffer
+	var stdout, stderr proctest.Buffer
 	code := run([]string{"inspect", "--masters", masters, "--json"}, &stdout, &stderr)
 	if code != exitFindings {
 		t.Fatalf("exit %d, want %d; stderr:\n%s", code, exitFindings, stderr.String())
@@ -40,7 +41,7 @@ func TestInspectCLI(t *testing.T) {
 	if strings.Join(rep.NotLocks, " ") != "lock:big" {
 		t.Fatalf("not locks %q, want the 2 MiB value", rep.NotLocks)
 	}
-	stdout, stderr = lockedBuffer{}, lockedBuffer{}
+	stdout, stderr = proctest.Buffer{}, proctest.Buffer{}
 	if code := run([]string{"inspect", "--masters", masters, "--match", "lock:ok*"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "no anomalies") {
 		t.Fatalf("clean match: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/proxy"
 )
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 // code and stderr. (The command's output and the log share the buffers,
 // from different goroutines: they are locked.)
 func runLock(args ...string) (int, string) {
-	var stdout, stderr lockedBuffer
+	var stdout, stderr proctest.Buffer
 	code := run(append([]string{"lock"}, args...), &stdout, &stderr)
 	return code, stderr.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/internal/relay"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -83,10 +84,10 @@ func TestProxyNoQuorum(t *testing.T) {
 
 // startProxyCmd runs `redlock proxy args...` in this process until the
 // test ends and returns its stdout once the listening line is out.
-func startProxyCmd(t *testing.T, args ...string) *lockedBuffer {
+func startProxyCmd(t *testing.T, args ...string) *proctest.Buffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
+	var stdout, stderr proctest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
 	t.Cleanup(func() {

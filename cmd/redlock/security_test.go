@@ -21,6 +21,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/internal/testcerts"
 )
 
@@ -253,7 +254,7 @@ func TestLockTLSAndACL(t *testing.T) {
 // runningProxy is a `redlock proxy` run in this process by startProxy.
 type runningProxy struct {
 	addr   string
-	stderr *lockedBuffer
+	stderr *proctest.Buffer
 	stop   func() // cancels its ctx and checks that it returned nil
 }
 
@@ -264,8 +265,8 @@ var listeningRE = regexp.MustCompile(`redlock proxy listening on (\S+) \(TLS\)`)
 func startProxy(t *testing.T, args ...string) *runningProxy {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout lockedBuffer
-	p := &runningProxy{stderr: new(lockedBuffer)}
+	var stdout proctest.Buffer
+	p := &runningProxy{stderr: new(proctest.Buffer)}
 	done := make(chan error, 1)
 	go func() {
 		done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &stdout, p.stderr)
@@ -481,7 +482,7 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 	t.Run("wrong master password", func(t *testing.T) {
 		wrong := slices.Concat(m.masters(), m.tlsArgs, []string{"--master-user", "locker", "--master-password", secWrongPW,
 			"--tls-cert", m.files.ServerCert, "--tls-key", m.files.ServerKey, "--requirepass-file", proxyPWFile})
-		var stdout, stderr lockedBuffer
+		var stdout, stderr proctest.Buffer
 		start := time.Now()
 		code := run(slices.Concat([]string{"proxy", "--listen", "127.0.0.1:0"}, wrong), &stdout, &stderr)
 		t.Logf("exit %d after %v; stderr:\n%s", code, time.Since(start), stderr.String())

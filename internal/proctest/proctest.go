@@ -54,7 +54,7 @@ type Proxy struct {
 	Cmd    *exec.Cmd
 	Addr   string        // the address it listens on
 	Exited chan struct{} // closed when the process has exited
-	log    syncBuffer
+	log    Buffer
 }
 
 // StartProxy starts `redlock proxy --listen 127.0.0.1:0 --masters …` with
@@ -119,20 +119,22 @@ func (p *Proxy) Alive() bool {
 	}
 }
 
-// syncBuffer is a strings.Builder safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
+// Buffer is an io.Writer safe to read (String) while processes or
+// goroutines write to it: a process's output, a server's log.
+type Buffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns what was written so far.
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
