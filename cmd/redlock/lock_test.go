@@ -443,12 +443,11 @@ func TestLockFencingAcrossRestarts(t *testing.T) {
 	checkIncreasing(t, log, runs)
 }
 
-// TestLockThroughProxy: --proxy takes the lock with REDLOCK.LOCK (a fencing
-// token), extends and releases it through the proxy, and signals a loss.
-func TestLockThroughProxy(t *testing.T) {
-	set := mastertest.Start(t, 3)
-	mc := dialMasters(t, set)
-	srv, err := proxy.New(proxy.Config{Engine: engine.Config{Addrs: set.Addrs()}, RequirePass: "s3cret"})
+// serveProxy serves an in-process proxy with cfg on a loopback port until
+// t ends, and returns its address.
+func serveProxy(t *testing.T, cfg proxy.Config) string {
+	t.Helper()
+	srv, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +457,15 @@ func TestLockThroughProxy(t *testing.T) {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	addr := ln.Addr().String()
+	return ln.Addr().String()
+}
+
+// TestLockThroughProxy: --proxy takes the lock with REDLOCK.LOCK (a fencing
+// token), extends and releases it through the proxy, and signals a loss.
+func TestLockThroughProxy(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mc := dialMasters(t, set)
+	addr := serveProxy(t, proxy.Config{Engine: engine.Config{Addrs: set.Addrs()}, RequirePass: "s3cret"})
 	t.Setenv(envProxyPassword, "s3cret")
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")
@@ -564,21 +571,12 @@ func TestProxyLockValidity(t *testing.T) {
 func TestLockProxyDrift(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mastertest.RequireReal(t, set)
-	srv, err := proxy.New(proxy.Config{Engine: engine.Config{Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	addr := serveProxy(t, proxy.Config{Engine: engine.Config{Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
 	t.Setenv(envProxyPassword, "")
 	ready := filepath.Join(t.TempDir(), "ready")
 	done := make(chan int, 1)
 	go func() {
-		code, _ := runLock("--proxy", ln.Addr().String(), "--ttl", "900ms", "--grace", "100ms", "dr:1", "--", "sh", "-c",
+		code, _ := runLock("--proxy", addr, "--ttl", "900ms", "--grace", "100ms", "dr:1", "--", "sh", "-c",
 			"echo x > "+ready+"; exec sleep 30")
 		done <- code
 	}()
