@@ -300,7 +300,10 @@ func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
 	}
 	end := time.NewTimer(cfg.Warmup + cfg.Duration - s.now())
 	defer end.Stop()
-	tick := time.NewTicker(time.Second)
+	// One sample (and progress line) per second of the measured window,
+	// counted from its start: this loop may begin late on a busy host.
+	next := time.Second
+	tick := time.NewTimer(cfg.Warmup + next - s.now())
 	defer tick.Stop()
 	var perSecond []uint64
 	var last uint64
@@ -318,6 +321,8 @@ func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
 				fmt.Fprintf(cfg.Progress, "%-14s %4.0fs  %8d ops/s  p99 %7dµs  %10d total\n",
 					name, (s.now() - cfg.Warmup).Seconds(), perSecond[len(perSecond)-1], s.rec.cycleP99(), now)
 			}
+			next += time.Second
+			tick.Reset(cfg.Warmup + next - s.now())
 		}
 	}
 }

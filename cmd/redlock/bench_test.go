@@ -97,7 +97,7 @@ func TestBenchJSONAndProfile(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "out.pprof")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1200ms", "--concurrency", "8",
+	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1500ms", "--concurrency", "8",
 		"--json", "--cpuprofile", prof}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
