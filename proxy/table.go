@@ -102,13 +102,11 @@ func (c *client) dispatch(args [][]byte) *call {
 
 // runUnlessFence refuses a command naming a fencing counter as a key, and
 // runs any other.
+// (Script calls check their KEYS in their handlers.)
 func (c *client) runUnlessFence(cmd *command, args [][]byte) *call {
 	if cmd.first > 0 {
-		last := cmd.last
-		if last < 0 {
-			last += len(args)
-		}
-		for i := cmd.first; i <= last; i += cmd.step {
+		first, last, step := keyRange(cmd, args)
+		for i := first; i <= last; i += step {
 			if c.s.isFenceKey(args[i]) {
 				return errCall(msgFenceKey)
 			}
