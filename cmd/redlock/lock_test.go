@@ -282,9 +282,22 @@ func TestLockLost(t *testing.T) {
 			script := fmt.Sprintf(tt.trap+`; sleep 60 & echo $! > %[3]s; echo $$ > %[1]s; while :; do sleep 0.01; done`, ready, term, grand)
 			res := make(chan [2]any, 1)
 			go func() {
-				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms", "lost:"+tt.name, "--", "sh", "-c", script)
+				// A per-master timeout for a loaded -race run (the default
+				// for a 600ms TTL is 6ms), still two within a third of it.
+				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms",
+					"--master-timeout", "80ms", "lost:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil || time.Now().After(deadline) {
+					break
+				}
+				select {
+				case r := <-res:
+					t.Fatalf("redlock lock ended before the command was ready: exit %v; stderr:\n%s", r[0], r[1])
+				default:
+				}
+			}
 			pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
 			mc.do(t, "DEL", "lost:"+tt.name)
 			start := time.Now()
