@@ -167,10 +167,29 @@ func (c Config) withDefaults() Config {
 // ServerInfo identifies the server process behind a connection, read with
 // INFO at connect time. A changed RunID means the master restarted.
 type ServerInfo struct {
-	RunID       string
-	Version     string
-	Uptime      time.Duration // uptime when the connection was made
+	RunID   string
+	Version string
+	// Uptime is the server's uptime_in_seconds (whole seconds), zero when
+	// the server did not say.
+	Uptime time.Duration
+	// ConnectedAt is when the INFO reply had been read: the server wrote
+	// Uptime no later than this.
 	ConnectedAt time.Time
+}
+
+// StartedBy returns the latest instant at which the server can have
+// started: never earlier than its real start. Redis computes
+// uptime_in_seconds as the difference of two wall-clock readings floored
+// to whole seconds, which can exceed the real uptime by up to (not
+// including) a second, so the start is at most ConnectedAt − Uptime + 1s.
+// Restart quarantine counts from here, so that it can end late but never
+// early.
+func (i ServerInfo) StartedBy() time.Time {
+	at := i.ConnectedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return at.Add(time.Second - i.Uptime)
 }
 
 // Stats are counters of one Conn since it was created.

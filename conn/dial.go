@@ -119,6 +119,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		}
 		if i == len(names)-1 {
 			info = parseInfo(rep.Str, info)
+			info.ConnectedAt = time.Now() // after the uptime was written: StartedBy is never early
 		}
 	}
 	if firstErr != nil {
