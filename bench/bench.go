@@ -83,6 +83,10 @@ type Config struct {
 	// MasterConn is how Masters are reached: ACL user and password (AUTH)
 	// and TLS; the bench sets the scripts. Zero for local masters.
 	MasterConn conn.Config
+	// FreshMasters: the caller has just started Masters empty, and no
+	// other client uses them (engine.Config.FreshMasters): they vote from
+	// their first session. Local masters the bench starts are.
+	FreshMasters bool
 	// N is the number of local masters to start (default 5).
 	N int
 	// Embedded forces embedded in-process masters even if redis-server exists.
@@ -461,6 +465,7 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 		}
 		defer set.Close()
 		addrs = set.Addrs()
+		cfg.FreshMasters = true
 		res.Embedded = set.Embedded()
 		if res.Embedded && cfg.MasterTimeout == 0 {
 			cfg.MasterTimeout = EmbeddedMasterTimeout

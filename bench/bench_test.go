@@ -93,7 +93,7 @@ func TestRunWorkloads(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	// A generous per-master timeout: these are functional checks on 2 noisy
 	// cores under -race, not timeout tests.
-	base := Config{Masters: set.Addrs(), Duration: 600 * time.Millisecond, Concurrency: 8, TTL: 5 * time.Second, MasterTimeout: 500 * time.Millisecond}
+	base := Config{FreshMasters: true, Masters: set.Addrs(), Duration: 600 * time.Millisecond, Concurrency: 8, TTL: 5 * time.Second, MasterTimeout: 500 * time.Millisecond}
 	t.Run("cycle", func(t *testing.T) {
 		r, err := Run(t.Context(), base)
 		if err != nil {
@@ -207,7 +207,7 @@ func TestRunWorkloads(t *testing.T) {
 
 func TestRunCompareAndCeiling(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Duration: 300 * time.Millisecond, Concurrency: 8,
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Duration: 300 * time.Millisecond, Concurrency: 8,
 		Compare: []string{PeerRedsync}, Ceiling: true})
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestRunCompareAndCeiling(t *testing.T) {
 // table shows the per-round ratios.
 func TestRunRounds(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Duration: 600 * time.Millisecond, Rounds: 3,
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Duration: 600 * time.Millisecond, Rounds: 3,
 		Concurrency: 8, Compare: []string{PeerRedsync}})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestRunRounds(t *testing.T) {
 func TestRunProxyTarget(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	r, err := Run(t.Context(), Config{Target: TargetProxy, ProxyAddr: set.Addrs()[0], ConnsPerMaster: 2,
-		Masters: set.Addrs(), Compare: []string{TargetEngine}, Duration: 300 * time.Millisecond, Concurrency: 8})
+		FreshMasters: true, Masters: set.Addrs(), Compare: []string{TargetEngine}, Duration: 300 * time.Millisecond, Concurrency: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestRunInterrupted(t *testing.T) {
 	start := time.Now()
 	// Cancel at the first progress line (one second into the phase).
 	progress := writerFunc(func(p []byte) (int, error) { cancel(); return len(p), nil })
-	r, err := Run(ctx, Config{Masters: set.Addrs(), Duration: time.Minute, Concurrency: 8, Compare: []string{PeerRedsync}, Ceiling: true,
+	r, err := Run(ctx, Config{FreshMasters: true, Masters: set.Addrs(), Duration: time.Minute, Concurrency: 8, Compare: []string{PeerRedsync}, Ceiling: true,
 		Progress: progress})
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +391,7 @@ func TestRunInterrupted(t *testing.T) {
 func TestRunProfiles(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	dir := t.TempDir()
-	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Duration: 300 * time.Millisecond, Concurrency: 8,
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Duration: 300 * time.Millisecond, Concurrency: 8,
 		CPUProfile: dir + "/cpu.pprof", MemProfile: dir + "/mem.pprof", MutexProfile: dir + "/mutex.pprof",
 		BlockProfile: dir + "/block.pprof", PprofAddr: "127.0.0.1:0"})
 	if err != nil {
@@ -423,7 +423,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // interleaved with the engine in one run.
 func TestRunNoMergePeer(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Compare: []string{PeerNoMerge}, Rounds: 2,
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Compare: []string{PeerNoMerge}, Rounds: 2,
 		Duration: 400 * time.Millisecond, Concurrency: 16, MasterTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

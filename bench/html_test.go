@@ -29,7 +29,7 @@ func renderHTML(r Result) string {
 func TestWriteReport(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	dir := filepath.Join(t.TempDir(), "report")
-	r, err := Run(t.Context(), Config{Masters: set.Addrs(), Duration: 1100 * time.Millisecond, Concurrency: 8,
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Duration: 1100 * time.Millisecond, Concurrency: 8,
 		Compare: []string{PeerRedsync}, Ceiling: true, ReportDir: dir, Args: []string{"redlock", "bench", "--report", dir}})
 	if err != nil {
 		t.Fatal(err)

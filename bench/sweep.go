@@ -35,6 +35,7 @@ func runSweep(ctx context.Context, cfg Config) (Result, error) {
 		}
 		defer set.Close()
 		cfg.Masters = set.Addrs()
+		cfg.FreshMasters = true
 		embedded = set.Embedded()
 	}
 	var last Result

@@ -31,7 +31,7 @@ type engineLocker struct {
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
 	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
-		Conn: cfg.masterConn()}
+		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: max(cfg.TTL, engine.DefaultMaxTTL)}
 	if cfg.metrics != nil {
 		ec.Observer = cfg.metrics
 	}

@@ -16,7 +16,7 @@ func TestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
-	v := newEnv(t, 5, engine.Config{MasterTimeout: time.Second})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: time.Second})
 	ctx := context.Background()
 	var failed atomic.Int64
 	cycle := func() {
@@ -43,7 +43,7 @@ func TestAllocs(t *testing.T) {
 }
 
 func BenchmarkTryLockUnlock(b *testing.B) {
-	v := newEnv(b, 5, engine.Config{})
+	v := newEnv(b, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -58,7 +58,7 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 }
 
 func BenchmarkTryLockUnlockParallel(b *testing.B) {
-	v := newEnv(b, 5, engine.Config{})
+	v := newEnv(b, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	var next atomic.Int64
 	var failed atomic.Int64

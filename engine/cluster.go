@@ -77,26 +77,20 @@ func (e *Engine) newCluster(i int, seeds []string, cc conn.Config) *conn.Cluster
 
 // watchNode follows one node of cluster member i: a node that comes up
 // having started less than the quarantine period ago (a restart, maybe
-// empty) puts the whole member in quarantine, like a restarted standalone
-// master: its grants do not count until the period has passed. The whole
-// member, not only the node's slots: safe, at the price of the member's
-// other shards not voting meanwhile.
+// empty; or first met young, see quarantineFrom) puts the whole member in
+// quarantine, like a restarted standalone master: its grants do not count
+// until the period has passed. The whole member, not only the node's
+// slots: safe, at the price of the member's other shards not voting
+// meanwhile.
 func (e *Engine) watchNode(i int, sc conn.StateChange) {
 	if !sc.Up {
 		e.cfg.Logger.Warn("engine: cluster node down", "master", i, "node", sc.Addr, "err", sc.Err)
 		return
 	}
-	e.logMu.Lock()
-	defer e.logMu.Unlock()
-	if e.nodeSessions == nil {
-		e.nodeSessions = map[string]int{}
-	}
-	e.nodeSessions[sc.Addr]++
-	first := e.nodeSessions[sc.Addr] == 1
 	if sc.Restarted {
 		e.cfg.Logger.Warn("engine: cluster node restarted (new run_id: it may have lost its keys)", "master", i, "node", sc.Addr, "run_id", sc.Info.RunID)
 	}
-	e.quarantineFrom(i, sc, first)
+	e.serverUp(i, sc)
 }
 
 // newOwner runs when a node starts serving slots of member i after the
@@ -108,9 +102,6 @@ func (e *Engine) newOwner(i int, addr string) {
 		return
 	}
 	period := e.quarantinePeriod()
-	if period <= 0 {
-		return
-	}
 	until := time.Now().Add(period)
 	e.raiseQuarantine(i, until)
 	e.cfg.Logger.Warn("engine: cluster node became a master (failover?): the member's grants do not count until the quarantine ends",

@@ -372,7 +372,7 @@ func TestClusterDuplicateMember(t *testing.T) {
 		{engine.ClusterPrefix + a[0], engine.ClusterPrefix + a[1], set.Addrs()[0]},
 		{engine.ClusterPrefix + a[0], a[2], set.Addrs()[0]},
 	} {
-		e, err := engine.New(engine.Config{Addrs: addrs})
+		e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs})
 		if err != nil {
 			t.Fatal(err)
 		}

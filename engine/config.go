@@ -31,6 +31,9 @@ const (
 	// DefaultMergeMax is the default Config.MergeMax (see
 	// docs/benchmarks.md for how it was chosen).
 	DefaultMergeMax = 32
+	// DefaultMaxTTL is the default Config.MaxTTL: the longest TTL a lock
+	// may have, and the restart quarantine period (60s).
+	DefaultMaxTTL = 60 * time.Second
 	// DefaultFenceKey is the key of each master's fencing counter.
 	DefaultFenceKey = "redlock:fence"
 )
@@ -72,13 +75,28 @@ type Config struct {
 	// may still be held (the delayed-restart rule). Off, such a master
 	// votes at once: two clients can hold one key (docs/safety.md).
 	DisableQuarantine bool
-	// QuarantineFor is the quarantine period: at least the largest TTL
-	// any client of these masters uses. On a reconnect the period is at
-	// least the largest TTL this engine has issued, which is enough for one
-	// process (such as one proxy); a master's first connection is bound
-	// only by QuarantineFor. Set it when several processes lock on the same
-	// masters. Default 0.
+	// MaxTTL is the longest TTL any client of these masters uses, for
+	// acquire and extend alike: a longer TTL is refused with an error
+	// matching [ErrBadArgument], and a master that (re)started less than
+	// the quarantine period — the larger of MaxTTL and QuarantineFor — ago
+	// does not vote (see DisableQuarantine). Every process that locks on
+	// the same masters must use a MaxTTL at least as long as the longest
+	// TTL any of them uses. Default: QuarantineFor when set, else
+	// [DefaultMaxTTL] (60s).
+	MaxTTL time.Duration
+	// QuarantineFor, when longer than MaxTTL, is the quarantine period
+	// instead (an operator's margin). Default 0.
 	QuarantineFor time.Duration
+	// FreshMasters declares that the masters hold no lock of any process
+	// when this engine first reaches them: the caller has just started them
+	// empty (tests, redlock bench's local masters). The server this engine
+	// first meets at each address (by run_id) then votes at once; a server
+	// with another run_id at that address later (a restart) is quarantined
+	// as usual. Default false: a master (or cluster node) whose uptime is
+	// below the quarantine period at first contact is quarantined until its
+	// start plus the period, because it may have lost locks that other
+	// processes still hold. Never set it for masters other processes use.
+	FreshMasters bool
 	// FenceKey is the key of the fencing counter on every master (default
 	// [DefaultFenceKey]): one counter per master, for every lock key (see
 	// [WithFencing]). Nothing else may write it.
@@ -141,9 +159,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ConnsPerMaster <= 0 {
 		c.ConnsPerMaster = 1
 	}
-	if c.QuarantineFor < 0 || c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
+	if c.QuarantineFor < 0 || c.MaxTTL < 0 || c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
 		c.RetryDelay < 0 || c.MaxTries < 0 || c.CleanupTimeout < 0 || c.MaxExtensions < 0 {
 		return c, fmt.Errorf("%w: negative or out-of-range config value", ErrBadArgument)
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = c.QuarantineFor
+		if c.MaxTTL == 0 {
+			c.MaxTTL = DefaultMaxTTL
+		}
 	}
 	if c.DriftFactor == 0 {
 		c.DriftFactor = DefaultDriftFactor

@@ -15,7 +15,7 @@ import (
 // the lock's deadline is never later than what a quorum may hold: some
 // masters took the new, shorter TTL.
 func TestExtendFailureLowersDeadline(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 300 * time.Millisecond})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 300 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -51,7 +51,7 @@ func TestExtendFailureLowersDeadline(t *testing.T) {
 // called again; it asks only the masters that did not answer, and reports
 // the quorum over all answers.
 func TestUnlockRetry(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 300 * time.Millisecond})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 300 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	ctx := context.Background()
 	key := keyName(t)
@@ -85,7 +85,7 @@ func TestUnlockRetry(t *testing.T) {
 // of a failed attempt cannot overtake a later grant of the same key (and
 // token) sent on another connection.
 func TestKeyPinnedToOneConnection(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{ConnsPerMaster: 4, MasterTimeout: time.Second}) // generous: -race on 2 noisy cores
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, ConnsPerMaster: 4, MasterTimeout: time.Second}) // generous: -race on 2 noisy cores
 	ctx := context.Background()
 	before := make([]uint64, 4)
 	for k, c := range enginex.Open(v.e).Conns(0) {

@@ -40,23 +40,24 @@ type Engine struct {
 	masterErrs                        []atomic.Uint64
 
 	// Master state, followed through the first connection of each master
-	// (see watch).
+	// (see watch); restart quarantine through every connection (serverUp).
 	logMu      sync.Mutex
 	mlog       []masterLog // guarded by logMu
 	upCount    int         // guarded by logMu
 	quorumLost bool        // guarded by logMu
+	// firstRun is, with Config.FreshMasters, the run_id of the server
+	// first met at each address (guarded by logMu).
+	firstRun map[serverAt]string
 
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
-	maxTTL atomic.Int64   // largest TTL issued, ns
-	quar   []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
+	quar []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
 	release *conn.Script // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
 	// clusters[i] is member i when it is a Redis Cluster (cluster.go);
 	// nil when every member is a standalone master.
-	clusters     []*conn.Cluster
-	nodeSessions map[string]int // sessions per cluster node; guarded by logMu
+	clusters []*conn.Cluster
 	// Merges of releases and extensions (Config.MergeMax); nil: off.
 	releaseMerge, extendMerge *conn.Merge
 	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
@@ -136,7 +137,18 @@ func New(cfg Config) (*Engine, error) {
 		} else {
 			for k := 0; k < cfg.ConnsPerMaster; k++ {
 				if k > 0 {
-					cc.OnState = user // the master's state is followed on its first connection
+					// The master's up/down state is followed on its first
+					// connection; any connection that meets a (re)started
+					// server quarantines the master before its session
+					// serves a request.
+					cc.OnState = func(sc conn.StateChange) {
+						if sc.Up {
+							e.serverUp(i, sc)
+						}
+						if user != nil {
+							user(sc)
+						}
+					}
 				}
 				c := conn.New(a, cc)
 				e.conns[i] = append(e.conns[i], c)
@@ -326,13 +338,18 @@ func applyOptsTo(co callOpts, opts []Option) callOpts {
 	return co
 }
 
-// ttlMillis validates ttl and returns it in whole milliseconds.
-func ttlMillis(ttl time.Duration) (int64, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
+// lockTTL validates a lock's ttl and returns it as the masters will apply
+// it: in whole milliseconds (PX), so that the validity is computed on what
+// was sent, never on a sub-millisecond part the masters did not get.
+func (e *Engine) lockTTL(ttl time.Duration) (time.Duration, error) {
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl < time.Millisecond {
 		return 0, errBadTTL
 	}
-	return ms, nil
+	if ttl > e.cfg.MaxTTL {
+		return 0, fmt.Errorf("%w: ttl %v is longer than the maximum TTL %v (Config.MaxTTL, --max-ttl: the restart quarantine period rests on it)", ErrBadArgument, ttl, e.cfg.MaxTTL)
+	}
+	return ttl, nil
 }
 
 var (
@@ -362,10 +379,11 @@ type attempt struct {
 
 // begin validates an acquisition and sends it to every master.
 func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co callOpts) (attempt, error) {
-	ms, err := ttlMillis(ttl)
+	ttl, err := e.lockTTL(ttl)
 	if err != nil {
 		return attempt{}, err
 	}
+	ms := ttl.Milliseconds()
 	if key == "" {
 		return attempt{}, errEmptyKey
 	}
@@ -385,7 +403,6 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	if err := ctx.Err(); err != nil {
 		return attempt{}, err
 	}
-	e.issued(ttl)
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
 	if co.token != "" {
 		l.token = co.token

@@ -25,7 +25,7 @@ func TestQuorum(t *testing.T) {
 			for i := range addrs {
 				addrs[i] = fmt.Sprintf("127.0.0.1:%d", 1+i) // never connected to
 			}
-			e, err := engine.New(engine.Config{Addrs: addrs})
+			e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,7 +263,7 @@ func TestExtend(t *testing.T) {
 
 	t.Run("max-extensions", func(t *testing.T) {
 		v := v.on(t)
-		v2 := newEnvOn(t, v.set, engine.Config{MaxExtensions: 2})
+		v2 := newEnvOn(t, v.set, engine.Config{FreshMasters: true, MaxExtensions: 2})
 		l := v2.mustLock(keyName(t), 10*time.Second)
 		defer l.Unlock(ctx)
 		for i := range 2 {
@@ -429,17 +429,17 @@ func TestBadArguments(t *testing.T) {
 			name string
 			cfg  engine.Config
 		}{
-			{"no-addrs", engine.Config{}},
-			{"empty-addrs", engine.Config{Addrs: []string{}}},
-			{"empty-addr", engine.Config{Addrs: []string{"127.0.0.1:1", ""}}},
-			{"duplicate", engine.Config{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}}},
-			{"negative-timeout", engine.Config{Addrs: []string{"127.0.0.1:1"}, MasterTimeout: -1}},
-			{"drift-factor-1", engine.Config{Addrs: []string{"127.0.0.1:1"}, DriftFactor: 1}},
-			{"negative-drift", engine.Config{Addrs: []string{"127.0.0.1:1"}, DriftMin: -1}},
-			{"negative-retry", engine.Config{Addrs: []string{"127.0.0.1:1"}, RetryDelay: -1}},
-			{"negative-tries", engine.Config{Addrs: []string{"127.0.0.1:1"}, MaxTries: -1}},
-			{"negative-cleanup", engine.Config{Addrs: []string{"127.0.0.1:1"}, CleanupTimeout: -1}},
-			{"negative-extensions", engine.Config{Addrs: []string{"127.0.0.1:1"}, MaxExtensions: -1}},
+			{"no-addrs", engine.Config{FreshMasters: true}},
+			{"empty-addrs", engine.Config{FreshMasters: true, Addrs: []string{}}},
+			{"empty-addr", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1", ""}}},
+			{"duplicate", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}}},
+			{"negative-timeout", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, MasterTimeout: -1}},
+			{"drift-factor-1", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, DriftFactor: 1}},
+			{"negative-drift", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, DriftMin: -1}},
+			{"negative-retry", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, RetryDelay: -1}},
+			{"negative-tries", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, MaxTries: -1}},
+			{"negative-cleanup", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, CleanupTimeout: -1}},
+			{"negative-extensions", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, MaxExtensions: -1}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				e, err := engine.New(tc.cfg)
@@ -539,7 +539,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	before := runtime.NumGoroutine()
 
-	e, err := engine.New(engine.Config{Addrs: set.Addrs(), ConnsPerMaster: 2})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), ConnsPerMaster: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +592,7 @@ func TestManyGoroutines(t *testing.T) {
 	const goroutines = 2000
 	// A generous per-master timeout: 10,000 requests arrive at once and a
 	// loaded machine must not turn the burst into timeouts.
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 5 * time.Second})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	start := make(chan struct{})
@@ -642,7 +642,7 @@ func TestProbeDuplicates(t *testing.T) {
 		{"one server twice", []string{set.Addrs()[0], set.Addrs()[1], r.Addr()}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := engine.New(engine.Config{Addrs: tc.addrs})
+			e, err := engine.New(engine.Config{FreshMasters: true, Addrs: tc.addrs})
 			if err != nil {
 				t.Fatal(err)
 			}

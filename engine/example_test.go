@@ -28,7 +28,7 @@ func Example() {
 		addrs = append(addrs, m.Addr())
 	}
 
-	e, err := engine.New(engine.Config{
+	e, err := engine.New(engine.Config{FreshMasters: true,
 		Addrs: addrs,
 		// Generous for a busy test machine; the default is ttl/100
 		// clamped to [5ms, 50ms].
@@ -123,7 +123,7 @@ func exampleEngine(n int, mt time.Duration) (*engine.Engine, func(), error) {
 		ms = append(ms, m)
 		addrs = append(addrs, m.Addr())
 	}
-	e, err := engine.New(engine.Config{Addrs: addrs, MasterTimeout: mt})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: mt})
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -19,7 +19,7 @@ const slack = 250 * time.Millisecond
 // TestKillMasters: a minority of dead masters does not matter; a majority
 // makes acquisitions fail at once with per-master causes.
 func TestKillMasters(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	ms := v.set.Masters()
 	const ttl = 10 * time.Second
@@ -114,7 +114,7 @@ func TestKillMasters(t *testing.T) {
 			}
 		}
 		// A short lock on an engine without quarantine works at once.
-		v2 := newEnvOn(t, v.set, engine.Config{DisableQuarantine: true})
+		v2 := newEnvOn(t, v.set, engine.Config{FreshMasters: true, DisableQuarantine: true})
 		l, err := v2.e.TryLock(ctx, key, ttl)
 		if err != nil {
 			t.Fatalf("TryLock after restart, quarantine off: %v", err)
@@ -130,7 +130,7 @@ func TestKillMasters(t *testing.T) {
 // nothing; a minority of them must not slow acquisitions down beyond the
 // per-master timeout, a majority makes them fail within it.
 func TestPauseMasters(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true})
 	mastertest.RequireReal(t, v.set)
 	ctx := context.Background()
 	const (
@@ -218,7 +218,7 @@ func TestPauseMasters(t *testing.T) {
 // TestFailedAcquireLeavesNothing: after a failed acquisition no master
 // holds the attempt's token, including masters that granted it.
 func TestFailedAcquireLeavesNothing(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	const foreign = "someone-else"
 	for _, tc := range []struct {
@@ -295,7 +295,7 @@ func TestContextTimeoutDuringAcquire(t *testing.T) {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
 	for _, conns := range []int{1, 2} {
-		v := newEnvOn(t, set, engine.Config{ConnsPerMaster: conns})
+		v := newEnvOn(t, set, engine.Config{FreshMasters: true, ConnsPerMaster: conns})
 		for _, call := range []string{"TryLock", "Lock"} {
 			t.Run(call+"/conns-"+string(rune('0'+conns)), func(t *testing.T) {
 				v := v.on(t)
@@ -337,7 +337,7 @@ func TestContextTimeoutDuringAcquire(t *testing.T) {
 // never overtake the SET it undoes.
 func TestConnPinning(t *testing.T) {
 	const conns = 3
-	v := newEnv(t, 5, engine.Config{ConnsPerMaster: conns})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, ConnsPerMaster: conns})
 	ctx := context.Background()
 	snapshot := func() [][]uint64 {
 		out := make([][]uint64, 5)

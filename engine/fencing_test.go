@@ -20,7 +20,7 @@ import (
 // what keeps the tokens increasing.
 func fencingEngines(t *testing.T, ttl time.Duration) (*env, *engine.Engine) {
 	t.Helper()
-	cfg := engine.Config{MasterTimeout: 500 * time.Millisecond, QuarantineFor: ttl,
+	cfg := engine.Config{FreshMasters: true, MasterTimeout: 500 * time.Millisecond, QuarantineFor: ttl,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}}
 	v := newEnv(t, 5, cfg)
 	mastertest.RequireReal(t, v.set)
@@ -208,7 +208,7 @@ func TestFencingTokens(t *testing.T) {
 // another writer made it a list on two of three masters), the fenced
 // acquisition fails with their errors and leaves no lock behind.
 func TestFencingCounterBroken(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{MasterTimeout: 300 * time.Millisecond})
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MasterTimeout: 300 * time.Millisecond})
 	ctx := context.Background()
 	key := keyName(t)
 	for _, i := range []int{1, 2} {

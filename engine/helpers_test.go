@@ -298,4 +298,4 @@ func keyName(t testing.TB, parts ...any) string {
 // functional is the config of tests that check behaviour, not timing: a
 // generous per-master timeout so a CPU-starved CI machine cannot turn a
 // slow reply into a refusal. Fault tests use the defaults on purpose.
-var functional = engine.Config{MasterTimeout: time.Second}
+var functional = engine.Config{FreshMasters: true, MasterTimeout: time.Second}

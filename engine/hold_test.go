@@ -119,7 +119,7 @@ func TestWatchdogManyLocks(t *testing.T) {
 	if s := os.Getenv("REDLOCK_WATCHDOG_LOCKS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	v := newEnv(t, 3, engine.Config{MasterTimeout: 200 * time.Millisecond})
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MasterTimeout: 200 * time.Millisecond})
 	ctx := context.Background()
 	take := func(from, to int) []*engine.Lock {
 		out := make([]*engine.Lock, to-from)
@@ -210,7 +210,7 @@ func cpuTime() time.Duration {
 // and Done closes, with an error matching ErrLockLost, before the validity
 // deadline.
 func TestWatchdogLoss(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 100 * time.Millisecond})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 100 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	const ttl = time.Second
 	l := v.mustLock(keyName(t), ttl, engine.WithAutoExtend(0))
@@ -441,7 +441,7 @@ func TestCloseEndsWaitersAndWatchdog(t *testing.T) {
 // try's (ErrUnavailable) — not a bare "deadline exceeded" that reads as
 // "held"; a key held until the deadline gives the bare context error.
 func TestLockDeadlineNamesUnavailable(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{MasterTimeout: 50 * time.Millisecond})
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MasterTimeout: 50 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
 	held := v.mustLock("held", 5*time.Second)
 	defer held.Unlock(context.Background())

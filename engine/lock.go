@@ -308,10 +308,11 @@ func (l *Lock) lowerUntil(d int64) {
 // old deadline and ttl minus drift after the call started (some masters
 // may hold the new, shorter TTL).
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	ms, err := ttlMillis(ttl)
+	ttl, err := l.e.lockTTL(ttl)
 	if err != nil {
 		return err
 	}
+	ms := ttl.Milliseconds()
 	if l.unlocked.Load() {
 		return errUnlocked
 	}
@@ -340,7 +341,6 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // decision goes to the keeper instead of o.done.
 func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	e := l.e
-	e.issued(ttl)
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.khash, o.merge, o.key = l.khash, e.extendMerge, l.key
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()

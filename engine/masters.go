@@ -120,7 +120,6 @@ const (
 
 // masterLog is the log state of one master (guarded by Engine.logMu).
 type masterLog struct {
-	sessions   int // connects so far
 	up         bool
 	window     time.Time
 	lines      int
@@ -142,8 +141,7 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 	}
 	m.up = sc.Up
 	if sc.Up {
-		m.sessions++
-		e.checkRestart(i, sc)
+		e.quarantineFrom(i, sc)
 	}
 	log := e.cfg.Logger
 	now := time.Now()
@@ -178,20 +176,11 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 	}
 }
 
-// issued records that a lock of ttl was (or is about to be) granted: the
-// quarantine period is at least the largest such TTL.
-func (e *Engine) issued(ttl time.Duration) {
-	for {
-		cur := e.maxTTL.Load()
-		if int64(ttl) <= cur || e.maxTTL.CompareAndSwap(cur, int64(ttl)) {
-			return
-		}
-	}
-}
-
-// quarantinePeriod is how long after its start a master may not vote.
+// quarantinePeriod is how long after its start a master may not vote: the
+// longest TTL any client may use (Config.MaxTTL), or QuarantineFor when
+// longer.
 func (e *Engine) quarantinePeriod() time.Duration {
-	return max(e.cfg.QuarantineFor, time.Duration(e.maxTTL.Load()))
+	return max(e.cfg.QuarantineFor, e.cfg.MaxTTL)
 }
 
 // quarantined reports whether master i is in restart quarantine now. On
@@ -208,46 +197,59 @@ func (e *Engine) quarantined(i int) bool {
 	return false
 }
 
-// checkRestart runs when master i (re)connects: a master that started less
-// than the quarantine period ago — a new run_id, or a short uptime — does
-// not vote until that period has passed since its start (the
-// delayed-restart rule, enforced by the client). The period is
-// QuarantineFor for a master's first session, and at least the largest
-// TTL issued for a reconnect. Called with logMu held.
-func (e *Engine) checkRestart(i int, sc conn.StateChange) {
-	e.quarantineFrom(i, sc, e.mlog[i].sessions == 1)
+// serverAt names a server address of member i: the master's own, or one
+// of its cluster nodes'.
+type serverAt struct {
+	member int
+	addr   string
+}
+
+// serverUp runs when any connection of member i — each of a standalone
+// master's connections, each node of a cluster member — comes up, on that
+// connection's goroutine before its session serves a request: a reply of
+// that session can then only be counted after the quarantine it calls for
+// exists.
+func (e *Engine) serverUp(i int, sc conn.StateChange) {
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	e.quarantineFrom(i, sc)
 }
 
 // quarantineFrom quarantines member i when the server of sc (a master, or
-// a node of a cluster member) started less than the quarantine period
-// ago; first: this engine's first session with that server. Called with
-// logMu held.
-func (e *Engine) quarantineFrom(i int, sc conn.StateChange, first bool) {
+// a node of a cluster member) may have started less than the quarantine
+// period ago: until its latest possible start plus the period (the
+// delayed-restart rule, enforced by the client). It applies to every
+// session — the first this engine has with the server too: another
+// process may hold locks the server lost — except, with
+// Config.FreshMasters, sessions with the server first met at that
+// address. Called with logMu held.
+func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 	if e.cfg.DisableQuarantine {
 		if sc.Restarted {
 			e.cfg.Logger.Warn("engine: master restarted; quarantine is off: it votes at once", "master", i, "addr", sc.Addr)
 		}
 		return
 	}
-	// A master this engine never had a session with cannot have lost a
-	// grant of this engine: its first session is bound only by the
-	// operator's QuarantineFor (other processes' locks).
-	period := e.cfg.QuarantineFor
-	if !first {
-		period = e.quarantinePeriod()
+	if e.cfg.FreshMasters {
+		where := serverAt{i, sc.Addr}
+		id, met := e.firstRun[where]
+		if !met {
+			if e.firstRun == nil {
+				e.firstRun = map[serverAt]string{}
+			}
+			e.firstRun[where] = sc.Info.RunID
+			return
+		}
+		if id == sc.Info.RunID {
+			return
+		}
 	}
-	if period <= 0 {
-		return // nothing it could have lost
-	}
-	started := sc.Info.ConnectedAt.Add(-sc.Info.Uptime)
-	if sc.Info.ConnectedAt.IsZero() {
-		started = time.Now().Add(-sc.Info.Uptime)
-	}
-	until := started.Add(period)
+	period := e.quarantinePeriod()
+	until := sc.Info.StartedBy().Add(period)
 	if !until.After(time.Now()) {
 		return
 	}
 	e.raiseQuarantine(i, until)
-	e.cfg.Logger.Warn("engine: master quarantined after a restart: its grants do not count until the quarantine ends",
+	e.cfg.Logger.Warn("engine: master quarantined: it started less than the quarantine period ago (it may have lost locks); its grants do not count until the quarantine ends",
 		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }

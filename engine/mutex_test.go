@@ -26,7 +26,7 @@ func TestMutualExclusion(t *testing.T) {
 	target := int64(20000)
 	// The per-master timeout is generous: this test is about exclusion, not
 	// latency, and a loaded machine must not turn into spurious failures.
-	v := newEnv(t, 5, engine.Config{MasterTimeout: 2 * time.Second})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 2 * time.Second})
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 	defer cancel()
 

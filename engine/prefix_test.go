@@ -14,8 +14,8 @@ import (
 // waiting work on the prefixed key.
 func TestKeyPrefix(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	a := newEnvOn(t, set, engine.Config{KeyPrefix: "tenant-a:"})
-	b := newEnvOn(t, set, engine.Config{KeyPrefix: "tenant-b:"})
+	a := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-a:"})
+	b := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-b:"})
 	ctx := context.Background()
 	la := a.mustLock("job", time.Second)
 	lb := b.mustLock("job", time.Second) // same key, other tenant: free

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func quarantineScenario(t *testing.T, off bool) (*engine.Engine, *localmaster.Se
 	t.Helper()
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
-	e, err := engine.New(engine.Config{Addrs: set.Addrs(), DisableQuarantine: off, MasterTimeout: 500 * time.Millisecond,
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), DisableQuarantine: off, MasterTimeout: 500 * time.Millisecond,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,4 +126,157 @@ func TestQuarantine(t *testing.T) {
 		}
 		t.Logf("quarantine off: two valid holders of q:key (until %v and %v)", holder.Until(), l.Until())
 	})
+}
+
+// oldMasters starts n real masters and waits until they are older than
+// maxTTL, as Redis reports uptime (whole seconds, so a second more): to
+// an engine without FreshMasters they are masters that may vote.
+func oldMasters(t *testing.T, n int, maxTTL time.Duration) *localmaster.Set {
+	t.Helper()
+	set := mastertest.Start(t, n)
+	mastertest.RequireReal(t, set)
+	time.Sleep(maxTTL + 1200*time.Millisecond)
+	return set
+}
+
+// TestQuarantineFirstContact: a process that never met the masters before
+// (the next `redlock lock` run, a proxy just started) does not trust a
+// master younger than MaxTTL: it may have restarted empty and lost locks
+// that another process holds. Before, a master's first session with an
+// engine was bound only by QuarantineFor (default 0): a fresh engine took
+// the lock from the restarted masters while the first holder's was valid.
+func TestQuarantineFirstContact(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	cfg := func(set *localmaster.Set) engine.Config {
+		return engine.Config{Addrs: set.Addrs(), MaxTTL: maxTTL, MasterTimeout: 500 * time.Millisecond,
+			Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}}
+	}
+	t.Run("restarted quorum", func(t *testing.T) {
+		t.Parallel()
+		set := oldMasters(t, 5, maxTTL)
+		first := newEnvOn(t, set, cfg(set))
+		holder := first.mustLock("fc:key", maxTTL)
+		restartEmpty(t, set, 0, 1, 2)
+		fresh := newEnvOn(t, set, cfg(set)) // another process, first contact
+		fresh.waitConnected()
+		_, err := fresh.e.TryLock(context.Background(), "fc:key", maxTTL)
+		if err == nil {
+			t.Fatalf("a fresh engine got fc:key while the first holder's lock is valid until %v", holder.Until())
+		}
+		if !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, engine.ErrQuarantined) {
+			t.Fatalf("fresh engine: %v; want ErrUnavailable naming ErrQuarantined", err)
+		}
+		if !holder.Valid() {
+			t.Fatal("the holder's lock ran out before the fresh engine tried: the test proves nothing")
+		}
+		st := fresh.e.Stats()
+		for i, until := range st.QuarantinedUntil {
+			if q := !until.IsZero(); q != (i < 3) {
+				t.Errorf("master %d quarantined until %v; want masters 0, 1, 2 only", i, until)
+			}
+		}
+	})
+	t.Run("one young of five", func(t *testing.T) {
+		t.Parallel()
+		set := oldMasters(t, 5, maxTTL)
+		restartEmpty(t, set, 0)
+		fresh := newEnvOn(t, set, cfg(set))
+		fresh.waitConnected()
+		if _, err := fresh.e.TryLock(context.Background(), "fc:other", maxTTL); err != nil {
+			t.Fatalf("four old masters of five: %v; want the lock", err)
+		}
+		st := fresh.e.Stats()
+		for i, until := range st.QuarantinedUntil {
+			if q := !until.IsZero(); q != (i == 0) {
+				t.Errorf("master %d quarantined until %v; want master 0 only", i, until)
+			}
+		}
+	})
+}
+
+// TestQuarantineNeverEarly: Redis floors both clock readings behind
+// uptime_in_seconds, so a server started just before a wall-clock second
+// and asked just after it reports a second it has not run. The quarantine
+// must count from the latest instant the server can have started: it may
+// end late, never early. Before, it was counted from connect time −
+// uptime, up to a second early.
+func TestQuarantineNeverEarly(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	const maxTTL = 3 * time.Second
+	var notBefore atomic.Int64 // dial no earlier than this (Unix ns)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if d := time.Until(time.Unix(0, notBefore.Load())); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	v := newEnvOn(t, set, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: maxTTL,
+		Conn: conn.Config{Dialer: dial, ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
+	v.waitConnected()
+	for try := 0; ; try++ {
+		// Restart master 0 in the last fifth of a wall-clock second; let
+		// the engine reconnect only after the next second began.
+		now := time.Now()
+		next := now.Truncate(time.Second).Add(time.Second)
+		if now.Before(next.Add(-200 * time.Millisecond)) {
+			time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
+		} else {
+			next = next.Add(time.Second)
+			time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
+		}
+		notBefore.Store(next.Add(150 * time.Millisecond).UnixNano())
+		t0 := time.Now() // the server starts after this
+		restartEmpty(t, set, 0)
+		startedBy := time.Now()
+		deadline := time.Now().Add(10 * time.Second)
+		for !v.e.Status()[0].Up || v.e.Stats().QuarantinedUntil[0].IsZero() {
+			if time.Now().After(deadline) {
+				t.Fatal("master 0 did not come back quarantined")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		st := v.e.Status()[0]
+		if st.Info.Uptime == 0 {
+			// The restart ended after the second began: no rounding
+			// to catch; try again.
+			if try < 3 {
+				continue
+			}
+			t.Fatalf("uptime 0 after %d tries (last restart done at %v, second began %v): the interleaving did not happen",
+				try+1, startedBy.Format(time.RFC3339Nano), next.Format(time.RFC3339Nano))
+		}
+		until := v.e.Stats().QuarantinedUntil[0]
+		if min := t0.Add(maxTTL); until.Before(min) {
+			t.Fatalf("quarantine ends at %v, %v before the server can be MaxTTL old (it started after %v; uptime read %v)",
+				until.Format(time.RFC3339Nano), min.Sub(until), t0.Format(time.RFC3339Nano), st.Info.Uptime)
+		}
+		t.Logf("uptime read %v; quarantine ends %v after the earliest safe end", st.Info.Uptime, until.Sub(t0.Add(maxTTL)))
+		return
+	}
+}
+
+// TestMaxTTL: no lock, wait or extension longer than MaxTTL is accepted —
+// the restart quarantine is as long as MaxTTL.
+func TestMaxTTL(t *testing.T) {
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MaxTTL: time.Second})
+	ctx := context.Background()
+	if _, err := v.e.TryLock(ctx, "mt:a", 2*time.Second); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("TryLock beyond MaxTTL: %v", err)
+	}
+	if _, err := v.e.Lock(ctx, "mt:a", 2*time.Second); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("Lock beyond MaxTTL: %v", err)
+	}
+	l := v.mustLock("mt:a", time.Second)
+	if err := l.Extend(ctx, 2*time.Second); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("Extend beyond MaxTTL: %v", err)
+	}
+	if err := l.Extend(ctx, time.Second); err != nil {
+		t.Fatalf("Extend to MaxTTL: %v", err)
+	}
 }

@@ -83,7 +83,7 @@ func fakeEngine(t *testing.T, n int) (*Engine, []*fakeMaster) {
 	for i := range n {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", i+1))
 	}
-	e, err := New(Config{Addrs: addrs, DisableQuarantine: true, MasterTimeout: 3 * time.Millisecond, CleanupTimeout: 3 * time.Millisecond})
+	e, err := New(Config{FreshMasters: true, Addrs: addrs, DisableQuarantine: true, MasterTimeout: 3 * time.Millisecond, CleanupTimeout: 3 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

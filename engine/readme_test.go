@@ -21,8 +21,8 @@ const readmeSnippetStart, readmeSnippetEnd = "// processOrder takes a lock", "\t
 
 // processOrder takes a lock on orders:42 over independent Redis masters,
 // works while it holds it, and releases it.
-func processOrder(ctx context.Context, masters []string) error {
-	e, err := engine.New(engine.Config{Addrs: masters}) // e.g. 5 host:port
+func processOrder(ctx context.Context, cfg engine.Config) error {
+	e, err := engine.New(cfg) // cfg.Addrs: e.g. 5 host:port
 	if err != nil {
 		return err
 	}
@@ -66,9 +66,13 @@ func TestReadmeExample(t *testing.T) {
 		t.Fatalf("README.md does not contain processOrder as in readme_test.go:\n%s", want)
 	}
 	set := mastertest.Start(t, 5)
+	// The test started the masters empty: their first sessions may vote
+	// (FreshMasters). Masters other processes use would be quarantined
+	// until they are MaxTTL old.
+	cfg := engine.Config{Addrs: set.Addrs(), FreshMasters: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := captureStdout(func() error { return processOrder(ctx, set.Addrs()) })
+	out, err := captureStdout(func() error { return processOrder(ctx, cfg) })
 	if err != nil || !strings.HasPrefix(out, "processing orders:42 until ") {
 		t.Fatalf("README example: %v, printed %q; want it to acquire on the first call", err, out)
 	}
@@ -77,7 +81,7 @@ func TestReadmeExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err = captureStdout(func() error { return processOrder(ctx, set.Addrs()) })
+	out, err = captureStdout(func() error { return processOrder(ctx, cfg) })
 	if !errors.Is(err, engine.ErrUnavailable) || out != "" {
 		t.Fatalf("README example with 3 of 5 masters down: %v, printed %q; want ErrUnavailable", err, out)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -49,7 +50,20 @@ func (t transport) Attach(key, token string, ttl time.Duration) enginex.Lock {
 }
 
 func (t transport) Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]enginex.MasterReply, error) {
+	return t.e.broadcast(ctx, key, timeout, script, cmd, nil)
+}
+
+func (t transport) Grant(ctx context.Context, key string, ttl time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]enginex.MasterReply, error) {
 	e := t.e
+	if _, err := e.lockTTL(ttl); err != nil || ttl%time.Millisecond != 0 {
+		return nil, cmp.Or(err, errBadTTL)
+	}
+	return e.broadcast(ctx, key, e.cfg.masterTimeout(ttl), script, cmd, granted)
+}
+
+// broadcast sends cmd to every master and collects their replies; with
+// granted set, a grant from a master in quarantine is not an answer.
+func (e *Engine) broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]enginex.MasterReply, error) {
 	if len(cmd) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrBadArgument)
 	}
@@ -59,7 +73,7 @@ func (t transport) Broadcast(ctx context.Context, key string, timeout time.Durat
 	if timeout <= 0 {
 		timeout = e.MasterTimeout(0)
 	}
-	b := &broadcast{replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{}), obs: e.obs, t1: time.Now()}
+	b := &broadcast{e: e, granted: granted, replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{}), obs: e.obs, t1: time.Now()}
 	deadline := time.Now().Add(timeout)
 	cix := e.nextConn()
 	if key != "" {
@@ -82,6 +96,9 @@ func (t transport) Broadcast(ctx context.Context, key string, timeout time.Durat
 }
 
 type broadcast struct {
+	e *Engine
+	// granted, when set, tells a grant (restart quarantine applies to it).
+	granted func(resp.Reply) bool
 	mu      sync.Mutex
 	replies []enginex.MasterReply // guarded by mu
 	left    int                   // guarded by mu
@@ -98,9 +115,13 @@ func (b *broadcast) Complete(tag uint64, r resp.Reply, err error) {
 		}
 		b.obs.MasterReply(int(tag), time.Since(b.t1), rerr)
 	}
+	mr := enginex.MasterReply{Reply: r.Clone(), Err: err}
+	if err == nil && b.granted != nil && b.granted(r) && b.e.quarantined(int(tag)) {
+		mr = enginex.MasterReply{Err: ErrQuarantined}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.replies[tag] = enginex.MasterReply{Reply: r.Clone(), Err: err}
+	b.replies[tag] = mr
 	b.left--
 	if b.left == 0 {
 		close(b.done)

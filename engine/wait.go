@@ -49,7 +49,8 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 	if co.retryDelay <= 0 { // WithRetryDelay(0 or negative): the default
 		co.retryDelay = e.cfg.RetryDelay
 	}
-	if _, err := ttlMillis(ttl); err != nil {
+	ttl, err := e.lockTTL(ttl)
+	if err != nil {
 		return nil, err
 	}
 	if key == "" {

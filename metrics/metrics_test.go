@@ -58,7 +58,7 @@ func TestMetricsMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Addrs: set.Addrs(), Observer: m, MasterTimeout: 200 * time.Millisecond})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), Observer: m, MasterTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{Addrs: append([]string{engine.ClusterPrefix + lc.Addrs()[0]}, set.Addrs()...), MasterTimeout: time.Second, Observer: m})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: append([]string{engine.ClusterPrefix + lc.Addrs()[0]}, set.Addrs()...), MasterTimeout: time.Second, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func TestLibraryScriptsObserved(t *testing.T) {
 func TestLibraryScriptsObservedShared(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	rec := &recorder{}
-	eng, err := engine.New(engine.Config{Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond, Observer: rec})
+	eng, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

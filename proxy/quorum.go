@@ -50,9 +50,21 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		return s.engineErr(err)
 	}
 
-	cmd := appendEvalSha(nil, ls.script, keys, argv)
+	sc := ls.script
+	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
+		sc, argv = extendAddScript, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
+	}
+	cmd := appendEvalSha(nil, sc, keys, argv)
 	t1 := time.Now()
-	reps, err := s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), ls.script, cmd)
+	var reps []enginex.MasterReply
+	var err error
+	if ls.Op == opAcquire || ls.Op == opExtend {
+		// The one grant rule (engine): TTL at most MaxTTL, no vote from
+		// a master in restart quarantine.
+		reps, err = s.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
+	} else {
+		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), sc, cmd)
+	}
 	if err != nil {
 		s.observeLib(ls, t1, ttl, err, -s.eng.Quorum()) // no grant seen
 		if ls.Op == opAcquire {
@@ -313,6 +325,9 @@ func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []by
 	return redcon.AppendInt(nil, int64(n))
 }
 
+// isOne reports whether r is the integer 1.
+func isOne(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }
+
 func countOnes(reps []enginex.MasterReply) int {
 	n := 0
 	for _, r := range reps {
@@ -323,9 +338,10 @@ func countOnes(reps []enginex.MasterReply) int {
 	return n
 }
 
-// pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL.
+// pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL. It
+// can extend a lock, so it obeys the grant rule (tr.Grant).
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
-	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)))
+	reps, err := s.tr.Grant(ctx, string(key), time.Duration(ms)*time.Millisecond, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)), isOne)
 	if err != nil {
 		return s.engineErr(err)
 	}

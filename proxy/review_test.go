@@ -67,7 +67,7 @@ func (l panicListener) Accept() (net.Conn, error) {
 // waiting forever.
 func TestWriterPanicNoDeadlock(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}, MaxRequestBytes: 1024})
+	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, MaxRequestBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}

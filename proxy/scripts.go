@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"crypto/sha1"
+	_ "embed"
 	"encoding/hex"
+	"strings"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
@@ -147,6 +149,16 @@ for _, k in ipairs(KEYS) do
   end
 end
 return n`)
+
+// extendAddScript is what the proxy sends for redis-py's extend in its
+// adding mode (ARGV[3] "0": new TTL = what is left + ARGV[2]): the same
+// compare, with the sum capped at ARGV[3], the engine's MaxTTL, so that no
+// grant path leaves a key with a TTL beyond the restart quarantine period.
+// The reply contract (1/0) is redis-py's.
+var extendAddScript = conn.NewScript(strings.TrimSuffix(extendAddSource, "\n"))
+
+//go:embed lua/redispy_extend_add.lua
+var extendAddSource string
 
 // libBySHA indexes libTable by SHA1.
 var libBySHA = func() map[string]*libScript {

@@ -36,14 +36,14 @@ func TestThroughput(t *testing.T) {
 	requirePeer(t, "redis-benchmark", haveCmd("redis-benchmark"))
 	const n = 300000
 	set := mastertest.Start(t, 5)
-	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}})
+	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go srv.Serve(ln)
-	e, err := engine.New(engine.Config{Addrs: set.Addrs()})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs()})
 	if err != nil {
 		t.Fatal(err)
 	}

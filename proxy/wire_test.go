@@ -468,7 +468,7 @@ func TestRedisCLI(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	before := runtime.NumGoroutine()
 	set := startEnv(t, 3, nil).set // only for the masters
-	srv, err := New(Config{Engine: engine.Config{Addrs: set.Addrs()}})
+	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}

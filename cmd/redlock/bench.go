@@ -50,6 +50,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&cfg.MergeMax, "merge-max", 0, "releases/extensions per master merged into one script call when queued together (0: engine default 32; -1: never)")
 	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
+	fs.BoolVar(&cfg.FreshMasters, "fresh-masters", false, "--masters were just started empty and serve no other client: they vote from their first session (otherwise a master younger than the restart quarantine, 60s, does not)")
 	compare := fs.String("compare", "", "peers to measure in the same run: redsync, fencing (the engine taking fencing tokens), nomerge (the engine with --merge-max -1), and engine with --target proxy")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
 	sweep := fs.String("sweep", "", "repeat the run per value: concurrency=1,16,64 or masters=3,5,7")

@@ -97,7 +97,7 @@ func TestBenchJSONAndProfile(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "out.pprof")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1500ms", "--concurrency", "8",
+	code := run([]string{"bench", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1500ms", "--concurrency", "8",
 		"--json", "--cpuprofile", prof}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
@@ -144,7 +144,7 @@ func TestBenchQuietAndReport(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	dir := filepath.Join(t.TempDir(), "rep")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "300ms", "--concurrency", "4",
+	code := run([]string{"bench", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--duration", "300ms", "--concurrency", "4",
 		"--quiet", "--report", dir, "--workload", "contended", "--keys", "2"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
@@ -174,7 +174,7 @@ func TestBenchInterrupt(t *testing.T) {
 	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1m",
+	cmd := exec.Command(bin, "bench", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1m",
 		"--concurrency", "4", "--compare", "redsync", "--json")
 	var stdout bytes.Buffer
 	var stderr proctest.Buffer
@@ -218,7 +218,7 @@ func TestBenchInterrupt(t *testing.T) {
 func TestBenchFitsTerminal(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "--masters", strings.Join(set.Addrs(), ","), "--duration", "300ms", "--concurrency", "8",
+	code := run([]string{"bench", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--duration", "300ms", "--concurrency", "8",
 		"--compare", "redsync", "--ceiling", "--quiet"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -253,7 +253,7 @@ func TestBenchUnreachable(t *testing.T) {
 	}
 	stdout.Reset()
 	stderr.Reset()
-	code = run([]string{"bench", "--masters", strings.Join(append(set.Addrs(), refused), ","), "--duration", "200ms", "--concurrency", "4", "--quiet"}, &stdout, &stderr)
+	code = run([]string{"bench", "--fresh-masters", "--masters", strings.Join(append(set.Addrs(), refused), ","), "--duration", "200ms", "--concurrency", "4", "--quiet"}, &stdout, &stderr)
 	if code != 0 || !strings.Contains(stderr.String(), "master 2 unreachable") || !strings.Contains(stdout.String(), "masters 2/3 up") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}

@@ -24,7 +24,7 @@ func TestLockClusterMember(t *testing.T) {
 	env := filepath.Join(t.TempDir(), "env")
 	done := make(chan int, 1)
 	go func() {
-		code, stderr := runLock("--masters", masters, "--ttl", "5s", "cl:job", "--", "sh", "-c", `echo "$REDLOCK_TOKEN" > `+env+`; sleep 1; exit 7`)
+		code, stderr := runLock("--fresh-masters", "--masters", masters, "--ttl", "5s", "cl:job", "--", "sh", "-c", `echo "$REDLOCK_TOKEN" > `+env+`; sleep 1; exit 7`)
 		if code != 7 {
 			t.Errorf("first runner: exit %d, want the command's 7; stderr:\n%s", code, stderr)
 		}
@@ -36,7 +36,7 @@ func TestLockClusterMember(t *testing.T) {
 			t.Errorf("standalone master %d holds %q, want %q", i, v, token)
 		}
 	}
-	if code, stderr := runLock("--masters", masters, "cl:job", "--", "true"); code != 75 {
+	if code, stderr := runLock("--fresh-masters", "--masters", masters, "cl:job", "--", "true"); code != 75 {
 		t.Errorf("second runner: exit %d, want 75 (held); stderr:\n%s", code, stderr)
 	}
 	<-done

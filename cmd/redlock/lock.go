@@ -131,7 +131,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.proxyTLSCert, "proxy-tls-cert", "", "PEM `file` of a client certificate for a proxy that requires one (with --proxy-tls-key)")
 	fs.StringVar(&o.proxyTLSKey, "proxy-tls-key", "", "PEM `file` of the client certificate's private key")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
-	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period: the largest TTL any client of these masters uses (docs/safety.md)")
+	durationVar(fs, &ec.MaxTTL, "max-ttl", engine.DefaultMaxTTL, "longest TTL any client of these masters uses: a master that started less than this ago does not vote (restart quarantine, docs/safety.md)")
+	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period when longer than --max-ttl")
+	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty and serve no other client: their first sessions vote at once (tests; never for shared masters)")
 	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
 	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on this channel of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
@@ -164,8 +166,8 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if mf.addrs != "" {
 			return usageError{errors.New("--masters and --proxy are exclusive")}
 		}
-		if ec.KeyPrefix != "" || ec.QuarantineFor != 0 || ec.MasterTimeout != 0 || ec.ReleaseChannel != "" {
-			return usageError{errors.New("--key-prefix, --quarantine-for, --master-timeout and --release-channel are the proxy's settings, not --proxy clients'")}
+		if ec.KeyPrefix != "" || ec.QuarantineFor != 0 || ec.MasterTimeout != 0 || ec.ReleaseChannel != "" || ec.FreshMasters || ec.MaxTTL != engine.DefaultMaxTTL {
+			return usageError{errors.New("--key-prefix, --max-ttl, --quarantine-for, --fresh-masters, --master-timeout and --release-channel are the proxy's settings, not --proxy clients'")}
 		}
 		h, closeFn, err = proxyAcquire(ctx, o, log)
 	} else {

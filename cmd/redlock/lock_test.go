@@ -98,7 +98,7 @@ func TestLockRunsCommand(t *testing.T) {
 	t.Setenv(envProxyPassword, "not-for-the-command") // secrets are not inherited
 	res := make(chan int, 1)
 	go func() {
-		code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
+		code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
 		if code != 7 {
 			t.Errorf("exit code %d, want the command's 7; stderr:\n%s", code, stderr)
 		}
@@ -130,11 +130,11 @@ func TestLockRunsCommand(t *testing.T) {
 		}
 	}
 	// A second runner cannot take it: at once without --wait, after --wait with it.
-	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "job:1 is held") {
+	if code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "job:1 is held") {
 		t.Fatalf("second runner: exit %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
 	}
 	start := time.Now()
-	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "300ms", "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "not acquired within --wait 300ms") {
+	if code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--wait", "300ms", "job:1", "--", "true"); code != exitNotAcquired || !strings.Contains(stderr, "not acquired within --wait 300ms") {
 		t.Fatalf("second runner with --wait: exit %d, want %d; stderr:\n%s", code, exitNotAcquired, stderr)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
@@ -143,7 +143,7 @@ func TestLockRunsCommand(t *testing.T) {
 	// A waiting runner gets it when the first one's command exits.
 	waited := make(chan int, 1)
 	go func() {
-		code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "10s", "job:1", "--", "true")
+		code, _ := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--wait", "10s", "job:1", "--", "true")
 		waited <- code
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -164,7 +164,7 @@ func TestLockRunsCommand(t *testing.T) {
 		}
 	}
 	for _, wait := range []string{"0s", "400ms"} {
-		if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", wait, "job:2", "--", "true"); code != exitUnavailable {
+		if code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--wait", wait, "job:2", "--", "true"); code != exitUnavailable {
 			t.Fatalf("2 of 3 masters down, --wait %s: exit %d, want %d; stderr:\n%s", wait, code, exitUnavailable, stderr)
 		}
 	}
@@ -174,10 +174,10 @@ func TestLockRunsCommand(t *testing.T) {
 		}
 	}
 	// Status 0 and a command that cannot be found.
-	if code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != 0 {
+	if code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "true"); code != 0 {
 		t.Fatalf("true: exit %d; stderr:\n%s", code, stderr)
 	}
-	if code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "/nonexistent/cmd"); code != 127 {
+	if code, _ := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "job:1", "--", "/nonexistent/cmd"); code != 127 {
 		t.Fatalf("missing command: exit %d, want 127", code)
 	}
 	if v := mc.do(t, "EXISTS", "job:1"); v[0] != "0" {
@@ -212,7 +212,7 @@ func TestLockUsage(t *testing.T) {
 	}
 	// $REDLOCK_MASTERS stands in for --masters.
 	t.Setenv(envMasters, m)
-	if code, stderr := runLock("k", "--", "true"); code != 0 {
+	if code, stderr := runLock("--fresh-masters", "k", "--", "true"); code != 0 {
 		t.Fatalf("with $REDLOCK_MASTERS: exit %d; stderr:\n%s", code, stderr)
 	}
 }
@@ -230,7 +230,7 @@ func TestLockNoOverlap(t *testing.T) {
 	for range runners {
 		wg.Go(func() {
 			for range runs {
-				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--wait", "30s", "--ttl", "2s", "shared", "--", "sh", "-c", script)
+				code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--wait", "30s", "--ttl", "2s", "shared", "--", "sh", "-c", script)
 				if code != 0 {
 					t.Errorf("exit %d (99: overlap); stderr:\n%s", code, stderr)
 				}
@@ -284,7 +284,7 @@ func TestLockLost(t *testing.T) {
 			go func() {
 				// A per-master timeout for a loaded -race run (the default
 				// for a 600ms TTL is 6ms), still two within a third of it.
-				code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms",
+				code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms",
 					"--master-timeout", "80ms", "lost:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
@@ -345,7 +345,7 @@ func TestLockForwardsSignals(t *testing.T) {
 	dir := t.TempDir()
 	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 	script := fmt.Sprintf(`trap "echo usr1 >> %[2]s" USR1; trap "echo hup >> %[2]s" HUP; trap "echo term >> %[2]s; exit 3" TERM; echo ready > %[1]s; while :; do sleep 0.01; done`, ready, got)
-	cmd := exec.Command(os.Args[0], "lock", "--masters", strings.Join(set.Addrs(), ","), "sig", "--", "sh", "-c", script)
+	cmd := exec.Command(os.Args[0], "lock", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "sig", "--", "sh", "-c", script)
 	cmd.Env = append(os.Environ(), "REDLOCK_TEST_MAIN=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -393,7 +393,7 @@ func TestLockInterruptedWaiting(t *testing.T) {
 		sig  syscall.Signal
 		code int
 	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
-		cmd := exec.Command(os.Args[0], "lock", "--masters", strings.Join(set.Addrs(), ","), "--wait", "20s", "-v", "waited", "--", "touch", ran)
+		cmd := exec.Command(os.Args[0], "lock", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--wait", "20s", "-v", "waited", "--", "touch", ran)
 		cmd.Env = append(os.Environ(), "REDLOCK_TEST_MAIN=1")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -420,7 +420,7 @@ func TestLockFencingAcrossRestarts(t *testing.T) {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
 	log := filepath.Join(t.TempDir(), "tokens")
-	args := []string{"--masters", strings.Join(set.Addrs(), ","), "--quarantine-for", "1s", "--wait", "10s", "fenced", "--",
+	args := []string{"--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--quarantine-for", "1s", "--wait", "10s", "fenced", "--",
 		"sh", "-c", `echo "$REDLOCK_FENCING_TOKEN" >> ` + log}
 	ms := set.Masters()
 	runs := 0
@@ -478,7 +478,7 @@ func serveProxy(t *testing.T, cfg proxy.Config) string {
 func TestLockThroughProxy(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mc := dialMasters(t, set)
-	addr := serveProxy(t, proxy.Config{Engine: engine.Config{Addrs: set.Addrs()}, RequirePass: "s3cret"})
+	addr := serveProxy(t, proxy.Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, RequirePass: "s3cret"})
 	t.Setenv(envProxyPassword, "s3cret")
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")
@@ -584,7 +584,7 @@ func TestProxyLockValidity(t *testing.T) {
 func TestLockProxyDrift(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mastertest.RequireReal(t, set)
-	addr := serveProxy(t, proxy.Config{Engine: engine.Config{Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
+	addr := serveProxy(t, proxy.Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
 	t.Setenv(envProxyPassword, "")
 	ready := filepath.Join(t.TempDir(), "ready")
 	done := make(chan int, 1)
@@ -611,5 +611,24 @@ func TestLockProxyDrift(t *testing.T) {
 		t.Logf("lost %v after the masters stopped", d)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no loss within 5s of every master stopping")
+	}
+}
+
+// TestLockFirstContactQuarantine: every `redlock lock` run is a fresh
+// process that never met the masters. Masters younger than --max-ttl may
+// have restarted empty and lost a lock another run still holds, so they do
+// not vote: exit 69 (unavailable) until they are old enough, then the lock
+// is taken. Before, a fresh process trusted them at once.
+func TestLockFirstContactQuarantine(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	start := time.Now()
+	args := []string{"--masters", strings.Join(set.Addrs(), ","), "--max-ttl", "2s", "--ttl", "2s", "fc:job", "--", "true"}
+	if code, stderr := runLock(args...); code != exitUnavailable || !strings.Contains(stderr, "restart quarantine") {
+		t.Fatalf("masters younger than --max-ttl: exit %d; stderr:\n%s\nwant %d naming the quarantine", code, stderr, exitUnavailable)
+	}
+	time.Sleep(time.Until(start.Add(3200 * time.Millisecond))) // older than 2s, as Redis rounds uptime
+	if code, stderr := runLock(args...); code != 0 {
+		t.Fatalf("masters older than --max-ttl: exit %d; stderr:\n%s", code, stderr)
 	}
 }

@@ -75,7 +75,7 @@ func TestProxyNoQuorum(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := run([]string{"proxy", "--listen", "127.0.0.1:0", "--masters", strings.Join(append(set.Addrs(), refused...), ",")}, &stdout, &stderr)
+	code := run([]string{"proxy", "--listen", "127.0.0.1:0", "--fresh-masters", "--masters", strings.Join(append(set.Addrs(), refused...), ",")}, &stdout, &stderr)
 	if d := time.Since(start); code != 2 || d > 5*time.Second || !strings.Contains(stderr.String(), "--masters: ") || !strings.Contains(stderr.String(), "1/3 masters reachable") ||
 		!strings.Contains(stderr.String(), "connection refused") || !strings.Contains(stderr.String(), "--wait-masters") {
 		t.Fatalf("exit %d after %v:\n%s", code, d, stderr.String())
@@ -122,7 +122,7 @@ func field(t *testing.T, s, marker string) string {
 func TestProxyMetricsAndAuth(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	t.Setenv(envProxyPassword, "")
-	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw",
+	out := startProxyCmd(t, "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw",
 		"--pprof-addr", "127.0.0.1:0")
 	addr := field(t, out.String(), "listening on ")
 	url := field(t, out.String(), "metrics at ")
@@ -204,7 +204,7 @@ func TestReleaseChannel(t *testing.T) {
 		}
 		subs = append(subs, rr)
 	}
-	out := startProxyCmd(t, "--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released")
+	out := startProxyCmd(t, "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released")
 	c := conn.New(field(t, out.String(), "listening on "), conn.Config{})
 	defer c.Close()
 	ctx := t.Context()
@@ -225,7 +225,7 @@ func TestReleaseChannel(t *testing.T) {
 	mc := dialMasters(t, set)
 	done := make(chan int, 1)
 	go func() {
-		code, _ := runLock("--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released", "rc:2", "--", "sleep", "1")
+		code, _ := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--release-channel", "rl:released", "rc:2", "--", "sleep", "1")
 		done <- code
 	}()
 	deadline := time.Now().Add(5 * time.Second)

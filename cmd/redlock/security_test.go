@@ -81,7 +81,7 @@ func startSecureMasters(t *testing.T) *secureMasters {
 
 // masters returns --masters and its value.
 func (m *secureMasters) masters() []string {
-	return []string{"--masters", strings.Join(m.set.Addrs(), ",")}
+	return []string{"--fresh-masters", "--masters", strings.Join(m.set.Addrs(), ",")}
 }
 
 // writeSecret writes secret and a newline (as an editor would) to a file

@@ -45,6 +45,15 @@ type Transport interface {
 	// connection per master as its acquire, cleanup, extend and release, so
 	// they stay in order); "" for a command on no key.
 	Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error)
+	// Grant is Broadcast for a command that can grant or extend a lock for
+	// ttl (a library's acquire or extend script, PEXPIRE): the one rule
+	// every grant path shares. It refuses a ttl that is not a whole
+	// positive number of milliseconds up to the engine's MaxTTL (an error
+	// matching engine.ErrBadArgument), sends with the engine's per-master
+	// timeout for ttl, and a reply for which granted reports true from a
+	// master in restart quarantine when it arrives does not count: it is
+	// returned as Err matching engine.ErrQuarantined (not an answer).
+	Grant(ctx context.Context, key string, ttl time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]MasterReply, error)
 	// Attach returns a handle to a lock on key with token acquired
 	// elsewhere (a proxy client that only sends the key and token back), so
 	// it can be released or extended. ttl is the lock's TTL, used for

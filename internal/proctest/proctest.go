@@ -57,12 +57,13 @@ type Proxy struct {
 	log    Buffer
 }
 
-// StartProxy starts `redlock proxy --listen 127.0.0.1:0 --masters …` with
+// StartProxy starts `redlock proxy --listen 127.0.0.1:0 --fresh-masters
+// --masters …` (the masters are the test's own, started empty) with
 // flags and env added to this process's environment, waits until it
 // listens, and stops it (SIGTERM; SIGKILL after 15 s) when t ends.
 func StartProxy(t testing.TB, env, masters []string, flags ...string) *Proxy {
 	t.Helper()
-	args := append([]string{"proxy", "--listen", "127.0.0.1:0", "--masters", strings.Join(masters, ",")}, flags...)
+	args := append([]string{"proxy", "--listen", "127.0.0.1:0", "--fresh-masters", "--masters", strings.Join(masters, ",")}, flags...)
 	p := &Proxy{Cmd: exec.Command(Binary(t), args...), Exited: make(chan struct{})}
 	p.Cmd.Env = append(os.Environ(), env...)
 	stdout, err := p.Cmd.StdoutPipe()
