@@ -95,6 +95,17 @@ func (c *Checker) Enter(key string, id int64, until time.Time, fence int64) bool
 	return true
 }
 
+// Extend records that holder id, inside key's critical section, extended
+// its lock: its validity now ends at until (if later). A holder entering
+// before then is an overlap.
+func (c *Checker) Extend(key string, id int64, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k := c.keys[key]; k != nil && k.holder == id && until.After(k.until) {
+		k.until = until
+	}
+}
+
 // Leave ends id's stay in key's critical section.
 func (c *Checker) Leave(key string, id int64) {
 	c.mu.Lock()

@@ -47,6 +47,17 @@ func TestCheckerSeesViolations(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("extended holder", func(t *testing.T) {
+		var c Checker
+		c.Enter("k", 1, time.Now().Add(20*time.Millisecond), 0)
+		c.Extend("k", 1, later)
+		c.Extend("k", 1, time.Now()) // an earlier deadline does not shorten it
+		time.Sleep(30 * time.Millisecond)
+		c.Enter("k", 2, later, 0) // past the first deadline, not the extended one
+		if r := c.Result(); r.Overlaps != 1 {
+			t.Fatalf("%+v", r)
+		}
+	})
 	t.Run("token order", func(t *testing.T) {
 		var c Checker
 		c.Enter("k", 1, later, 11)

@@ -19,6 +19,8 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/proxy"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // Suite parameters. REDLOCK_FAULT_ACQUISITIONS sets the total number of
@@ -97,8 +99,29 @@ type step struct {
 type scenario struct {
 	name    string
 	proxy   bool // lockers are proxy clients
+	lib     bool // proxy clients lock and extend with the library scripts
+	conns   int  // engine connections per master (0: 1)
 	latency bool // master 4 behind a relay that adds latency
 	steps   func(rng *rand.Rand) []step
+}
+
+// restartSteps restarts masters empty at eight points of the run: one at a
+// time, then two at once, then three at once (a quorum: every lock the
+// group held is gone from a majority, which only the quarantine covers).
+func restartSteps(rng *rand.Rand) []step {
+	var s []step
+	for k := 1; k <= 8; k++ {
+		a := rng.IntN(5)
+		idx := []int{a}
+		switch k {
+		case 4:
+			idx = append(idx, (a+1+rng.IntN(4))%5)
+		case 7:
+			idx = append(idx, (a+1)%5, (a+2)%5)
+		}
+		s = append(s, step{float64(k) / 10, fmt.Sprintf("restart masters %v empty", idx), func(f *fixture) { f.restartEmpty(idx...) }})
+	}
+	return s
 }
 
 var scenarios = []scenario{
@@ -118,19 +141,10 @@ var scenarios = []scenario{
 			{0.8, "SIGCONT masters 3,4", func(f *fixture) { f.cont(3, 4) }},
 		}
 	}},
-	{name: "engine/restart-empty", steps: func(rng *rand.Rand) []step {
-		var s []step
-		for k := 1; k <= 8; k++ {
-			a := rng.IntN(5)
-			if k == 4 { // two at once
-				b := (a + 1 + rng.IntN(4)) % 5
-				s = append(s, step{float64(k) / 10, fmt.Sprintf("restart masters %d,%d empty", a, b), func(f *fixture) { f.restartEmpty(a, b) }})
-				continue
-			}
-			s = append(s, step{float64(k) / 10, fmt.Sprintf("restart master %d empty", a), func(f *fixture) { f.restartEmpty(a) }})
-		}
-		return s
-	}},
+	{name: "engine/restart-empty", steps: restartSteps},
+	// Two connections per master: whichever meets a restarted master
+	// first must quarantine it.
+	{name: "engine/2-conns+restart-empty", conns: 2, steps: restartSteps},
 	{name: "engine/latency", latency: true, steps: func(*rand.Rand) []step {
 		return []step{
 			{0, "master 4 +5ms each way", func(f *fixture) { f.relay.SetDelay(5 * time.Millisecond) }},
@@ -147,6 +161,9 @@ var scenarios = []scenario{
 			{0.8, "SIGCONT master 2", func(f *fixture) { f.cont(2) }},
 		}
 	}},
+	// Every broadcast grant path: bsm/redislock and node-redlock
+	// acquisitions, redsync/bsm/node-redlock/redis-py extensions.
+	{name: "proxy/library-scripts+restart-empty", proxy: true, lib: true, steps: restartSteps},
 	{name: "proxy/sigstop+restart-empty", proxy: true, steps: func(rng *rand.Rand) []step {
 		a := rng.IntN(3)
 		return []step{
@@ -242,7 +259,8 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 	})
 	// REDLOCK_FAULT_NO_QUARANTINE=1 shows what the checker reports
 	// without restart quarantine (docs/safety.md); never in CI.
-	cfg := engine.Config{Addrs: addrs, MasterTimeout: masterTimeout, DisableQuarantine: os.Getenv("REDLOCK_FAULT_NO_QUARANTINE") == "1",
+	// Every client uses the one TTL: MaxTTL, the quarantine period, is it.
+	cfg := engine.Config{FreshMasters: true, Addrs: addrs, MaxTTL: ttl, ConnsPerMaster: sc.conns, MasterTimeout: masterTimeout, DisableQuarantine: os.Getenv("REDLOCK_FAULT_NO_QUARANTINE") == "1",
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioLimit)
 	defer cancel()
@@ -250,7 +268,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 	var lockers []locker
 	if sc.proxy {
 		// The real binary, as operators run it, with the same settings.
-		flags := []string{"--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms", "--dial-timeout", "300ms"}
+		flags := []string{"--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms", "--dial-timeout", "300ms", "--max-ttl", ttl.String()}
 		if cfg.DisableQuarantine {
 			flags = append(flags, "--no-quarantine")
 		}
@@ -261,7 +279,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { c.Close() })
-			lockers = append(lockers, &proxyLocker{c: c})
+			lockers = append(lockers, &proxyLocker{c: c, lib: sc.lib})
 		}
 	} else {
 		e, err := engine.New(cfg)
@@ -309,6 +327,14 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 				}
 				id := holderID.Add(1)
 				if chk.Enter(key, id, h.until, h.fence) {
+					if h.extend != nil && rng.IntN(4) == 0 {
+						// Extended inside: the checker counts the new
+						// validity, so an entry before it ends is an overlap.
+						if until, ok := h.extend(ctx); ok {
+							chk.Extend(key, id, until)
+							time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+						}
+					}
 					if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
 						// Paused inside the critical section past the lock's
 						// validity, then writes with its old token.
@@ -351,11 +377,14 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 // errBusy is a locker's "the key is held".
 var errBusy = errors.New("busy")
 
-// held is one acquisition: its validity deadline, fencing token and release.
+// held is one acquisition: its validity deadline, fencing token and release
+// (and extension, where the locker has one: the new deadline and whether
+// it was extended).
 type held struct {
 	until  time.Time
 	fence  int64
 	unlock func(ctx context.Context)
+	extend func(ctx context.Context) (time.Time, bool)
 }
 
 type locker interface {
@@ -382,22 +411,74 @@ func (l engineLocker) lock(ctx context.Context, key string, fenced bool) (held, 
 
 // proxyLocker is an unmodified-client view: SET NX PX (or REDLOCK.LOCK
 // for a fencing token) and the compare-and-delete script, through the
-// proxy. Its validity is counted from before it sent the command, with
-// the engine's drift allowance.
+// proxy — or, with lib, the client libraries' own acquire scripts in turn
+// (bsm/redislock v0.9.4 and v0.10, node-redlock v5 and v4) and their
+// extend scripts (redsync's touch-with-setnx, bsm v0.10's refresh,
+// node-redlock v5's extend, redis-py's extend adding to the TTL): every
+// path the proxy runs as a broadcast. Its validity is counted from before
+// it sent the command, with the engine's drift allowance.
 type proxyLocker struct {
-	c *conn.Conn
-	n int
+	c   *conn.Conn
+	lib bool
+	n   int
+}
+
+// libCall is how a library sends one of its scripts: the recognised
+// script's name, its argv after the key, and its success reply.
+type libCall struct {
+	name string
+	argv func(token, ms string) []string
+	ok   func(r resp.Reply) bool
+}
+
+func isOK(r resp.Reply) bool             { return r.IsOK() }
+func isOne(r resp.Reply) bool            { return r.Type == resp.TypeInteger && r.Int == 1 }
+func tokenMs(tok, ms string) []string    { return []string{tok, ms} }
+func bsmObtain(tok, ms string) []string  { return []string{tok, strconv.Itoa(len(tok)), ms} }
+func redisPyAdd(tok, ms string) []string { return []string{tok, ms, "0"} }
+
+var (
+	libAcquires = []libCall{
+		{"bsm/redislock v0.9.4 obtain", bsmObtain, isOK},
+		{"bsm/redislock v0.10 obtain", bsmObtain, isOK},
+		{"node-redlock v5 acquire", tokenMs, isOne},
+		{"node-redlock v4 lock", tokenMs, isOne},
+	}
+	libExtends = []libCall{
+		{"redsync touch-with-setnx", tokenMs, isOne},
+		{"bsm/redislock v0.10 refresh", tokenMs, isOK},
+		{"node-redlock v5 extend", tokenMs, isOne},
+		{"redis-py extend", redisPyAdd, isOne},
+	}
+	libSHA = func() map[string]string {
+		m := map[string]string{}
+		for _, ls := range proxy.LibraryScripts() {
+			m[ls.Name] = ls.SHA
+		}
+		return m
+	}()
+)
+
+// run sends call on key through the proxy.
+func (l *proxyLocker) run(ctx context.Context, call libCall, key, token, ms string) (resp.Reply, error) {
+	sha := libSHA[call.name]
+	if sha == "" {
+		panic("fault: no recognised script named " + call.name)
+	}
+	return l.c.Exec(ctx, append([]string{"EVALSHA", sha, "1", key}, call.argv(token, ms)...)...)
 }
 
 func (l *proxyLocker) lock(ctx context.Context, key string, fenced bool) (held, error) {
 	l.n++
-	token := fmt.Sprintf("%p-%d", l, l.n)
+	token := fmt.Sprintf("%p-%d-0123456789", l, l.n) // ≥ 16 bytes: bsm's override prefix
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	validity := ttl - (ttl/100 + 2*time.Millisecond)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	t0 := time.Now()
 	var h held
-	if fenced {
+	switch {
+	case fenced:
 		r, err := l.c.Exec(cctx, "REDLOCK.LOCK", key, token, ms)
 		if err != nil {
 			return h, err
@@ -406,7 +487,24 @@ func (l *proxyLocker) lock(ctx context.Context, key string, fenced bool) (held, 
 			return h, errBusy
 		}
 		h.fence = r.Int
-	} else {
+	case l.lib:
+		call := libAcquires[l.n%len(libAcquires)]
+		r, err := l.run(cctx, call, key, token, ms)
+		if err != nil {
+			return h, err
+		}
+		if !call.ok(r) {
+			return h, errBusy
+		}
+		ext := libExtends[l.n%len(libExtends)]
+		h.extend = func(ctx context.Context) (time.Time, bool) {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			r, err := l.run(cctx, ext, key, token, ms)
+			return t0.Add(validity), err == nil && ext.ok(r)
+		}
+	default:
 		r, err := l.c.Exec(cctx, "SET", key, token, "NX", "PX", ms)
 		if err != nil {
 			return h, err
@@ -415,7 +513,7 @@ func (l *proxyLocker) lock(ctx context.Context, key string, fenced bool) (held, 
 			return h, errBusy
 		}
 	}
-	h.until = t0.Add(ttl - (ttl/100 + 2*time.Millisecond))
+	h.until = t0.Add(validity)
 	h.unlock = func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
