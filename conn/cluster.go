@@ -86,7 +86,11 @@ type Cluster struct {
 	onNewOwner func(addr string)
 	// The last map's masters (guarded by mu): a node that starts serving
 	// slots and was not a master there is a new owner.
-	masters  map[string]bool
+	masters map[string]bool
+	// askedNew are -ASK targets reported as new owners that no map has
+	// listed as a master yet (guarded by mu): reported once, not at every
+	// -ASK of a long migration.
+	askedNew map[string]bool
 	inflight atomic.Int64 // requests accepted by Do whose callback has not run
 }
 
@@ -98,8 +102,11 @@ type ClusterConfig struct {
 	Conn Config
 	// OnNewOwner, if set, is called (on the Cluster's goroutine) with the
 	// address of a node that starts serving slots after the first map
-	// load without having served any before: a replica promoted by a
-	// failover, or a master that was just added. It must not block.
+	// load without having served any before — a replica promoted by a
+	// failover, a master that was just added — or that a -ASK sends a
+	// request to without being a master in the last map (a node importing
+	// slots). It is called before a request reaches that node. It must not
+	// block.
 	OnNewOwner func(addr string)
 }
 
@@ -273,12 +280,19 @@ func (r *redirect) follow(addr string, ask bool) bool {
 		return false
 	}
 	c := cl.nodeLocked(addr)
-	// A MOVED to a node that was not a master in the last map (a promoted
-	// replica, or one never seen): the member is told before the request
-	// is re-sent, so a grant from it cannot be counted before its
-	// quarantine exists.
-	fresh := !ask && cl.masters != nil && !cl.masters[addr]
-	if fresh {
+	// A MOVED or an ASK to a node that was not a master in the last map
+	// (a promoted replica, a node added to take over slots, one never
+	// seen — maybe restarted empty before this client met it): the member
+	// is told before the request is re-sent, so a grant from it cannot be
+	// counted before its quarantine exists.
+	fresh := cl.masters != nil && !cl.masters[addr] && !cl.askedNew[addr]
+	switch {
+	case fresh && ask:
+		if cl.askedNew == nil {
+			cl.askedNew = map[string]bool{}
+		}
+		cl.askedNew[addr] = true
+	case fresh:
 		cl.masters[addr] = true
 	}
 	if !ask && r.slot >= 0 {
@@ -450,7 +464,7 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 	var fresh []string
 	if cl.masters != nil {
 		for a := range masters {
-			if !cl.masters[a] {
+			if !cl.masters[a] && !cl.askedNew[a] { // an -ASK target was reported already
 				fresh = append(fresh, a)
 			}
 		}
@@ -473,6 +487,11 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		}
 	}
 	cl.masters = masters
+	for a := range cl.askedNew {
+		if masters[a] {
+			delete(cl.askedNew, a) // a master now: judged by the maps from here on
+		}
+	}
 	return nil
 }
 

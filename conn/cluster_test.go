@@ -3,8 +3,10 @@ package conn_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,5 +153,65 @@ func TestClusterRouting(t *testing.T) {
 	// A reshard between masters is not a failover: no new owner.
 	if n := newOwners.Load(); n != 0 {
 		t.Errorf("OnNewOwner called %d times for a reshard between masters", n)
+	}
+}
+
+// TestClusterAskTargetIsNewOwner: an -ASK to a node that was not a master
+// in the last slot map (a node added to take over slots, maybe restarted
+// empty before this client ever met it) is a new owner like a -MOVED to
+// one: the member is told before the request reaches the node, so that a
+// grant from it cannot count before its quarantine exists. Before, only
+// -MOVED targets were checked.
+func TestClusterAskTargetIsNewOwner(t *testing.T) {
+	const aAddr, bAddr = "127.0.0.1:7001", "127.0.0.1:7002"
+	a, b := newFake(t), newFake(t)
+	slots := "*1\r\n*3\r\n:0\r\n:16383\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n$2\r\nid\r\n"
+	a.handle("CLUSTER", func(s *fakeSession, _ []string) { s.reply(slots) })
+	b.handle("CLUSTER", func(s *fakeSession, _ []string) { s.reply(slots) })
+	a.handle("SET", func(s *fakeSession, args []string) {
+		s.reply(fmt.Sprintf("-ASK %d %s\r\n", conn.Slot(args[1]), bAddr))
+	})
+	var told atomic.Bool
+	var toldFirst atomic.Int32 // 1: told before B got the SET, -1: after
+	b.handle("ASKING", func(s *fakeSession, _ []string) { s.reply("+OK\r\n") })
+	b.handle("SET", func(s *fakeSession, _ []string) {
+		if told.Load() {
+			toldFirst.CompareAndSwap(0, 1)
+		} else {
+			toldFirst.CompareAndSwap(0, -1)
+		}
+		s.reply("+OK\r\n")
+	})
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == bAddr {
+			return b.Dial(ctx, network, addr)
+		}
+		return a.Dial(ctx, network, addr)
+	}
+	var owners []string
+	var mu sync.Mutex
+	cl := conn.NewClusterWith(conn.ClusterConfig{Seeds: []string{aAddr}, Conn: conn.Config{Dialer: dial},
+		OnNewOwner: func(addr string) {
+			mu.Lock()
+			owners = append(owners, addr)
+			mu.Unlock()
+			told.Store(true)
+		}})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := clusterDo(t, cl, "k", "SET", "k", "v", "NX", "PX", "1000"); err != nil || !r.IsOK() {
+		t.Fatalf("SET through the ASK: %v %v", r, err)
+	}
+	if st := cl.Stats(); st.Asked != 1 {
+		t.Fatalf("stats %+v: want one ASK followed", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(owners) != 1 || owners[0] != bAddr || toldFirst.Load() != 1 {
+		t.Fatalf("new owners %v, told before the request reached it: %v; want [%s], told first", owners, toldFirst.Load() == 1, bAddr)
 	}
 }
