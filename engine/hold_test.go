@@ -206,9 +206,14 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestWatchdogLoss: with 3 of 5 masters stopped, the next extension fails
-// and Done closes, with an error matching ErrLockLost, before the validity
-// deadline.
+// TestWatchdogLoss: with 3 of 5 masters stopped, the extensions get too
+// few answers to tell whether the lock is held: the watchdog retries while
+// validity is left, and Done closes as the validity is about to end (when
+// no extension could be decided before the deadline: a per-master timeout
+// before it), not at the first failed extension, with an error matching
+// ErrLockLost and ErrUnavailable. Before,
+// the first failed extension ended the lock with most of its validity
+// left (redlock lock then killed its command early).
 func TestWatchdogLoss(t *testing.T) {
 	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 100 * time.Millisecond})
 	mastertest.RequireReal(t, v.set)
@@ -226,12 +231,62 @@ func TestWatchdogLoss(t *testing.T) {
 		if now.After(deadline) || now.After(l.Until()) {
 			t.Fatalf("Done closed %v after the validity deadline", now.Sub(deadline))
 		}
+		// It ends when no extension could be decided before the
+		// deadline any more: a per-master timeout (100ms) before it.
+		if left := l.Until().Sub(now); left > 150*time.Millisecond {
+			t.Fatalf("Done closed with %v of validity left: the lock was not lost yet", left)
+		}
+		if st := v.e.Stats(); st.ExtendFailed < 2 {
+			t.Fatalf("%d failed extensions: the watchdog did not retry", st.ExtendFailed)
+		}
 		t.Logf("lost %v before the deadline: %v", deadline.Sub(now), l.Err())
 	case <-time.After(3 * ttl):
 		t.Fatal("Done did not close with 3 of 5 masters stopped")
 	}
 	if err := l.Err(); !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrUnavailable) {
 		t.Fatalf("Err() = %v; want ErrLockLost and ErrUnavailable", err)
+	}
+}
+
+// TestWatchdogRetryRecovers: masters stopped for less than the validity
+// left: the watchdog's retries reach them when they come back and the
+// lock is still held, Done never closed. And an extension a quorum
+// refuses (the key is gone) still ends the lock at once, as lost rather
+// than unavailable.
+func TestWatchdogRetryRecovers(t *testing.T) {
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 100 * time.Millisecond})
+	mastertest.RequireReal(t, v.set)
+	const ttl = 2 * time.Second
+	key := keyName(t)
+	l := v.mustLock(key, ttl, engine.WithAutoExtend(0))
+	done := l.Done()
+	time.Sleep(ttl / 4)
+	v.pause(0, 1, 2) // the next extension (at ttl/3) gets 2 answers of 5
+	time.Sleep(ttl / 2)
+	v.resume(0, 1, 2)
+	time.Sleep(ttl)
+	select {
+	case <-done:
+		t.Fatalf("the lock ended although the masters came back within its validity: %v", l.Err())
+	default:
+	}
+	st := v.e.Stats()
+	if st.ExtendFailed == 0 || l.Remaining() < ttl/2 {
+		t.Fatalf("%d failed extensions, %v left: want failures, then the lock extended again", st.ExtendFailed, l.Remaining())
+	}
+	for i := range 5 { // taken away on every master: the next extension is refused
+		v.mustExec(i, "DEL", key)
+	}
+	select {
+	case <-done:
+		if err := l.Err(); !errors.Is(err, engine.ErrLockLost) || errors.Is(err, engine.ErrUnavailable) {
+			t.Fatalf("Err() = %v; want ErrLockLost (refused by a quorum), not ErrUnavailable", err)
+		}
+		if l.Remaining() < ttl/4 {
+			t.Fatalf("ended with only %v left: a refused extension must end it at once", l.Remaining())
+		}
+	case <-time.After(ttl):
+		t.Fatal("Done did not close after the key was deleted on every master")
 	}
 }
 

@@ -100,9 +100,48 @@ func (k *keeper) nextAt(l *Lock) int64 {
 	// A third of the TTL after the last grant; when the per-master timeout
 	// is long next to the TTL, early enough for two per-master timeouts
 	// before the deadline, but not sooner than a tenth of the TTL.
+	if l.retryAt != 0 {
+		return min(l.retryAt, k.lastChance(l)) // after an unanswered extension
+	}
 	g := l.granted.Load()
 	after := min(int64(l.ttl/3), l.until.Load()-g-2*int64(k.e.cfg.masterTimeout(l.ttl)))
 	return g + max(after, int64(l.ttl/10))
+}
+
+// retry keeps l after a watchdog extension that too few masters answered
+// (err): nobody can tell whether the lock is still held, and its validity
+// is not over, so it is not lost yet. The watchdog tries again a
+// twentieth of the TTL (at least a per-master timeout) from now, as long
+// as an extension could still be decided before the deadline (lastChance);
+// then the lock ends, with err in its cause. It reports false when that
+// moment has passed (the caller ends the lock).
+func (k *keeper) retry(l *Lock, err error) bool {
+	now := int64(time.Since(k.e.epoch))
+	if now >= k.lastChance(l) {
+		return false
+	}
+	k.mu.Lock()
+	l.retryErr = err
+	l.retryAt = now + int64(max(l.ttl/20, k.e.cfg.masterTimeout(l.ttl)))
+	k.mu.Unlock()
+	k.reschedule(l)
+	return true
+}
+
+// lastChance is when a lock whose extensions get no quorum of answers
+// ends: the last instant an extension sent then could still be decided
+// (within a per-master timeout) before the deadline, less expiryGuard.
+// Its validity is about to end; ending it then also leaves the timer's
+// latency a per-master timeout of room. ns since the epoch.
+func (k *keeper) lastChance(l *Lock) int64 {
+	return l.until.Load() - int64(expiryGuard) - int64(k.e.cfg.masterTimeout(l.ttl))
+}
+
+// extended clears a pending retry after a successful extension.
+func (k *keeper) extended(l *Lock) {
+	k.mu.Lock()
+	l.retryAt, l.retryErr = 0, nil
+	k.mu.Unlock()
 }
 
 // decided is the notify hook of the watchdog's extensions.
@@ -166,7 +205,10 @@ func (k *keeper) act(l *Lock, now int64) {
 	if l.ended() {
 		return
 	}
-	if now >= l.until.Load()-int64(expiryGuard) {
+	k.mu.Lock()
+	retrying := l.retryErr != nil
+	k.mu.Unlock()
+	if now >= l.until.Load()-int64(expiryGuard) || (retrying && now >= k.lastChance(l)) {
 		l.end(l.expired())
 		return
 	}

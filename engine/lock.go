@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,15 @@ type Lock struct {
 	// granted is when the last successful acquire or extend started, ns
 	// since e.epoch: the watchdog extends a third of the TTL after it.
 	granted atomic.Int64
+	// extSent numbers the extensions sent (Extend and the watchdog's): a
+	// decided extension moves the deadline up only if no later one was
+	// sent, since the masters apply them in the order sent.
+	extSent atomic.Uint64
+	// Guarded by e.keep.mu: when the watchdog may try again after an
+	// extension too few masters answered (ns since e.epoch; 0: no retry
+	// pending), and that extension's error.
+	retryAt  int64
+	retryErr error
 	maxed   atomic.Bool // the watchdog stopped at holdEnd
 	watched atomic.Bool // the keeper has (or had) it scheduled
 	// Guarded by e.keep.mu: heap position + 1 (0: not scheduled), when the
@@ -205,6 +215,14 @@ func (l *Lock) expired() error {
 	if l.maxed.Load() {
 		return errMaxHold
 	}
+	l.e.keep.mu.Lock()
+	rerr := l.retryErr
+	l.e.keep.mu.Unlock()
+	if rerr != nil {
+		// The watchdog's extensions got no quorum of answers until the
+		// end: matches ErrUnavailable too.
+		return fmt.Errorf("%w while the watchdog's extensions got too few answers (the last: %w)", errExpired, rerr)
+	}
 	return errExpired
 }
 
@@ -289,13 +307,20 @@ func (l *Lock) absorb(o *op) {
 	}
 }
 
-// lowerUntil moves the validity deadline to d if that is earlier.
+// lowerUntil moves the validity deadline to d if that is earlier, and the
+// loss signal (Done, Context) with it.
 func (l *Lock) lowerUntil(d int64) {
 	for {
 		cur := l.until.Load()
-		if d >= cur || l.until.CompareAndSwap(cur, d) {
+		if d >= cur {
 			return
 		}
+		if l.until.CompareAndSwap(cur, d) {
+			break
+		}
+	}
+	if l.watched.Load() {
+		l.e.keep.reschedule(l)
 	}
 }
 
@@ -344,6 +369,7 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.khash, o.merge, o.key = l.khash, e.extendMerge, l.key
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
+	o.seq = l.extSent.Add(1)
 	if async {
 		o.notify = e.keep.decided
 	}
@@ -353,14 +379,31 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 }
 
 // extendDone applies the decided extension o to the lock and releases o.
+//
+// A success moves the deadline to ttl − drift after o started, unless a
+// later extension was sent meanwhile: the masters apply extensions in the
+// order sent, so the later one's TTL is what they hold and only its
+// decision may move the deadline up (Extend(30s) then Extend(1s): the
+// masters keep 1s, whichever call is answered last). A failure only ever
+// lowers the deadline (some masters may hold the new TTL).
+//
+// A failure ends the lock, except a watchdog's extension that too few
+// masters answered to tell (ErrUnavailable) while validity is left: the
+// lock is still held as far as anyone can prove, and the watchdog tries
+// again (keeper.retry); the validity running out ends it then, with that
+// error.
 func (l *Lock) extendDone(o *op) error {
 	defer o.unref()
 	e := l.e
 	newUntil := e.untilAfter(o.t1, o.ttl)
 	ok, extra := e.verdict(o, o.t1, o.ttl)
+	latest := o.seq == l.extSent.Load()
 	if ok {
-		l.until.Store(newUntil)
-		l.granted.Store(int64(o.t1.Sub(e.epoch)))
+		if latest {
+			l.until.Store(newUntil)
+			l.granted.Store(int64(o.t1.Sub(e.epoch)))
+			e.keep.extended(l)
+		}
 		l.extensions.Add(1)
 		e.extended.Add(1)
 		if e.obs != nil {
@@ -376,6 +419,9 @@ func (l *Lock) extendDone(o *op) error {
 	e.extendFailed.Add(1)
 	if e.obs != nil {
 		e.obs.Extend(false, o.notify != nil)
+	}
+	if o.notify != nil && extra == nil && errors.Is(err, ErrUnavailable) && e.keep.retry(l, err) {
+		return err
 	}
 	l.end(err)
 	return err

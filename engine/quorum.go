@@ -74,6 +74,7 @@ type op struct {
 	lock *Lock
 	t1   time.Time
 	ttl  time.Duration
+	seq  uint64 // an extension's number among its lock's (Lock.extSent)
 	// notify, when set, receives the op at its decision instead of done
 	// (the watchdog's extensions: nobody blocks on them).
 	notify func(*op)

@@ -325,7 +325,7 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			if !interactive {
 				_ = syscall.Kill(-pid, syscall.SIGKILL) // what the command left running
 			}
-			return exitError{exitLost, fmt.Sprintf("lock on %s lost while the command ran: %s", o.key, cleanError(lost))}
+			return exitError{exitLost, fmt.Sprintf("lock on %s lost while the command ran (%s): %s", o.key, lossReason(lost), cleanError(lost))}
 		case s := <-sigs:
 			if interactive && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
 				continue // the terminal sent it to the command too
@@ -333,7 +333,7 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			signalCommand(s.(syscall.Signal))
 		case <-done:
 			done, lost = nil, h.Err()
-			log.Error("lock lost: terminating the command", "key", o.key, "err", lost, "pid", pid, "grace", o.grace)
+			log.Error("lock lost: terminating the command", "key", o.key, "why", lossReason(lost), "err", lost, "pid", pid, "grace", o.grace)
 			signalCommand(syscall.SIGTERM)
 			kill = time.After(o.grace)
 		case <-kill:
@@ -342,6 +342,21 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			signalCommand(syscall.SIGKILL)
 		}
 	}
+}
+
+// lossReason says why a held lock ended, for the exit message and the log:
+// the masters refused it, or it could no longer be proven held before its
+// validity ran out.
+func lossReason(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrMaxHold):
+		return "held for --max-hold"
+	case errors.Is(err, engine.ErrUnavailable):
+		return "too few masters answered its extensions until its validity ran out"
+	case errors.Is(err, engine.ErrValidityExpired):
+		return "an extension was granted too late"
+	}
+	return "an extension was refused by a quorum of masters, or its validity ran out"
 }
 
 // commandStatus is the command's exit status as redlock lock's: nil for 0,

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+)
+
+// TestExtendOrder: Extend(30s) then Extend(1s) on one lock: the masters
+// apply 30s then 1s (one connection per key, in order), so the lock has
+// 1s whichever decision is applied last. Here the 30s one is applied
+// last (its caller was descheduled, say). Before, it moved Until to ~30s
+// while the masters held the key for 1s: another engine could take it
+// after a second while this holder believed it had 28 more.
+func TestExtendOrder(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	e, err := New(Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	l, err := e.TryLock(ctx, "order:key", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := l.sendExtend(30*time.Second, 30000, false)
+	short := l.sendExtend(time.Second, 1000, false)
+	for _, o := range []*op{long, short} {
+		if err := o.wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.extendDone(short); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.extendDone(long); err != nil {
+		t.Fatal(err)
+	}
+	if left := l.Remaining(); left > time.Second {
+		t.Fatalf("after Extend(30s) then Extend(1s), the lock reports %v left; the masters hold it for 1s", left)
+	}
+	if !l.Valid() {
+		t.Fatal("the lock is not valid right after a successful 1s extension")
+	}
+}
+
+// TestExtendCancelMovesDone: an Extend cancelled while the masters are
+// stopped lowers the deadline to the new, shorter TTL (the masters may
+// apply it when they resume) — and Done must close at that deadline, not
+// the old one. Before, Done closed at the old deadline, seconds late.
+func TestExtendCancelMovesDone(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	e, err := New(Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx := context.Background()
+	l, err := e.TryLock(ctx, "cancel:key", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := l.Done()
+	ms := set.Masters()
+	for _, m := range ms {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err = l.Extend(cctx, time.Second)
+	cancel()
+	for _, m := range ms {
+		if err := m.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err == nil {
+		t.Fatal("Extend succeeded with every master stopped")
+	}
+	if l.Until().After(start.Add(time.Second)) {
+		t.Fatalf("Until %v after the cancelled Extend(1s); want at most a second after it started", l.Until().Sub(start))
+	}
+	select {
+	case <-done:
+		if late := time.Since(l.Until()); late > 100*time.Millisecond {
+			t.Fatalf("Done closed %v after the lowered deadline", late)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatalf("Done did not close at the lowered deadline (%v after the Extend began)", l.Until().Sub(start))
+	}
+}
