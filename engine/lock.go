@@ -39,8 +39,8 @@ type Lock struct {
 	// pending), and that extension's error.
 	retryAt  int64
 	retryErr error
-	maxed   atomic.Bool // the watchdog stopped at holdEnd
-	watched atomic.Bool // the keeper has (or had) it scheduled
+	maxed    atomic.Bool // the watchdog stopped at holdEnd
+	watched  atomic.Bool // the keeper has (or had) it scheduled
 	// Guarded by e.keep.mu: heap position + 1 (0: not scheduled), when the
 	// keeper acts on it next, and whether an extension is in flight.
 	kIdx      int
