@@ -34,7 +34,7 @@ type MasterStatus struct {
 	Up    bool
 	Info  conn.ServerInfo // identity of the server, when Up
 	Err   error           // why it is down, when not Up (the dial error)
-	// Quarantined: restarted less than the quarantine period ago, its
+	// Quarantined: it may have started less than the quarantine period ago: its
 	// grants do not count yet (docs/safety.md).
 	Quarantined bool
 }

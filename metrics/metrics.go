@@ -222,7 +222,7 @@ var (
 	upDesc = prometheus.NewDesc(Namespace+"_master_up",
 		"1 when the engine is connected to the master.", []string{"master", "addr"}, nil)
 	quarDesc = prometheus.NewDesc(Namespace+"_master_quarantined",
-		"1 while the master's grants do not count (restarted less than the quarantine period ago).", []string{"master"}, nil)
+		"1 while the master's grants do not count (it may have started less than the quarantine period ago).", []string{"master"}, nil)
 	votingDesc = prometheus.NewDesc(Namespace+"_masters_voting",
 		"Masters connected and not quarantined: locks can be taken while this is at least the quorum.", nil, nil)
 	quorumDesc = prometheus.NewDesc(Namespace+"_quorum",
