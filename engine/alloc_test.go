@@ -42,12 +42,25 @@ func TestAllocs(t *testing.T) {
 	}
 }
 
-func BenchmarkTryLockUnlock(b *testing.B) {
+func BenchmarkTryLockUnlock(b *testing.B) { benchCycle(b) }
+
+// BenchmarkFencedTryLockUnlock: the fenced acquire script, then the
+// write-back round trip, then the release.
+func BenchmarkFencedTryLockUnlock(b *testing.B) { benchCycle(b, engine.WithFencing()) }
+
+func BenchmarkTryLockUnlockParallel(b *testing.B) { benchCycleParallel(b) }
+
+func BenchmarkFencedTryLockUnlockParallel(b *testing.B) {
+	benchCycleParallel(b, engine.WithFencing())
+}
+
+// benchCycle measures TryLock+Unlock of one key, one at a time.
+func benchCycle(b *testing.B, opts ...engine.Option) {
 	v := newEnv(b, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		l, err := v.e.TryLock(ctx, "bench", 10*time.Second)
+		l, err := v.e.TryLock(ctx, "bench", 10*time.Second, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +70,9 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 	}
 }
 
-func BenchmarkTryLockUnlockParallel(b *testing.B) {
+// benchCycleParallel measures TryLock+Unlock from many goroutines, one key
+// each.
+func benchCycleParallel(b *testing.B, opts ...engine.Option) {
 	v := newEnv(b, 5, engine.Config{FreshMasters: true})
 	ctx := context.Background()
 	var next atomic.Int64
@@ -68,7 +83,7 @@ func BenchmarkTryLockUnlockParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		key := "bench-" + strconv.FormatInt(next.Add(1), 10)
 		for pb.Next() {
-			l, err := v.e.TryLock(ctx, key, 10*time.Second)
+			l, err := v.e.TryLock(ctx, key, 10*time.Second, opts...)
 			if err != nil {
 				failed.Add(1)
 				continue

@@ -267,6 +267,11 @@ func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.ma
 // assumptions). Pass it to the storage the lock protects, which rejects a
 // write carrying a token lower than one it has seen: a holder paused past
 // its validity can then do no harm. It costs one more round trip to the
-// masters per acquisition (the counter is written back to a quorum before
-// the lock is returned).
+// masters per acquisition: the token is written back to every master, and
+// the lock is returned once a quorum of masters (not in restart
+// quarantine) stored it while the key still held this acquisition's token.
+// Otherwise the acquisition fails, released: an error matching
+// [ErrNotAcquired] when a quorum answered (the key was no longer this
+// token's on too many of them), [ErrUnavailable] when too few answered.
+// With [WithToken], tokens must be unique per acquisition (docs/safety.md).
 func WithFencing() Option { return func(o *callOpts) { o.fencing = true } }

@@ -444,43 +444,40 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 		o.unref()
 		return nil, err
 	}
-	var extra error
 	if co.fencing && o.granted() >= e.q {
-		l.fence, extra = e.fence(ctx, o.fence.Load(), l, mt)
-		if extra != nil && ctx.Err() != nil {
-			e.cancelled.Add(1)
-			e.observeAcquire(ctx.Err(), o, t1, ttl)
+		var err error
+		if l.fence, err = e.fence(ctx, o.fence.Load(), l, mt); err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+				e.cancelled.Add(1)
+			} else if errors.Is(err, ErrUnavailable) {
+				e.unavailable.Add(1)
+			} else {
+				e.failed.Add(1)
+			}
+			// A grant without a token that later holders are sure to
+			// exceed is not handed out.
+			e.observeAcquire(err, o, t1, ttl)
 			e.cleanup(o, key, l.token, l.cix)
 			o.unref()
-			return nil, ctx.Err()
+			return nil, err
 		}
 	}
-	if extra == nil {
-		var ok bool
-		if ok, extra = e.verdict(o, t1, ttl); ok {
-			e.observeAcquire(nil, o, t1, ttl)
-			o.unref()
-			l.until.Store(e.untilAfter(t1, ttl))
-			l.granted.Store(int64(t1.Sub(e.epoch)))
-			e.acquired.Add(1)
-			if co.autoExtend {
-				l.auto = true
-				if co.maxHold > 0 {
-					l.holdEnd = int64(t1.Sub(e.epoch) + co.maxHold)
-				}
-				e.keep.watch(l)
-			}
-			return l, nil
-		}
-	}
-	if extra != nil && errors.Is(extra, ErrUnavailable) {
-		// The fencing write-back reached too few masters: a grant without
-		// a token that later holders are sure to exceed.
-		e.cleanup(o, key, l.token, l.cix)
-		e.unavailable.Add(1)
-		e.observeAcquire(extra, o, t1, ttl)
+	ok, extra := e.verdict(o, t1, ttl)
+	if ok {
+		e.observeAcquire(nil, o, t1, ttl)
 		o.unref()
-		return nil, extra
+		l.until.Store(e.untilAfter(t1, ttl))
+		l.granted.Store(int64(t1.Sub(e.epoch)))
+		e.acquired.Add(1)
+		if co.autoExtend {
+			l.auto = true
+			if co.maxHold > 0 {
+				l.holdEnd = int64(t1.Sub(e.epoch) + co.maxHold)
+			}
+			e.keep.watch(l)
+		}
+		return l, nil
 	}
 	// cleanup waits for every master's answer (bounded by the per-master
 	// timeout): the error then tells "held" from "unavailable" on all of them.
@@ -557,11 +554,17 @@ func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 }
 
 // fence computes the fencing token of a fenced grant whose granting
-// masters returned at most f, and writes it back (raise-if-lower) to every
-// master, returning once a quorum stored it: any later grant of the key
-// needs a quorum, which shares a master with this one, so it counts above
-// the token. The token is also above every token this engine issued
-// before. The error is ctx's, or a QuorumError matching ErrUnavailable.
+// masters returned at most f, and writes it back to every master: the
+// raise script raises the master's counter to the token where the lock key
+// still holds this lock's token, and answers 0 (not counted) where it does
+// not. It returns once a quorum stored it that way (answers of masters in
+// restart quarantine do not count): on each of those masters, any later
+// grant of the key comes after this lock's key left it, so after the
+// raise, and counts above the token (docs/safety.md, "Fencing tokens").
+// The token is also above every token this engine issued before. The error
+// is ctx's, or a QuorumError (op "fence") matching ErrNotAcquired when a
+// quorum answered but too few still held the token, ErrUnavailable when
+// fewer than a quorum answered.
 func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) (int64, error) {
 	for {
 		cur := e.lastFence.Load()
@@ -577,10 +580,12 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 		return 0, err
 	}
 	o := e.getOp(opRaise, false, l.cix, l.first)
-	o.khash, o.key = e.keyHash(fenceKey), fenceKey
+	o.khash, o.key = l.khash, l.key
 	defer o.unref()
-	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 1, 1)
+	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 2, 2)
+	o.cmd = resp.AppendBulkString(o.cmd, l.key)
 	o.cmd = resp.AppendBulkString(o.cmd, fenceKey)
+	o.cmd = resp.AppendBulkString(o.cmd, l.token)
 	o.cmd = resp.AppendBulkInt(o.cmd, f)
 	o.fanout(time.Now().Add(mt), FenceRaiseScript)
 	if err := o.wait(ctx); err != nil {

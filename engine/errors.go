@@ -42,12 +42,12 @@ var ErrClosed = errors.New("engine: closed")
 var ErrHeld = errors.New("engine: key held on master")
 
 // ErrNotHeld is the per-master cause recorded when a master did not hold the
-// token on release or extend.
+// token on release, extend or the fencing write-back (see [WithFencing]).
 var ErrNotHeld = errors.New("engine: token not held on master")
 
 // ErrQuarantined is the per-master cause recorded when a master granted
-// an acquire or extend while in restart quarantine: the grant does not
-// count (see Config.DisableQuarantine).
+// an acquire or extend, or confirmed a fencing write-back, while in restart
+// quarantine: the answer does not count (see Config.DisableQuarantine).
 var ErrQuarantined = errors.New("engine: master in restart quarantine")
 
 // ErrValidityExpired is the cause of a failure that got a quorum too late:

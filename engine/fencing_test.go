@@ -7,12 +7,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/relay"
 )
 
 // fencingEngines starts 5 real masters and two engines over them: two
@@ -226,4 +230,299 @@ func TestFencingCounterBroken(t *testing.T) {
 		t.Fatalf("the failed fenced acquisition left the key behind: %v", err)
 	}
 	l.Unlock(ctx)
+}
+
+// relays starts a relay to each master of set in idx, closed when the test
+// ends (released first, so nothing waits in them).
+func relays(t *testing.T, set *localmaster.Set, idx ...int) []*relay.Relay {
+	t.Helper()
+	out := make([]*relay.Relay, len(idx))
+	for j, i := range idx {
+		r, err := relay.Start(set.Addrs()[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Release(); r.Close() })
+		out[j] = r
+	}
+	return out
+}
+
+// engineVia starts an engine over addrs and waits until it is connected to
+// every master.
+func engineVia(t *testing.T, addrs []string, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	cfg.Addrs = addrs
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range addrs {
+		for _, c := range enginex.Open(e).Conns(i) {
+			if err := c.WaitConnected(ctx); err != nil {
+				t.Fatalf("engine connection to master %d: %v", i, err)
+			}
+		}
+	}
+	return e
+}
+
+// onReply runs do when the engine it observes gets its next reply from
+// one master after arm (a relay's Hold: the command that produced the reply
+// has run there, the ones the engine sends next wait in the relay).
+type onReply struct {
+	engine.NopObserver
+	master int
+	do     func()
+	armed  atomic.Bool
+}
+
+func (o *onReply) MasterReply(i int, _ time.Duration, _ error) {
+	if i == o.master && o.armed.CompareAndSwap(true, false) {
+		o.do()
+	}
+}
+
+// TestFencingDelayedSet is the interleaving of issue #22 item 7: a holder
+// whose lock comes after another's must get a higher token even when one
+// of its grants ran on a master before the earlier holder's write-back
+// reached that master. Masters A..E (0..4), quorum 3; A's counter is ahead
+// (a fast clock, or more grants).
+//
+//  1. Holder 2 (engine 2) sends its fenced SETs: D and E grant at once,
+//     those to A, B and C wait in engine 2's relays.
+//  2. Holder 1 (engine 1) is granted A, B, C (token F1 from A's counter);
+//     D and E refuse (held by holder 2). Its write-back reaches A, B, D,
+//     E; the one to C waits in engine 1's relay.
+//  3. Holder 1's lock expires; then holder 2's SET reaches C: {C, D, E}
+//     is a quorum and holder 2 holds the lock, after holder 1's ended.
+//
+// With a write-back that counts wherever it ran, holder 1 got F1 (A, B,
+// D, E stored it) and holder 2 a token from C, D, E, whose counters never
+// saw F1: lower. The write-back counts only where the key still holds the
+// holder's token: D and E no longer did, so holder 1 is refused.
+func TestFencingDelayedSet(t *testing.T) {
+	const (
+		a, c = 0, 2
+		ttl1 = 500 * time.Millisecond
+		ttl2 = 30 * time.Second
+	)
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	addrs := set.Addrs()
+	via2 := relays(t, set, 0, 1, 2) // engine 2's paths to A, B, C
+	via1 := relays(t, set, c)[0]    // engine 1's path to C
+	obs := &onReply{master: c, do: via1.Hold}
+	cfg := engine.Config{FreshMasters: true, MasterTimeout: time.Second, Observer: obs}
+	e1 := engineVia(t, []string{addrs[0], addrs[1], via1.Addr(), addrs[3], addrs[4]}, cfg)
+	cfg.Observer = nil
+	e2 := engineVia(t, []string{via2[0].Addr(), via2[1].Addr(), via2[2].Addr(), addrs[3], addrs[4]}, cfg)
+	v := newEnvOn(t, set, functional) // direct connections to look at the masters
+	key := keyName(t)
+	ahead := time.Now().UnixMicro() + time.Minute.Microseconds()
+	v.mustExec(a, "SET", engine.DefaultFenceKey, strconv.FormatInt(ahead, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// 1. Holder 2's SETs: D and E run them, A, B, C wait.
+	for _, r := range via2 {
+		r.Hold()
+	}
+	type result struct {
+		l   *engine.Lock
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		l, err := e2.TryLock(ctx, key, ttl2, engine.WithFencing(), engine.WithMasterTimeout(40*time.Second))
+		second <- result{l, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for v.mustExec(3, "EXISTS", key).Int != 1 || v.mustExec(4, "EXISTS", key).Int != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("holder 2's SET never reached masters 3 and 4")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// 2. Holder 1: granted by A, B, C; its write-back to C waits.
+	obs.armed.Store(true)
+	l1, err1 := e1.TryLock(ctx, key, ttl1, engine.WithFencing())
+	var f1 int64
+	if err1 != nil {
+		if !errors.Is(err1, engine.ErrNotAcquired) && !errors.Is(err1, engine.ErrUnavailable) {
+			t.Fatalf("holder 1: %v", err1)
+		}
+		t.Logf("holder 1 refused: %v", err1)
+	} else {
+		f1 = l1.FencingToken()
+		t.Logf("holder 1: token %d, counters after its write-back %v", f1, v.counters())
+	}
+
+	// 3. Holder 1's lock is over and its key gone from C; then holder 2's
+	// SET reaches C.
+	deadline = time.Now().Add(10 * time.Second)
+	for v.mustExec(c, "EXISTS", key).Int != 0 || (l1 != nil && l1.Valid()) {
+		if time.Now().After(deadline) {
+			t.Fatal("holder 1's key never expired on master 2")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	via2[2].Release()
+	var r2 result
+	select {
+	case r2 = <-second:
+	case <-time.After(30 * time.Second):
+		t.Fatal("holder 2's TryLock did not return")
+	}
+	if r2.err != nil {
+		t.Fatalf("holder 2 (C, D, E granted): %v", r2.err)
+	}
+	f2 := r2.l.FencingToken()
+	t.Logf("holder 2: token %d", f2)
+	if l1 != nil && f2 <= f1 {
+		t.Fatalf("holder 2 took the lock after holder 1's had ended but got token %d ≤ holder 1's %d (counters %v)", f2, f1, v.counters())
+	}
+	for _, r := range append(via2, via1) {
+		r.Release()
+	}
+	if err := r2.l.Unlock(ctx); err != nil {
+		t.Errorf("holder 2 Unlock: %v", err)
+	}
+}
+
+// TestFencingDelayedSetRestart is TestFencingDelayedSet where the master
+// that the two holders' quorums share lost holder 2's key in a restart
+// before holder 1 was granted there. Masters A..E (0..4), quorum 3, A's
+// counter ahead, a quarantine period covering both holders' TTLs.
+//
+//  1. Holder 2 (engine 2) sends its fenced SETs: C and E grant at once,
+//     those to A, B and D wait in engine 2's relays.
+//  2. C restarts empty: engine 1 quarantines it.
+//  3. Holder 1 (engine 1) is granted A, B and D (token F1 from A's
+//     counter), and C (not counted: quarantined); E refuses. Its
+//     write-back finds its token on A, B and C; the one to D waits in
+//     engine 1's relay.
+//  4. Holder 1's lock expires; then holder 2's SET reaches D: {C, E, D} is
+//     a quorum, holder 2's token is computed from their counters, none of
+//     which saw F1. Its write-back is stored by D, E and, once its SETs
+//     reach them, A and B: holder 2 holds the lock after holder 1's ended.
+//
+// A write-back that counts where the key holds the token, quarantined or
+// not, gave holder 1 F1 (A, B, C) and holder 2 a lower token. A
+// quarantined master's write-back does not count: holder 1 is refused.
+func TestFencingDelayedSetRestart(t *testing.T) {
+	const (
+		a, c, d, e = 0, 2, 3, 4
+		ttl1       = 500 * time.Millisecond
+		ttl2       = 30 * time.Second
+	)
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	addrs := set.Addrs()
+	via2 := relays(t, set, 0, 1, d) // engine 2's paths to A, B, D
+	via1 := relays(t, set, d)[0]    // engine 1's path to D
+	obs1 := &onReply{master: d, do: via1.Hold}
+	decided := make(chan struct{})
+	obs2 := &onReply{master: e, do: func() { close(decided) }}
+	cfg := engine.Config{FreshMasters: true, MasterTimeout: time.Second, Observer: obs1,
+		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}}
+	e1 := engineVia(t, []string{addrs[0], addrs[1], addrs[2], via1.Addr(), addrs[4]}, cfg)
+	cfg.Observer = obs2
+	e2 := engineVia(t, []string{via2[0].Addr(), via2[1].Addr(), addrs[2], via2[2].Addr(), addrs[4]}, cfg)
+	v := newEnvOn(t, set, functional)
+	key := keyName(t)
+	ahead := time.Now().UnixMicro() + time.Minute.Microseconds()
+	v.mustExec(a, "SET", engine.DefaultFenceKey, strconv.FormatInt(ahead, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The masters were just started for this test (FreshMasters); after
+	// a restart a master is quarantined for MaxTTL (60s > ttl2).
+
+	// 1. Holder 2's SETs: C and E run them, A, B, D wait.
+	for _, r := range via2 {
+		r.Hold()
+	}
+	type result struct {
+		l   *engine.Lock
+		err error
+	}
+	second := make(chan result, 1)
+	go func() {
+		l, err := e2.TryLock(ctx, key, ttl2, engine.WithFencing(), engine.WithMasterTimeout(40*time.Second))
+		second <- result{l, err}
+	}()
+	waitUntil := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitUntil("holder 2's SET never reached masters 2 and 4", func() bool {
+		return v.mustExec(c, "EXISTS", key).Int == 1 && v.mustExec(e, "EXISTS", key).Int == 1
+	})
+
+	// 2. C restarts empty; engine 1 quarantines it.
+	restartEmpty(t, set, c)
+	waitUntil("engine 1 never quarantined the restarted master 2", func() bool {
+		st := e1.Status()[c]
+		return st.Up && st.Quarantined
+	})
+	v.waitConnected()
+
+	// 3. Holder 1: granted by A, B, D (and C, quarantined); its
+	// write-back to D waits.
+	obs1.armed.Store(true)
+	l1, err1 := e1.TryLock(ctx, key, ttl1, engine.WithFencing())
+	var f1 int64
+	if err1 != nil {
+		if !errors.Is(err1, engine.ErrNotAcquired) && !errors.Is(err1, engine.ErrUnavailable) {
+			t.Fatalf("holder 1: %v", err1)
+		}
+		t.Logf("holder 1 refused: %v", err1)
+	} else {
+		f1 = l1.FencingToken()
+		t.Logf("holder 1: token %d, counters after its write-back %v", f1, v.counters())
+	}
+
+	// 4. Holder 1's lock is over and its keys gone; holder 2's SET reaches
+	// D, and once holder 2 decided (its write-back answered by E), its
+	// SETs and write-backs reach A and B.
+	waitUntil("holder 1's key never expired", func() bool {
+		return v.mustExec(a, "EXISTS", key).Int == 0 && v.mustExec(d, "EXISTS", key).Int == 0 && (l1 == nil || !l1.Valid())
+	})
+	obs2.armed.Store(true)
+	via2[2].Release()
+	select {
+	case <-decided:
+	case <-time.After(30 * time.Second):
+		t.Fatal("holder 2 never wrote its token back to master 4")
+	}
+	via2[0].Release()
+	via2[1].Release()
+	var r2 result
+	select {
+	case r2 = <-second:
+	case <-time.After(30 * time.Second):
+		t.Fatal("holder 2's TryLock did not return")
+	}
+	if r2.err != nil {
+		t.Fatalf("holder 2 (C, E, D granted): %v", r2.err)
+	}
+	f2 := r2.l.FencingToken()
+	t.Logf("holder 2: token %d", f2)
+	if l1 != nil && f2 <= f1 {
+		t.Fatalf("holder 2 took the lock after holder 1's had ended but got token %d ≤ holder 1's %d (counters %v)", f2, f1, v.counters())
+	}
+	via1.Release()
+	if err := r2.l.Unlock(ctx); err != nil {
+		t.Errorf("holder 2 Unlock: %v", err)
+	}
 }

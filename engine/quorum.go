@@ -18,7 +18,7 @@ const (
 	opRelease
 	opExtend
 	opFenced // acquire with a fencing token (FenceAcquireScript)
-	opRaise  // fencing counter write-back (FenceRaiseScript)
+	opRaise  // fencing counter write-back (FenceRaiseScript): yes where the key holds the token
 )
 
 var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend", opFenced: "acquire", opRaise: "fence"}
@@ -123,7 +123,11 @@ func (o *op) Complete(tag uint64, r resp.Reply, err error) {
 		for cur := o.fence.Load(); r.Int > cur && !o.fence.CompareAndSwap(cur, r.Int); cur = o.fence.Load() {
 		}
 	}
-	if ok && (o.kind == opAcquire || o.kind == opFenced || o.kind == opExtend) && o.e.quarantined(int(tag)) {
+	// A quarantined master's grant does not count, nor its confirmation of
+	// a fencing write-back: the lock key it holds may have been set after
+	// it lost a later holder's grant in a restart (docs/safety.md). Its
+	// releases count as usual.
+	if ok && o.kind != opRelease && o.e.quarantined(int(tag)) {
 		ok, cause = false, ErrQuarantined
 	}
 	if obs := o.e.obs; obs != nil {
@@ -158,7 +162,10 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 		}
 	case opRaise:
 		if r.Type == resp.TypeInteger {
-			return true, nil
+			if r.Int == 1 {
+				return true, nil
+			}
+			return false, ErrNotHeld
 		}
 	case opRelease, opExtend:
 		if r.Type == resp.TypeInteger {

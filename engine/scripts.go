@@ -40,8 +40,12 @@ var (
 	// floor makes a counter lost in a restart start again above every
 	// number issued before the restart (docs/safety.md, "Fencing tokens").
 	FenceAcquireScript = script("fence_acquire")
-	// FenceRaiseScript raises the fencing counter KEYS[1] to ARGV[1] if it
-	// is lower (or missing); returns 1.
+	// FenceRaiseScript is the fencing write-back: if the lock key KEYS[1]
+	// holds the token ARGV[1], it raises the fencing counter KEYS[2] to
+	// ARGV[2] if it is lower (or missing) and returns 1; otherwise it
+	// returns 0 and writes nothing. A master that answers 1 held the lock
+	// when the raise ran, so it grants the key to a later holder only after
+	// the raise (docs/safety.md, "Fencing tokens").
 	FenceRaiseScript = script("fence_raise")
 
 	// ReleaseMultiScript is ReleaseScript over n keys in one call (KEYS[i],

@@ -1,3 +1,4 @@
-local c = tonumber(redis.call("get",KEYS[1]))
-if c == nil or c < tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end
+if redis.call("get",KEYS[1]) ~= ARGV[1] then return 0 end
+local c = tonumber(redis.call("get",KEYS[2]))
+if c == nil or c < tonumber(ARGV[2]) then redis.call("set",KEYS[2],ARGV[2]) end
 return 1

@@ -39,11 +39,13 @@ const (
 	scenarioLimit       = 2 * time.Minute
 )
 
-// fixture is one scenario's masters (and relay) for its fault steps.
+// fixture is one scenario's masters (and relays) for its fault steps.
 type fixture struct {
-	t     *testing.T
-	set   *localmaster.Set
-	relay *relay.Relay // in front of master 4 (latency scenario)
+	t      *testing.T
+	set    *localmaster.Set
+	relay  *relay.Relay   // in front of master 4 (latency scenario)
+	slowB  []*relay.Relay // engine B's paths to masters 0-2 (two-engine scenarios)
+	direct *conn.Conn     // to master 0 (two-engine scenarios)
 }
 
 func (f *fixture) master(i int) *localmaster.Master { return f.set.Masters()[i] }
@@ -88,6 +90,29 @@ func (f *fixture) cont(idx ...int) {
 	}
 }
 
+// delayB sets the latency of engine B's paths to masters 0-2.
+func (f *fixture) delayB(d time.Duration) {
+	for _, r := range f.slowB {
+		r.SetDelay(d)
+	}
+}
+
+// aheadScript pushes a fencing counter d µs past max(counter, clock): the
+// master's clock, or the grants it counted, running ahead of the others'.
+var aheadScript = conn.NewScript(`local t = redis.call("time")
+local c = math.max(tonumber(redis.call("get",KEYS[1])) or 0, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+redis.call("set",KEYS[1],string.format("%d",c + tonumber(ARGV[1])))
+return 1`)
+
+// counterAhead pushes master 0's fencing counter d ahead.
+func (f *fixture) counterAhead(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := f.direct.Exec(ctx, "EVAL", aheadScript.Source(), "1", engine.DefaultFenceKey, strconv.FormatInt(d.Microseconds(), 10)); err != nil {
+		f.t.Error(err)
+	}
+}
+
 // step is a fault injected once the scenario reached a share of its
 // acquisitions.
 type step struct {
@@ -102,7 +127,10 @@ type scenario struct {
 	lib     bool // proxy clients lock and extend with the library scripts
 	conns   int  // engine connections per master (0: 1)
 	latency bool // master 4 behind a relay that adds latency
-	steps   func(rng *rand.Rand) []step
+	// two: two engines (two processes) take turns on the keys; engine B
+	// reaches masters 0-2 through relays (fixture.delayB).
+	two   bool
+	steps func(rng *rand.Rand) []step
 }
 
 // restartSteps restarts masters empty at eight points of the run: one at a
@@ -151,6 +179,18 @@ var scenarios = []scenario{
 			{0.33, "master 4 +15ms each way (past the 25ms master timeout)", func(f *fixture) { f.relay.SetDelay(15 * time.Millisecond) }},
 			{0.5, "master 4 +15ms, SIGSTOP master 0", func(f *fixture) { f.stop(0) }},
 			{0.66, "master 4 +2ms, SIGCONT master 0", func(f *fixture) { f.relay.SetDelay(2 * time.Millisecond); f.cont(0) }},
+		}
+	}},
+	// Issue #22 item 7: a holder whose SETs reach some masters late must
+	// still get a token above an earlier holder's that a master with a
+	// counter ahead gave (engine TestFencingDelayedSet is the exact
+	// interleaving). Two engines, so that no in-process floor orders them.
+	{name: "engine/fence-skew", two: true, steps: func(*rand.Rand) []step {
+		return []step{
+			{0, "engine B → masters 0-2 +3ms each way, master 0's counter +1s", func(f *fixture) { f.delayB(3 * time.Millisecond); f.counterAhead(time.Second) }},
+			{0.25, "master 0's counter +1s", func(f *fixture) { f.counterAhead(time.Second) }},
+			{0.5, "engine B → masters 0-2 +10ms, master 0's counter +1s", func(f *fixture) { f.delayB(10 * time.Millisecond); f.counterAhead(time.Second) }},
+			{0.75, "engine B → masters 0-2 +1ms, master 0's counter +1s", func(f *fixture) { f.delayB(time.Millisecond); f.counterAhead(time.Second) }},
 		}
 	}},
 	{name: "proxy/kill-9+sigstop", proxy: true, steps: func(*rand.Rand) []step {
@@ -282,16 +322,29 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 			lockers = append(lockers, &proxyLocker{c: c, lib: sc.lib})
 		}
 	} else {
-		e, err := engine.New(cfg)
-		if err != nil {
-			t.Fatal(err)
+		engines := []*engine.Engine{newEngine(t, ctx, cfg)}
+		if sc.two {
+			bcfg := cfg
+			bcfg.Addrs = append([]string(nil), addrs...)
+			for i := range 3 {
+				r, err := relay.Start(addrs[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				f.slowB, bcfg.Addrs[i] = append(f.slowB, r), r.Addr()
+			}
+			engines = append(engines, newEngine(t, ctx, bcfg))
+			c, err := conn.Dial(ctx, addrs[0], conn.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			f.direct = c
 		}
-		t.Cleanup(func() { e.Close() })
-		if err := e.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for range workers {
-			lockers = append(lockers, engineLocker{e})
+		for w := range workers {
+			// Fenced and unfenced workers on every engine.
+			lockers = append(lockers, engineLocker{engines[w/2%len(engines)]})
 		}
 	}
 
@@ -372,6 +425,19 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 		sc.name, r.res.Entries, r.res.Fenced, r.elapsed.Seconds(), r.contendedTries, r.unavailableTries, r.paused, r.res.StaleRejected,
 		r.res.Overlaps, r.res.OrderViolations, r.res.StaleAccepted)
 	return r
+}
+
+// newEngine starts an engine and waits for a quorum of its connections.
+func newEngine(t *testing.T, ctx context.Context, cfg engine.Config) *engine.Engine {
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 // errBusy is a locker's "the key is held".

@@ -18,6 +18,8 @@ type Relay struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // guarded by mu
 	closed bool                  // guarded by mu
+	held   chan struct{}         // closed by Release; nil: not held; guarded by mu
+	done   chan struct{}         // closed by Close
 	delay  atomic.Int64          // added one-way latency, ns
 }
 
@@ -25,13 +27,43 @@ type Relay struct {
 // direction (0 removes it). Order and content are preserved.
 func (r *Relay) SetDelay(d time.Duration) { r.delay.Store(int64(d)) }
 
+// Hold stops forwarding what clients send toward the target, on every
+// connection (new ones too), until [Relay.Release]: requests wait in the
+// relay, in order, while replies to what already passed still come back.
+// A test can thus let one command reach the server and keep the next one
+// on the wire for as long as it likes. Holding a held Relay does nothing.
+func (r *Relay) Hold() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = make(chan struct{})
+	}
+}
+
+// Release forwards what Hold kept, in order, and stops holding.
+func (r *Relay) Release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held != nil {
+		close(r.held)
+		r.held = nil
+	}
+}
+
+// gate returns the channel a chunk toward the target waits on (nil: pass).
+func (r *Relay) gate() chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
+}
+
 // Start listens on a free 127.0.0.1 port and relays to target.
 func Start(target string) (*Relay, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r := &Relay{ln: ln, target: target, conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -56,8 +88,8 @@ func (r *Relay) accept() {
 			return
 		}
 		r.wg.Add(2)
-		go r.pipe(c, t)
-		go r.pipe(t, c)
+		go r.pipe(c, t, false)
+		go r.pipe(t, c, true)
 	}
 }
 
@@ -82,7 +114,8 @@ type chunk struct {
 	data []byte
 }
 
-func (r *Relay) pipe(dst, src net.Conn) {
+// pipe copies src to dst; up: toward the target (what Hold holds).
+func (r *Relay) pipe(dst, src net.Conn, up bool) {
 	defer r.wg.Done()
 	defer src.Close()
 	defer dst.Close()
@@ -108,6 +141,16 @@ func (r *Relay) pipe(dst, src net.Conn) {
 		if d := time.Until(c.due); d > 0 {
 			time.Sleep(d)
 		}
+		if h := r.gate(); up && h != nil {
+			select {
+			case <-h:
+			case <-r.done:
+				src.Close()
+				for range q {
+				}
+				return
+			}
+		}
 		if _, err := dst.Write(c.data); err != nil {
 			src.Close() // unblocks the reader; drain what it queued
 			for range q {
@@ -121,6 +164,9 @@ func (r *Relay) pipe(dst, src net.Conn) {
 // relay's goroutines.
 func (r *Relay) Close() error {
 	r.mu.Lock()
+	if !r.closed {
+		close(r.done)
+	}
 	r.closed = true
 	for c := range r.conns {
 		c.Close()
