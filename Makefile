@@ -21,7 +21,7 @@ FAULT_ACQUISITIONS ?= 120000
 FAULT_SEED ?= 11
 fault:
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_FAULT_ACQUISITIONS=$(FAULT_ACQUISITIONS) REDLOCK_FAULT_SEED=$(FAULT_SEED) \
-		$(GO) test -count=1 -v -run '^TestFault$$' ./internal/fault
+		$(GO) test -count=1 -v -run '^TestFault$$' ./internal/test/fault
 	@# The watchdog at full size (10,000 auto-extended locks for 3 TTLs; the
 	@# race run above holds 2,000) and the loss signal under SIGSTOP.
 	REDLOCK_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestWatchdog' ./engine

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 func requireReal() bool { return os.Getenv("REDLOCK_REQUIRE_REDIS") == "1" }

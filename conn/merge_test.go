@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/internal/netgate"
+	"github.com/redlock-dev/redlock/internal/test/netgate"
 	"github.com/redlock-dev/redlock/resp"
 )
 

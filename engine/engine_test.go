@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 func TestQuorum(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // TestExtendOrder: Extend(30s) then Extend(1s) on one lock: the masters

@@ -15,8 +15,8 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // fencingEngines starts 5 real masters and two engines over them: two

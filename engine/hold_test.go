@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 func TestTryLockRefusesWaitOptions(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
-	"github.com/redlock-dev/redlock/internal/netgate"
+	"github.com/redlock-dev/redlock/internal/test/netgate"
 	"github.com/redlock-dev/redlock/resp"
 )
 

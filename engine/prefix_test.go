@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // TestKeyPrefix: engines with different prefixes share masters without

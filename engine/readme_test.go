@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // readmeSnippetStart and End delimit processOrder below, which must be the

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/resp"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // grantPath is one way a client can get or keep a lock through the proxy.

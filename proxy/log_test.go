@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
-	"github.com/redlock-dev/redlock/internal/testcerts"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
 // TestLogsRefusedClients: wrong passwords and protocol errors are logged

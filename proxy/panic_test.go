@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 )
 
 // TestPanicContained: a panic while serving one connection — in the reader

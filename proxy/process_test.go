@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -21,7 +21,7 @@ import (
 // from this tree without the race detector, so that "the process is
 // alive", its CPU time and its RSS are the real program's.
 
-// proxyProc is a running `redlock proxy` (internal/proctest), with what
+// proxyProc is a running `redlock proxy` (internal/test/proctest), with what
 // these tests read of it.
 type proxyProc struct {
 	*proctest.Proxy

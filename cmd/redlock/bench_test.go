@@ -13,8 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 )
 
 func TestBenchFlagValidation(t *testing.T) {

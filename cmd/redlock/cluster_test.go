@@ -8,7 +8,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // TestLockClusterMember: `redlock lock --masters` mixes a Redis Cluster

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/redlock-dev/redlock/internal/inspect"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 )
 
 // TestInspectCLI: `redlock inspect` reports exactly the planted leaked and

@@ -14,9 +14,9 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
-	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 	"github.com/redlock-dev/redlock/resp"
 )
 

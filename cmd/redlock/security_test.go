@@ -20,9 +20,9 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/localmaster"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
-	"github.com/redlock-dev/redlock/internal/proctest"
-	"github.com/redlock-dev/redlock/internal/testcerts"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
 // Secrets of the secured tests: distinctive, so that finding one in a log

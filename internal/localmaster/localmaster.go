@@ -54,7 +54,7 @@ type Options struct {
 }
 
 // TLSFiles names the PEM files of TLS masters (see Options.TLS);
-// internal/testcerts writes a matching set. Relative paths are taken from
+// internal/test/testcerts writes a matching set. Relative paths are taken from
 // the current directory at Start.
 type TLSFiles struct {
 	CertFile string // server certificate (--tls-cert-file), valid for 127.0.0.1 under CAFile

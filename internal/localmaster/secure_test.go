@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/testcerts"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
 // dialTLS is dial over TLS with cfg; it fails t if the handshake fails.

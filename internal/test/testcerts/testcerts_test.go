@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/internal/testcerts"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/redlock-dev/redlock/internal/proctest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 )
 
 // redlockProxy starts `redlock proxy` (built from this tree) over masters

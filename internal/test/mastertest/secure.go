@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/redlock-dev/redlock/internal/localmaster"
-	"github.com/redlock-dev/redlock/internal/testcerts"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
 // StartWith starts masters with o for t and closes them when t finishes.

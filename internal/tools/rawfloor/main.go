@@ -4,8 +4,8 @@
 // "DEL k" (cheaper than the release script) waiting for 3. It is the
 // yardstick for `redlock bench --concurrency 1` in docs/benchmarks.md.
 //
-//	go run ./internal/rawfloor                # both modes
-//	go run ./internal/rawfloor -mode epoll
+//	go run ./internal/tools/rawfloor                # both modes
+//	go run ./internal/tools/rawfloor -mode epoll
 //
 // Modes:
 //   - goroutines: plain net.Conn, one goroutine per master, the way a Go
