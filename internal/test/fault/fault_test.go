@@ -15,8 +15,8 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
 	"github.com/redlock-dev/redlock/proxy"
