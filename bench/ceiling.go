@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -67,10 +67,10 @@ func (p *pump) send() {
 	dl := time.Now().Add(5 * time.Second) // bounds the wait if a master stalls
 	err := p.c.Do(conn.Request{Cmd: p.buf, Deadline: dl, Callback: p, Tag: tagSet})
 	if err == nil {
-		p.buf = engine.ReleaseScript.AppendEvalSha(p.buf[:0], 1, 1)
+		p.buf = scripts.Release.AppendEvalSha(p.buf[:0], 1, 1)
 		p.buf = resp.AppendBulkString(p.buf, key)
 		p.buf = resp.AppendBulkString(p.buf, "ceiling-token")
-		err = p.c.Do(conn.Request{Cmd: p.buf, Deadline: dl, Callback: p, Tag: tagRelease, Script: engine.ReleaseScript})
+		err = p.c.Do(conn.Request{Cmd: p.buf, Deadline: dl, Callback: p, Tag: tagRelease, Script: scripts.Release})
 	}
 	p.mu.Unlock()
 	if err != nil {
@@ -102,7 +102,7 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 	pumps := make([]*pump, len(addrs))
 	for i, a := range addrs {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := conn.Dial(dctx, a, cfg.masterConn(engine.ReleaseScript))
+		c, err := conn.Dial(dctx, a, cfg.masterConn(scripts.Release))
 		cancel()
 		if err != nil {
 			for _, p := range pumps[:i] {

@@ -19,6 +19,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -204,7 +205,7 @@ func newProxyLocker(ctx context.Context, cfg Config) (*proxyLocker, error) {
 	l.calls.New = func() any { return &proxyCall{ch: make(chan proxyOutcome, 1)} }
 	for range max(cfg.ConnsPerMaster, 1) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := conn.Dial(dctx, cfg.ProxyAddr, conn.Config{Scripts: []*conn.Script{engine.ReleaseScript}})
+		c, err := conn.Dial(dctx, cfg.ProxyAddr, conn.Config{Scripts: []*conn.Script{scripts.Release}})
 		cancel()
 		if err != nil {
 			l.close()
@@ -263,8 +264,8 @@ func (l *proxyLocker) acquire(ctx context.Context, key string) (any, bool, error
 
 func (l *proxyLocker) release(ctx context.Context, hv any) error {
 	h := hv.(*proxyHandle)
-	o := l.do(ctx, h.c, engine.ReleaseScript, func(b []byte) []byte {
-		b = engine.ReleaseScript.AppendEvalSha(b, 1, 1)
+	o := l.do(ctx, h.c, scripts.Release, func(b []byte) []byte {
+		b = scripts.Release.AppendEvalSha(b, 1, 1)
 		b = resp.AppendBulkString(b, h.key)
 		return resp.AppendBulkString(b, h.token)
 	})

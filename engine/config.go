@@ -120,7 +120,7 @@ type Config struct {
 	// MergeMax bounds how many releases (and, separately, extensions)
 	// for one master are merged into one script call when they are
 	// queued for the same write (conn.Merge): the master then runs one
-	// EVALSHA of ReleaseMultiScript over their keys instead of one
+	// EVALSHA of scripts.ReleaseMulti over their keys instead of one
 	// EVALSHA each, and each lock still gets its own answer. Only what is
 	// already queued is merged; a lone release goes out as before.
 	// Default 0: [DefaultMergeMax]; negative: never merge.

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -54,7 +55,7 @@ type Engine struct {
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
-	release *conn.Script // ReleaseScript, or ReleaseNotifyScript with a ReleaseChannel
+	release *conn.Script // scripts.Release, or scripts.ReleaseNotify with a ReleaseChannel
 	// clusters[i] is member i when it is a Redis Cluster (cluster.go);
 	// nil when every member is a standalone master.
 	clusters []*conn.Cluster
@@ -78,21 +79,21 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, addrs: cfg.Addrs, n: len(cfg.Addrs), epoch: time.Now()}
 	e.q = e.n/2 + 1
-	e.release = ReleaseScript
-	releaseMulti, releaseArgs := ReleaseMultiScript, 1
+	e.release = scripts.Release
+	releaseMulti, releaseArgs := scripts.ReleaseMulti, 1
 	if cfg.ReleaseChannel != "" {
-		e.release = ReleaseNotifyScript
-		releaseMulti, releaseArgs = ReleaseNotifyMultiScript, 2
+		e.release = scripts.ReleaseNotify
+		releaseMulti, releaseArgs = scripts.ReleaseNotifyMulti, 2
 	}
-	scripts := []*conn.Script{e.release, ExtendScript, FenceAcquireScript, FenceRaiseScript}
+	loaded := []*conn.Script{e.release, scripts.Extend, scripts.FenceAcquire, scripts.FenceRaise}
 	if cfg.MergeMax >= 0 {
 		max := cfg.MergeMax
 		if max == 0 {
 			max = DefaultMergeMax
 		}
 		e.releaseMerge = conn.NewMerge(e.release, releaseMulti, releaseArgs, max)
-		e.extendMerge = conn.NewMerge(ExtendScript, ExtendMultiScript, 2, max)
-		scripts = append(scripts, releaseMulti, ExtendMultiScript)
+		e.extendMerge = conn.NewMerge(scripts.Extend, scripts.ExtendMulti, 2, max)
+		loaded = append(loaded, releaseMulti, scripts.ExtendMulti)
 	}
 	e.keep.init(e)
 	e.waits.init(e)
@@ -116,7 +117,7 @@ func New(cfg Config) (*Engine, error) {
 				}
 			}
 		}
-		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), scripts...)
+		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), loaded...)
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -414,7 +415,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	}
 	kind, script := opAcquire, (*conn.Script)(nil)
 	if co.fencing {
-		kind, script = opFenced, FenceAcquireScript
+		kind, script = opFenced, scripts.FenceAcquire
 	}
 	o := e.getOp(kind, false, l.cix, l.first)
 	o.khash, o.key = l.khash, l.key
@@ -582,12 +583,12 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 	o := e.getOp(opRaise, false, l.cix, l.first)
 	o.khash, o.key = l.khash, l.key
 	defer o.unref()
-	o.cmd = FenceRaiseScript.AppendEvalSha(o.cmd[:0], 2, 2)
+	o.cmd = scripts.FenceRaise.AppendEvalSha(o.cmd[:0], 2, 2)
 	o.cmd = resp.AppendBulkString(o.cmd, l.key)
 	o.cmd = resp.AppendBulkString(o.cmd, fenceKey)
 	o.cmd = resp.AppendBulkString(o.cmd, l.token)
 	o.cmd = resp.AppendBulkInt(o.cmd, f)
-	o.fanout(time.Now().Add(mt), FenceRaiseScript)
+	o.fanout(time.Now().Add(mt), scripts.FenceRaise)
 	if err := o.wait(ctx); err != nil {
 		return 0, err
 	}
@@ -598,7 +599,7 @@ func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) 
 }
 
 func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
-	dst = FenceAcquireScript.AppendEvalSha(dst, 2, 2)
+	dst = scripts.FenceAcquire.AppendEvalSha(dst, 2, 2)
 	dst = resp.AppendBulkString(dst, key)
 	dst = resp.AppendBulkString(dst, fenceKey)
 	dst = resp.AppendBulkString(dst, token)
@@ -614,8 +615,8 @@ func appendSet(dst []byte, key, token string, ms int64) []byte {
 }
 
 func (e *Engine) appendRelease(dst []byte, key, token string) []byte {
-	if e.release == ReleaseScript {
-		dst = ReleaseScript.AppendEvalSha(dst, 1, 1)
+	if e.release == scripts.Release {
+		dst = scripts.Release.AppendEvalSha(dst, 1, 1)
 		dst = resp.AppendBulkString(dst, key)
 		return resp.AppendBulkString(dst, token)
 	}
@@ -626,7 +627,7 @@ func (e *Engine) appendRelease(dst []byte, key, token string) []byte {
 }
 
 func appendExtend(dst []byte, key, token string, ms int64) []byte {
-	dst = ExtendScript.AppendEvalSha(dst, 1, 2)
+	dst = scripts.Extend.AppendEvalSha(dst, 1, 2)
 	dst = resp.AppendBulkString(dst, key)
 	dst = resp.AppendBulkString(dst, token)
 	return resp.AppendBulkInt(dst, ms)

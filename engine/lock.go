@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-dev/redlock/internal/scripts"
 )
 
 // Lock is an acquired lock. Its methods are safe for concurrent use.
@@ -374,7 +376,7 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 		o.notify = e.keep.decided
 	}
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
-	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), ExtendScript)
+	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), scripts.Extend)
 	return o
 }
 

@@ -9,16 +9,6 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 )
 
-// MasterTimeout returns the per-master timeout of an operation on a lock
-// of ttl: [Config.MasterTimeout] when set, else max(5ms, min(50ms,
-// ttl/100)); for ttl ≤ 0 (reads, other commands) the 50ms cap.
-func (e *Engine) MasterTimeout(ttl time.Duration) time.Duration {
-	if ttl <= 0 {
-		ttl = 100 * MaxMasterTimeout
-	}
-	return e.cfg.masterTimeout(ttl)
-}
-
 // Config returns the engine's configuration with every default filled in.
 func (e *Engine) Config() Config {
 	c := e.cfg

@@ -11,6 +11,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/netgate"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -130,7 +131,7 @@ func TestMergedReleases(t *testing.T) {
 	if firstErr != nil {
 		t.Errorf("first Unlock: %v", firstErr)
 	}
-	if got := mergedCalls(g, engine.ReleaseMultiScript.SHA()); got != 5 {
+	if got := mergedCalls(g, scripts.ReleaseMulti.SHA()); got != 5 {
 		t.Errorf("%d merged release calls, want one per master (5)", got)
 	}
 	for i, err := range errs {
@@ -199,7 +200,7 @@ func TestMergedNotifyingReleases(t *testing.T) {
 	defer sub.Close()
 	waitSubscribed(t, v, cfg.ReleaseChannel)
 	_, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, nil)
-	if got := mergedCalls(g, engine.ReleaseNotifyMultiScript.SHA()); got != 3 {
+	if got := mergedCalls(g, scripts.ReleaseNotifyMulti.SHA()); got != 3 {
 		t.Errorf("%d merged notifying release calls, want 3", got)
 	}
 	for i, err := range errs {
@@ -280,7 +281,7 @@ func TestMergedReleasesMasterDies(t *testing.T) {
 			}
 		}
 	}
-	if got := mergedCalls(g, engine.ReleaseMultiScript.SHA()); got < 4 {
+	if got := mergedCalls(g, scripts.ReleaseMulti.SHA()); got < 4 {
 		t.Errorf("%d merged release calls, want one per live master", got)
 	}
 	if st := v.e.Stats(); st.MasterErrors[0] < n || st.MasterErrors[1]+st.MasterErrors[2]+st.MasterErrors[3]+st.MasterErrors[4] != 0 {
@@ -310,7 +311,7 @@ func TestMergedExtends(t *testing.T) {
 	if firstErr != nil {
 		t.Errorf("first Extend: %v", firstErr)
 	}
-	if got := mergedCalls(g, engine.ExtendMultiScript.SHA()); got != 5 {
+	if got := mergedCalls(g, scripts.ExtendMulti.SHA()); got != 5 {
 		t.Errorf("%d merged extend calls, want 5", got)
 	}
 	for i, err := range errs {

@@ -17,8 +17,8 @@ const (
 	opAcquire opKind = iota
 	opRelease
 	opExtend
-	opFenced // acquire with a fencing token (FenceAcquireScript)
-	opRaise  // fencing counter write-back (FenceRaiseScript): yes where the key holds the token
+	opFenced // acquire with a fencing token (scripts.FenceAcquire)
+	opRaise  // fencing counter write-back (scripts.FenceRaise): yes where the key holds the token
 )
 
 var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend", opFenced: "acquire", opRaise: "fence"}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -28,9 +29,9 @@ func (f *fakeMaster) Do(req conn.Request) error {
 	switch {
 	case bytes.Contains(req.Cmd, []byte("\r\nSET\r\n")):
 		kind = "acquire"
-	case bytes.Contains(req.Cmd, []byte(ReleaseScript.SHA())):
+	case bytes.Contains(req.Cmd, []byte(scripts.Release.SHA())):
 		kind = "release"
-	case bytes.Contains(req.Cmd, []byte(ExtendScript.SHA())):
+	case bytes.Contains(req.Cmd, []byte(scripts.Extend.SHA())):
 		kind = "extend"
 	default:
 		return fmt.Errorf("fake master: unexpected command %q", req.Cmd)

@@ -31,6 +31,13 @@ type transport struct{ e *Engine }
 
 var _ enginex.Transport = transport{}
 
+func (t transport) MasterTimeout(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
+		ttl = 100 * MaxMasterTimeout
+	}
+	return t.e.cfg.masterTimeout(ttl)
+}
+
 func (t transport) Conns(i int) []*conn.Conn {
 	if cl := t.e.cluster(i); cl != nil {
 		return clusterConns(cl)
@@ -71,7 +78,7 @@ func (e *Engine) broadcast(ctx context.Context, key string, timeout time.Duratio
 		return nil, ErrClosed
 	}
 	if timeout <= 0 {
-		timeout = e.MasterTimeout(0)
+		timeout = transport{e}.MasterTimeout(0)
 	}
 	b := &broadcast{e: e, granted: granted, replies: make([]enginex.MasterReply, e.n), left: e.n, done: make(chan struct{}), obs: e.obs, t1: time.Now()}
 	deadline := time.Now().Add(timeout)

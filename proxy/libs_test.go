@@ -14,6 +14,8 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-dev/redlock/internal/scripts"
 )
 
 func TestRedislockV094(t *testing.T) {
@@ -62,10 +64,10 @@ func TestRedislockV010(t *testing.T) {
 	e := startEnv(t, 5, nil)
 	ctx := context.Background()
 	c := e.client(t)
-	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
-	refresh := redis.NewScript(libSources["bsm-redislock v0.10.0 refresh"])
-	pttl := redis.NewScript(libSources["bsm-redislock v0.10.0 pttl"])
-	release := redis.NewScript(libSources["bsm-redislock v0.10.0 release"])
+	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
+	refresh := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-refresh"))
+	pttl := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-pttl"))
+	release := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-release"))
 	keys := []string{"v10:a", "v10:b", "v10:c"}
 	token := "tokentokentokentokent"
 	if err := obtain.Run(ctx, c, keys, token, len(token), "10000").Err(); err != nil {
@@ -156,7 +158,7 @@ func TestLibrarySources(t *testing.T) {
 			if err != nil {
 				t.Skipf("module not in the cache: %v", err)
 			}
-			if string(b) != libSources["bsm-redislock v0.10.0 "+n] {
+			if string(b) != scripts.Lib("bsm-redislock-v0.10.0-"+n) {
 				t.Fatal("vendored text differs from the module's")
 			}
 		})
@@ -180,7 +182,7 @@ func TestRedislockOverridePrefix(t *testing.T) {
 	e := startEnv(t, 3, nil)
 	ctx := context.Background()
 	c := e.client(t)
-	for _, src := range []string{libSources["bsm-redislock v0.9.4 luaObtain"], libSources["bsm-redislock v0.10.0 obtain"]} {
+	for _, src := range []string{scripts.Lib("bsm-redislock-v0.9.4-luaObtain"), scripts.Lib("bsm-redislock-v0.10.0-obtain")} {
 		obtain := redis.NewScript(src)
 		token := "tok-0123456789abcdefgh" // 22 bytes, as bsm's
 		if err := obtain.Run(ctx, c, []string{"ov:1"}, token+"meta-a", len(token), "10000").Err(); err != nil {
@@ -206,5 +208,23 @@ func TestRedislockOverridePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.waitHolding(t, "ov:1", token+"meta-b", 0)
+	}
+}
+
+// TestLibraryFilesAllRecognised: every client-library script file under
+// internal/scripts/lib is in the proxy's table (a file added without a
+// mapping would be dead text), and no two entries share a SHA1.
+func TestLibraryFilesAllRecognised(t *testing.T) {
+	inTable := map[string]bool{}
+	for _, ls := range libTable {
+		inTable[ls.Source] = true
+	}
+	for _, name := range scripts.LibNames() {
+		if !inTable[scripts.Lib(name)] {
+			t.Errorf("internal/scripts/lib/%s.lua is not in libTable", name)
+		}
+	}
+	if len(libBySHA) != len(libTable) {
+		t.Errorf("%d SHA1s for %d table entries", len(libBySHA), len(libTable))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -68,9 +69,9 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) { c.Engine.Observer = rec })
 	ctx := context.Background()
 	c := e.client(t)
-	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
-	refresh := redis.NewScript(libSources["bsm-redislock v0.10.0 refresh"])
-	release := redis.NewScript(libSources["bsm-redislock v0.10.0 release"])
+	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
+	refresh := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-refresh"))
+	release := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-release"))
 	keys := []string{"obs:a", "obs:b"}
 	token := "tokentokentokentokent"
 	rec.take() // the start's probes
@@ -132,7 +133,7 @@ func TestLibraryScriptsObservedShared(t *testing.T) {
 	defer eng.Close()
 	e := startEnvOn(t, set, func(c *Config) { c.Shared = eng })
 	rec.take()
-	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
+	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
 	token := "tokentokentokentokent"
 	if err := obtain.Run(context.Background(), e.client(t), []string{"sh:a"}, token, len(token), "10000").Err(); err != nil {
 		t.Fatalf("obtain: %v", err)

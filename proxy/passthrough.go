@@ -47,7 +47,7 @@ func (c *client) cmdFcall(args [][]byte) *call {
 func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Script, cmd []byte) []byte {
 	timeout := s.cfg.ScriptTimeout
 	if timeout == 0 {
-		timeout = s.pass.MasterTimeout(0)
+		timeout = s.passTr.MasterTimeout(0)
 	}
 	key := ""
 	if len(keys) > 0 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -52,7 +53,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 
 	sc := ls.script
 	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
-		sc, argv = extendAddScript, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
+		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
 	}
 	cmd := appendEvalSha(nil, sc, keys, argv)
 	t1 := time.Now()
@@ -63,7 +64,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		// a master in restart quarantine.
 		reps, err = s.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
 	} else {
-		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.eng.MasterTimeout(ttl), sc, cmd)
+		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.tr.MasterTimeout(ttl), sc, cmd)
 	}
 	if err != nil {
 		s.observeLib(ls, t1, ttl, err, -s.eng.Quorum()) // no grant seen
@@ -204,11 +205,11 @@ func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
 // failed acquisition), waiting at most the engine's CleanupTimeout. It ignores the
 // command's cancellation.
 func (s *Server) cleanup(keys [][]byte, token []byte) {
-	cmd := appendEvalSha(nil, cleanupScript, keys, [][]byte{token})
+	cmd := appendEvalSha(nil, scripts.CleanupMulti, keys, [][]byte{token})
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.tr.Broadcast(ctx, string(keys[0]), timeout, cleanupScript, cmd)
+	s.tr.Broadcast(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd)
 }
 
 // undecided returns the unavailable error reply when fewer than a quorum

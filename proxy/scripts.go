@@ -4,10 +4,9 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
-	"strings"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -96,69 +95,41 @@ const (
 var libTable = []libScript{
 	// The engine's own compare-and-delete / compare-and-pexpire (also the
 	// "plain" scripts found in docs and hand-written clients).
-	{Name: "plain compare-and-delete (engine)", Source: engine.ReleaseScript.Source(), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
-	{Name: "plain compare-and-pexpire (engine)", Source: engine.ExtendScript.Source(), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
-	{Name: "plain compare-and-delete (redis.io)", Source: plainDeleteDoc, Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
-	{Name: "plain compare-and-pexpire (redis.io style)", Source: plainPexpireDoc, Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "plain compare-and-delete (engine)", Source: scripts.Release.Source(), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "plain compare-and-pexpire (engine)", Source: scripts.Extend.Source(), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "plain compare-and-delete (redis.io)", Source: scripts.Lib("redis.io-compare-and-delete"), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "plain compare-and-pexpire (redis.io style)", Source: scripts.Lib("redis.io-compare-and-pexpire"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 
 	// redis-py (Debian python3-redis 4.3.4, redis/lock.py).
-	{Name: "redis-py release", Source: libSources["redis-py release"], Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
-	{Name: "redis-py extend", Source: libSources["redis-py extend"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true, AddOrReplace: true},
-	{Name: "redis-py reacquire", Source: libSources["redis-py reacquire"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "redis-py release", Source: scripts.Lib("redis-py-release"), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "redis-py extend", Source: scripts.Lib("redis-py-extend"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true, AddOrReplace: true},
+	{Name: "redis-py reacquire", Source: scripts.Lib("redis-py-reacquire"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 
 	// github.com/bsm/redislock v0.9.4 (single key).
-	{Name: "bsm/redislock v0.9.4 obtain", Source: libSources["bsm-redislock v0.9.4 luaObtain"], Op: opAcquire, Reply: replyOKNil, TTLArg: 2, PrefixArg: 1},
-	{Name: "bsm/redislock v0.9.4 release", Source: libSources["bsm-redislock v0.9.4 luaRelease"], Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
-	{Name: "bsm/redislock v0.9.4 refresh", Source: libSources["bsm-redislock v0.9.4 luaRefresh"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
-	{Name: "bsm/redislock v0.9.4 pttl", Source: libSources["bsm-redislock v0.9.4 luaPTTL"], Op: opPTTL, Reply: replyPTTLNeg3, TTLArg: -1},
+	{Name: "bsm/redislock v0.9.4 obtain", Source: scripts.Lib("bsm-redislock-v0.9.4-luaObtain"), Op: opAcquire, Reply: replyOKNil, TTLArg: 2, PrefixArg: 1},
+	{Name: "bsm/redislock v0.9.4 release", Source: scripts.Lib("bsm-redislock-v0.9.4-luaRelease"), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
+	{Name: "bsm/redislock v0.9.4 refresh", Source: scripts.Lib("bsm-redislock-v0.9.4-luaRefresh"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "bsm/redislock v0.9.4 pttl", Source: scripts.Lib("bsm-redislock-v0.9.4-luaPTTL"), Op: opPTTL, Reply: replyPTTLNeg3, TTLArg: -1},
 
 	// github.com/bsm/redislock v0.10.0 (newest v0.10.x on the module proxy; several keys).
-	{Name: "bsm/redislock v0.10 obtain", Source: libSources["bsm-redislock v0.10.0 obtain"], Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2, PrefixArg: 1},
-	{Name: "bsm/redislock v0.10 release", Source: libSources["bsm-redislock v0.10.0 release"], Op: opRelease, Reply: replyOKNil, MultiKey: true, TTLArg: -1},
-	{Name: "bsm/redislock v0.10 refresh", Source: libSources["bsm-redislock v0.10.0 refresh"], Op: opExtend, Reply: replyOKNil, MultiKey: true, TTLArg: 1},
-	{Name: "bsm/redislock v0.10 pttl", Source: libSources["bsm-redislock v0.10.0 pttl"], Op: opPTTL, Reply: replyPTTLNil, MultiKey: true, TTLArg: -1},
+	{Name: "bsm/redislock v0.10 obtain", Source: scripts.Lib("bsm-redislock-v0.10.0-obtain"), Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2, PrefixArg: 1},
+	{Name: "bsm/redislock v0.10 release", Source: scripts.Lib("bsm-redislock-v0.10.0-release"), Op: opRelease, Reply: replyOKNil, MultiKey: true, TTLArg: -1},
+	{Name: "bsm/redislock v0.10 refresh", Source: scripts.Lib("bsm-redislock-v0.10.0-refresh"), Op: opExtend, Reply: replyOKNil, MultiKey: true, TTLArg: 1},
+	{Name: "bsm/redislock v0.10 pttl", Source: scripts.Lib("bsm-redislock-v0.10.0-pttl"), Op: opPTTL, Reply: replyPTTLNil, MultiKey: true, TTLArg: -1},
 
 	// github.com/go-redsync/redsync/v4 (v4.13.0 mutex.go).
-	{Name: "redsync delete", Source: libSources["redsync v4 deleteScript"], Op: opRelease, Reply: replyRedsync, TTLArg: -1},
-	{Name: "redsync touch", Source: libSources["redsync v4 touchScript"], Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
-	{Name: "redsync touch-with-setnx", Source: libSources["redsync v4 touchWithSetNXScript"], Op: opExtend, Reply: replyInt10, TTLArg: 1},
+	{Name: "redsync delete", Source: scripts.Lib("redsync-v4-deleteScript"), Op: opRelease, Reply: replyRedsync, TTLArg: -1},
+	{Name: "redsync touch", Source: scripts.Lib("redsync-v4-touchScript"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
+	{Name: "redsync touch-with-setnx", Source: scripts.Lib("redsync-v4-touchWithSetNXScript"), Op: opExtend, Reply: replyInt10, TTLArg: 1},
 
 	// npm redlock 5.0.0-beta.2 and 4.2.0 (several keys; reply #KEYS).
-	{Name: "node-redlock v5 acquire", Source: libSources["node-redlock5 acquire"], Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
-	{Name: "node-redlock v5 extend", Source: libSources["node-redlock5 extend"], Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
-	{Name: "node-redlock v5 release", Source: libSources["node-redlock5 release"], Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
-	{Name: "node-redlock v4 lock", Source: libSources["node-redlock4 lock"], Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
-	{Name: "node-redlock v4 extend", Source: libSources["node-redlock4 extend"], Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
-	{Name: "node-redlock v4 unlock", Source: libSources["node-redlock4 unlock"], Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
+	{Name: "node-redlock v5 acquire", Source: scripts.Lib("node-redlock5-acquire"), Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v5 extend", Source: scripts.Lib("node-redlock5-extend"), Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v5 release", Source: scripts.Lib("node-redlock5-release"), Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
+	{Name: "node-redlock v4 lock", Source: scripts.Lib("node-redlock4-lock"), Op: opAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v4 extend", Source: scripts.Lib("node-redlock4-extend"), Op: opExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v4 unlock", Source: scripts.Lib("node-redlock4-unlock"), Op: opRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
 }
-
-// The compare-and-delete / compare-and-pexpire as written on redis.io's
-// distributed-locks page (4-space indent, no trailing newline).
-const (
-	plainDeleteDoc  = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"del\",KEYS[1])\nelse\n    return 0\nend"
-	plainPexpireDoc = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then\n    return redis.call(\"pexpire\",KEYS[1],ARGV[2])\nelse\n    return 0\nend"
-)
-
-// cleanupScript deletes every KEYS[i] that holds ARGV[1] (multi-key
-// compare-and-delete); it undoes partial grants of a failed acquisition.
-var cleanupScript = conn.NewScript(`local n = 0
-for _, k in ipairs(KEYS) do
-  if redis.call("get", k) == ARGV[1] then
-    redis.call("del", k)
-    n = n + 1
-  end
-end
-return n`)
-
-// extendAddScript is what the proxy sends for redis-py's extend in its
-// adding mode (ARGV[3] "0": new TTL = what is left + ARGV[2]): the same
-// compare, with the sum capped at ARGV[3], the engine's MaxTTL, so that no
-// grant path leaves a key with a TTL beyond the restart quarantine period.
-// The reply contract (1/0) is redis-py's.
-var extendAddScript = conn.NewScript(strings.TrimSuffix(extendAddSource, "\n"))
-
-//go:embed lua/redispy_extend_add.lua
-var extendAddSource string
 
 // libBySHA indexes libTable by SHA1.
 var libBySHA = func() map[string]*libScript {

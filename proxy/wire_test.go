@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/resp"
@@ -142,8 +143,8 @@ func TestCommands(t *testing.T) {
 		{"eval refused", []string{"EVAL", "redis.call('set', 'script:x', 'y') return 7", "0"}, "-ERR redlock proxy: not a recognised lock script; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"eval flushall refused", []string{"EVAL", "return redis.call('flushall')", "0"}, "-ERR redlock proxy: not a recognised lock script*"},
 		{"lib script in a foreign shape refused", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine) called in a shape its library never sends (or with more than 64 keys, a value over 512 bytes, or a token length under 16 or over the value's); other scripts are disabled (start the proxy with --allow-scripts*"},
-		{"lib script with a value over 512 bytes refused", append([]string{"EVAL", libSources["node-redlock5 acquire"], "1", "big:1"}, strings.Repeat("v", 513), "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
-		{"lib script with 65 keys refused", append(append([]string{"EVAL", libSources["node-redlock5 acquire"], "65"}, manyKeys(65)...), "tok", "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
+		{"lib script with a value over 512 bytes refused", append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "1", "big:1"}, strings.Repeat("v", 513), "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
+		{"lib script with 65 keys refused", append(append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "65"}, manyKeys(65)...), "tok", "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
 		{"fcall refused", []string{"FCALL", "f", "0"}, "-ERR redlock proxy: functions are not lock scripts; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"script load refused", []string{"SCRIPT", "LOAD", "return 8"}, "-ERR redlock proxy: not a recognised lock script*"},
 		{"script load library", []string{"SCRIPT", "LOAD", libTable[0].Source}, "$40\r\n" + libTable[0].SHA + "\r\n"},
@@ -850,7 +851,7 @@ func TestErrorRepliesAreNotAnswers(t *testing.T) {
 		defer m.ConfigSet(ctx, "min-replicas-to-write", "0")
 	}
 	c := e.client(t)
-	obtain := redis.NewScript(libSources["bsm-redislock v0.10.0 obtain"])
+	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
 	token := "tokentokentokentokent"
 	want := "unavailable: 2/5 masters answered, quorum 3 (master 0: NOREPLICAS error reply; master 1: NOREPLICAS error reply; master 2: NOREPLICAS error reply)"
 	if err := obtain.Run(ctx, c, []string{"er:1"}, token, len(token), "10000").Err(); err == nil || !strings.Contains(err.Error(), want) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -218,7 +219,7 @@ func (l *proxyLock) keep() {
 		}
 		sent := time.Now()
 		ctx, cancel := context.WithDeadline(l.ctx, until)
-		rep, err := l.exec(ctx, "EVAL", engine.ExtendScript.Source(), "1", l.key, l.token, strconv.FormatInt(ttl.Milliseconds(), 10))
+		rep, err := l.exec(ctx, "EVAL", scripts.Extend.Source(), "1", l.key, l.token, strconv.FormatInt(ttl.Milliseconds(), 10))
 		cancel()
 		switch n, _ := intReply(rep); {
 		case err == nil && n == 1:
@@ -267,7 +268,7 @@ func (l *proxyLock) halt() {
 func (l *proxyLock) releaseQuietly() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = l.exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", l.key, l.token)
+	_, _ = l.exec(ctx, "EVAL", scripts.Release.Source(), "1", l.key, l.token)
 }
 
 // isErrorReply reports whether err is the proxy's error reply (an answer),
@@ -295,7 +296,7 @@ func (l *proxyLock) Err() error {
 // Unlock stops extending and releases the lock through the proxy.
 func (l *proxyLock) Unlock(ctx context.Context) error {
 	l.halt()
-	rep, err := l.exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", l.key, l.token)
+	rep, err := l.exec(ctx, "EVAL", scripts.Release.Source(), "1", l.key, l.token)
 	l.end(engine.ErrUnlocked)
 	if err != nil {
 		return err

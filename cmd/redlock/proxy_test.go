@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
@@ -211,7 +211,7 @@ func TestReleaseChannel(t *testing.T) {
 	if r, err := c.Exec(ctx, "SET", "rc:1", "tok", "NX", "PX", "5000"); err != nil || !r.IsOK() {
 		t.Fatalf("SET: %v %v", r, err)
 	}
-	if r, err := c.Exec(ctx, "EVAL", engine.ReleaseScript.Source(), "1", "rc:1", "tok"); err != nil || r.Int != 1 {
+	if r, err := c.Exec(ctx, "EVAL", scripts.Release.Source(), "1", "rc:1", "tok"); err != nil || r.Int != 1 {
 		t.Fatalf("release: %v %v", r, err)
 	}
 	for i, rd := range subs {

@@ -32,6 +32,10 @@ type Transport interface {
 	// Conns returns the connections to master i (for health, identity and
 	// pipeline counters).
 	Conns(i int) []*conn.Conn
+	// MasterTimeout returns the per-master timeout of an operation on a
+	// lock of ttl: Config.MasterTimeout when set, else max(5ms, min(50ms,
+	// ttl/100)); for ttl ≤ 0 (reads, other commands) the 50ms cap.
+	MasterTimeout(ttl time.Duration) time.Duration
 	// Drift returns the clock drift allowance for ttl: ttl·DriftFactor +
 	// DriftMin. A lock's validity is ttl − elapsed − Drift(ttl).
 	Drift(ttl time.Duration) time.Duration

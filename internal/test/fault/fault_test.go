@@ -16,6 +16,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
@@ -583,7 +584,7 @@ func (l *proxyLocker) lock(ctx context.Context, key string, fenced bool) (held, 
 	h.unlock = func(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		l.c.Exec(cctx, "EVALSHA", engine.ReleaseScript.SHA(), "1", key, token)
+		l.c.Exec(cctx, "EVALSHA", scripts.Release.SHA(), "1", key, token)
 	}
 	return h, nil
 }

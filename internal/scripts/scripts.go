@@ -1,0 +1,106 @@
+// Package scripts holds every Lua script of this module as a file, with
+// its SHA1 computed when the package loads (conn.NewScript):
+//
+//   - engine/: the engine's own scripts (release, extend, fencing, their
+//     multi-key forms). A file is the script without its final newline.
+//   - proxy/: scripts the proxy sends on its own account (the cleanup of a
+//     failed multi-key acquisition, redis-py's adding extend capped at
+//     MaxTTL). Same convention.
+//   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
+//     redsync, node-redlock, redis.io's examples), byte for byte with no
+//     newline added or removed: the proxy recognises them by SHA1.
+//
+// The package is internal: which scripts the engine sends is not part of
+// its API.
+package scripts
+
+import (
+	"embed"
+	"strings"
+
+	"github.com/redlock-dev/redlock/conn"
+)
+
+//go:embed engine/*.lua proxy/*.lua lib/*.lua
+var files embed.FS
+
+// load returns dir/name.lua as a script, without the final newline.
+func load(dir, name string) *conn.Script {
+	b, err := files.ReadFile(dir + "/" + name + ".lua")
+	if err != nil {
+		panic("scripts: missing embedded script " + dir + "/" + name) // a build error, caught by every test
+	}
+	return conn.NewScript(strings.TrimSuffix(string(b), "\n"))
+}
+
+// The engine's scripts, sent with EVALSHA.
+var (
+	// Release deletes KEYS[1] if it holds ARGV[1]; returns 1 or 0.
+	Release = load("engine", "release")
+	// ReleaseNotify is Release that also publishes KEYS[1] on channel
+	// ARGV[2] when it deleted it (engine.Config.ReleaseChannel).
+	ReleaseNotify = load("engine", "release_notify")
+	// Extend sets the TTL of KEYS[1] to ARGV[2] ms if it holds ARGV[1];
+	// returns 1 or 0.
+	Extend = load("engine", "extend")
+
+	// FenceAcquire is the fenced acquire: SET KEYS[1] ARGV[1] NX PX
+	// ARGV[2]; when it set the key, it advances the master's fencing
+	// counter KEYS[2] to max(counter, the master's clock in microseconds)
+	// + 1 and returns it; nil when the key exists. The clock floor makes a
+	// counter lost in a restart start again above every number issued
+	// before the restart (docs/safety.md, "Fencing tokens").
+	FenceAcquire = load("engine", "fence_acquire")
+	// FenceRaise is the fencing write-back: if the lock key KEYS[1] holds
+	// the token ARGV[1], it raises the fencing counter KEYS[2] to ARGV[2]
+	// if it is lower (or missing) and returns 1; otherwise it returns 0 and
+	// writes nothing. A master that answers 1 held the lock when the raise
+	// ran, so it grants the key to a later holder only after the raise
+	// (docs/safety.md, "Fencing tokens").
+	FenceRaise = load("engine", "fence_raise")
+
+	// ReleaseMulti is Release over n keys in one call (KEYS[i], token
+	// ARGV[i]); it returns an array of n integers. The engine merges
+	// releases queued for the same write into it (engine.Config.MergeMax).
+	ReleaseMulti = load("engine", "release_multi")
+	// ReleaseNotifyMulti is ReleaseNotify over n keys (token ARGV[2i-1],
+	// channel ARGV[2i]).
+	ReleaseNotifyMulti = load("engine", "release_notify_multi")
+	// ExtendMulti is Extend over n keys (token ARGV[2i-1], TTL ARGV[2i] ms).
+	ExtendMulti = load("engine", "extend_multi")
+)
+
+// The proxy's own scripts.
+var (
+	// CleanupMulti deletes every KEYS[i] that holds ARGV[1] (multi-key
+	// compare-and-delete) and returns how many; the proxy undoes partial
+	// grants of a failed library acquisition with it.
+	CleanupMulti = load("proxy", "cleanup_multi")
+	// RedisPyExtendAdd is what the proxy sends for redis-py's extend in its
+	// adding mode (ARGV[3] "0": new TTL = what is left + ARGV[2]): the
+	// same compare, with the sum capped at ARGV[3], the engine's MaxTTL, so
+	// that no grant path leaves a key with a TTL beyond the restart
+	// quarantine period. The reply contract (1/0) is redis-py's.
+	RedisPyExtendAdd = load("proxy", "redispy_extend_add")
+)
+
+// Lib returns the exact text of the client-library script lib/name.lua,
+// e.g. "redis-py-release" or "bsm-redislock-v0.10.0-obtain". It panics on
+// an unknown name (a programming error inside this module).
+func Lib(name string) string {
+	b, err := files.ReadFile("lib/" + name + ".lua")
+	if err != nil {
+		panic("scripts: missing embedded library script " + name)
+	}
+	return string(b)
+}
+
+// LibNames returns the names Lib accepts, sorted.
+func LibNames() []string {
+	ents, _ := files.ReadDir("lib")
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, strings.TrimSuffix(e.Name(), ".lua"))
+	}
+	return names
+}
