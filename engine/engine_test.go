@@ -60,8 +60,8 @@ func TestValidity(t *testing.T) {
 			defer l.Unlock(context.Background())
 			v.waitHeld(key, l.Token())
 			now := time.Now()
-			if got := l.TTL(); got <= 0 || got >= ttl {
-				t.Errorf("TTL() = %v, want in (0, %v)", got, ttl)
+			if got := l.Remaining(); got <= 0 || got >= ttl {
+				t.Errorf("Remaining() = %v, want in (0, %v)", got, ttl)
 			}
 			until := l.Until()
 			if !until.After(now) || !until.Before(now.Add(ttl)) {
@@ -185,8 +185,8 @@ func TestExtend(t *testing.T) {
 		if !l.Until().After(until.Add(7 * time.Second)) {
 			t.Errorf("Until moved by %v, want about +8s", l.Until().Sub(until))
 		}
-		if got := l.TTL(); got <= 2*time.Second || got > 10*time.Second {
-			t.Errorf("TTL() = %v after Extend(10s)", got)
+		if got := l.Remaining(); got <= 2*time.Second || got > 10*time.Second {
+			t.Errorf("Remaining() = %v after Extend(10s)", got)
 		}
 		// Shortening works too.
 		if err := l.Extend(ctx, time.Second); err != nil {
@@ -206,8 +206,8 @@ func TestExtend(t *testing.T) {
 		key := keyName(t)
 		l := v.mustLock(key, 50*time.Millisecond, engine.WithMasterTimeout(40*time.Millisecond))
 		time.Sleep(120 * time.Millisecond)
-		if l.Valid() || l.TTL() != 0 {
-			t.Errorf("Valid() = %v, TTL() = %v after expiry", l.Valid(), l.TTL())
+		if l.Valid() || l.Remaining() != 0 {
+			t.Errorf("Valid() = %v, Remaining() = %v after expiry", l.Valid(), l.Remaining())
 		}
 		st := v.e.Stats()
 		err := l.Extend(ctx, time.Second)

@@ -94,11 +94,6 @@ func (l *Lock) Remaining() time.Duration {
 	return max(0, time.Duration(l.until.Load())-time.Since(l.e.epoch))
 }
 
-// TTL returns the validity left, like [Lock.Remaining].
-//
-// Deprecated: the name reads as the TTL asked for; use [Lock.Remaining].
-func (l *Lock) TTL() time.Duration { return l.Remaining() }
-
 // Valid reports whether the validity has not run out and the lock was not
 // unlocked. It says nothing the masters did not say at acquisition: a
 // master restart without persistence can still lose the lock.

@@ -50,20 +50,21 @@ func (NopObserver) WriteBatch(master, n int)              {}
 type AcquireResult uint8
 
 const (
-	// Acquired: a quorum granted with validity left.
-	Acquired AcquireResult = iota
-	// Taken: a quorum answered and the key is held ([ErrNotAcquired]), or
-	// the grants came too late (validity used up).
-	Taken
-	// NoQuorum: too few masters answered to tell ([ErrUnavailable]).
-	NoQuorum
-	// Timeout: the caller's context deadline passed.
-	Timeout
-	// Cancelled: the caller's context was cancelled, or the engine closed.
-	Cancelled
+	// AcquireGranted: a quorum granted with validity left.
+	AcquireGranted AcquireResult = iota
+	// AcquireTaken: a quorum answered and the key is held
+	// ([ErrNotAcquired]), or the grants came too late (validity used up).
+	AcquireTaken
+	// AcquireNoQuorum: too few masters answered to tell ([ErrUnavailable]).
+	AcquireNoQuorum
+	// AcquireTimeout: the caller's context deadline passed.
+	AcquireTimeout
+	// AcquireCancelled: the caller's context was cancelled, or the engine
+	// closed.
+	AcquireCancelled
 )
 
-var acquireResultNames = [...]string{Acquired: "acquired", Taken: "taken", NoQuorum: "no_quorum", Timeout: "timeout", Cancelled: "cancelled"}
+var acquireResultNames = [...]string{AcquireGranted: "acquired", AcquireTaken: "taken", AcquireNoQuorum: "no_quorum", AcquireTimeout: "timeout", AcquireCancelled: "cancelled"}
 
 // String returns the result's metric label: acquired, taken, no_quorum,
 // timeout or cancelled.
@@ -91,13 +92,13 @@ type AcquireEvent struct {
 func acquireResult(err error) AcquireResult {
 	switch {
 	case err == nil:
-		return Acquired
+		return AcquireGranted
 	case errors.Is(err, context.DeadlineExceeded):
-		return Timeout
+		return AcquireTimeout
 	case errors.Is(err, context.Canceled), errors.Is(err, ErrClosed):
-		return Cancelled
+		return AcquireCancelled
 	case errors.Is(err, ErrUnavailable):
-		return NoQuorum
+		return AcquireNoQuorum
 	}
-	return Taken
+	return AcquireTaken
 }

@@ -124,7 +124,7 @@ func (m *Metrics) Acquire(ev engine.AcquireEvent) {
 	}
 	m.acquireSecs.Observe(ev.Latency.Seconds())
 	m.margin.Observe(float64(ev.Margin))
-	if ev.Result == engine.Acquired && ev.TTL > 0 {
+	if ev.Result == engine.AcquireGranted && ev.TTL > 0 {
 		m.validity.Observe(float64(ev.ValidityLeft) / float64(ev.TTL))
 	}
 }

@@ -80,7 +80,7 @@ func TestLibraryScriptsObserved(t *testing.T) {
 		t.Fatalf("obtain: %v", err)
 	}
 	acq, _, _, replies := rec.take()
-	if len(acq) != 1 || acq[0].Result != engine.Acquired || acq[0].Margin != 2 || acq[0].TTL != 10*time.Second ||
+	if len(acq) != 1 || acq[0].Result != engine.AcquireGranted || acq[0].Margin != 2 || acq[0].TTL != 10*time.Second ||
 		acq[0].ValidityLeft <= 0 || acq[0].ValidityLeft >= 10*time.Second || acq[0].Latency <= 0 {
 		t.Fatalf("obtain reported %+v; want one acquired attempt, margin 2, validity left", acq)
 	}
@@ -90,7 +90,7 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	if err := obtain.Run(ctx, c, []string{"obs:b"}, "other-token-other-token", 23, "10000").Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("second obtain: %v", err)
 	}
-	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.Taken || acq[0].Margin != -3 || acq[0].ValidityLeft != 0 {
+	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.AcquireTaken || acq[0].Margin != -3 || acq[0].ValidityLeft != 0 {
 		t.Fatalf("refused obtain reported %+v; want one taken attempt, margin -3", acq)
 	}
 	if err := refresh.Run(ctx, c, keys, token, len(token), "20000").Err(); err != nil {
@@ -116,7 +116,7 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("obtain with 3 of 5 down: %v", err)
 	}
-	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.NoQuorum || acq[0].Margin != -1 {
+	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.AcquireNoQuorum || acq[0].Margin != -1 {
 		t.Fatalf("obtain with 3 of 5 down reported %+v; want one no_quorum attempt, margin 2-3 = -1", acq)
 	}
 }
@@ -138,7 +138,7 @@ func TestLibraryScriptsObservedShared(t *testing.T) {
 	if err := obtain.Run(context.Background(), e.client(t), []string{"sh:a"}, token, len(token), "10000").Err(); err != nil {
 		t.Fatalf("obtain: %v", err)
 	}
-	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.Acquired || acq[0].Margin != 1 {
+	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.AcquireGranted || acq[0].Margin != 1 {
 		t.Fatalf("obtain through a Shared engine reported %+v; want one acquired attempt, margin 1", acq)
 	}
 }

@@ -126,16 +126,16 @@ func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err 
 	switch ls.Op {
 	case opAcquire:
 		now := time.Now()
-		ev := engine.AcquireEvent{Result: engine.Taken, Latency: now.Sub(t1), Margin: margin, TTL: ttl}
+		ev := engine.AcquireEvent{Result: engine.AcquireTaken, Latency: now.Sub(t1), Margin: margin, TTL: ttl}
 		switch {
 		case err == nil:
-			ev.Result, ev.ValidityLeft = engine.Acquired, ttl-now.Sub(t1)-s.drift(ttl)
+			ev.Result, ev.ValidityLeft = engine.AcquireGranted, ttl-now.Sub(t1)-s.drift(ttl)
 		case errors.Is(err, context.DeadlineExceeded):
-			ev.Result = engine.Timeout
+			ev.Result = engine.AcquireTimeout
 		case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
-			ev.Result = engine.Cancelled
+			ev.Result = engine.AcquireCancelled
 		case errors.Is(err, engine.ErrUnavailable):
-			ev.Result = engine.NoQuorum
+			ev.Result = engine.AcquireNoQuorum
 		}
 		obs.Acquire(ev)
 	case opExtend:
