@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // TestExtendOrder: Extend(30s) then Extend(1s) on one lock: the masters
@@ -93,5 +94,98 @@ func TestExtendCancelMovesDone(t *testing.T) {
 		}
 	case <-time.After(3 * time.Second):
 		t.Fatalf("Done did not close at the lowered deadline (%v after the Extend began)", l.Until().Sub(start))
+	}
+}
+
+// TestExtendShorterThenLongerUnanswered: Extend(1s) succeeds on every
+// master, then an extension to 30s (by a caller, or the watchdog) reaches
+// only masters 0 and 1 and goes unanswered elsewhere. Masters 2-4 hold the
+// key for 1s, so another engine can take it a second later: by then this
+// lock must say it ended. Before, the 1s success was not the latest
+// extension sent, so it did not touch the deadline, and the 30s one's
+// failure only lowered it to 30s: the lock reported ~9s left (and, through
+// the watchdog, Done never closed) while the second engine held the key
+// (found by the review of issue #22). An extension now lowers the deadline
+// when it is sent, to what it would leave if a master applied it.
+func TestExtendShorterThenLongerUnanswered(t *testing.T) {
+	for _, watchdog := range []bool{false, true} {
+		name := map[bool]string{false: "Extend", true: "watchdog"}[watchdog]
+		t.Run(name, func(t *testing.T) {
+			set := mastertest.Start(t, 5)
+			mastertest.RequireReal(t, set)
+			addrs := set.Addrs()
+			var held []*relay.Relay
+			for i := 2; i < 5; i++ {
+				r, err := relay.Start(addrs[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				held = append(held, r)
+				addrs[i] = r.Addr()
+			}
+			e1, err := New(Config{FreshMasters: true, Addrs: addrs, MasterTimeout: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e1.Close() })
+			e2, err := New(Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e2.Close() })
+			ctx := context.Background()
+			l, err := e1.TryLock(ctx, "shortlong:key", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := l.Done()
+			short := l.sendExtend(time.Second, 1000, false)
+			if err := short.wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range held {
+				r.Hold()
+			}
+			var long *op
+			if watchdog {
+				e1.keep.mu.Lock()
+				l.extending = true
+				e1.keep.mu.Unlock()
+				l.sendExtend(30*time.Second, 30000, true)
+				time.Sleep(150 * time.Millisecond)
+			} else {
+				long = l.sendExtend(30*time.Second, 30000, false)
+				if err := long.wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, r := range held {
+				r.Close() // what it held never reaches masters 2-4
+			}
+			if err := l.extendDone(short); err != nil {
+				t.Fatalf("Extend(1s): %v", err)
+			}
+			if long != nil {
+				if err := l.extendDone(long); err == nil {
+					t.Fatal("the 30s extension answered by 2 of 5 masters succeeded")
+				}
+			}
+			if left := l.Remaining(); left > time.Second {
+				t.Fatalf("the lock reports %v left; masters 2-4 hold it for 1s", left)
+			}
+			time.Sleep(1100 * time.Millisecond)
+			if l2, err := e2.TryLock(ctx, "shortlong:key", 5*time.Second); err == nil {
+				defer l2.Unlock(ctx)
+				if l.Valid() {
+					t.Fatalf("two holders: the first lock reports %v left while a second engine holds the key", l.Remaining())
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(500 * time.Millisecond):
+				t.Fatal("Done is open while another engine holds the key")
+			}
+		})
 	}
 }

@@ -325,10 +325,10 @@ func (l *Lock) lowerUntil(d int64) {
 // token. It succeeds only when a quorum did so within the new validity;
 // then Until moves to ttl minus drift after the call started. Otherwise it
 // returns an error matching [ErrLockLost] (the lock ended: [Lock.Done]
-// closes), [ErrTooManyExtensions], or ctx's error; after a failed or
-// cancelled Extend that reached the masters, Until is the earlier of the
-// old deadline and ttl minus drift after the call started (some masters
-// may hold the new, shorter TTL).
+// closes), [ErrTooManyExtensions], or ctx's error. From the moment it is
+// sent, whatever comes of it, Until is at most ttl minus drift after the
+// call started (some masters may hold the new TTL, which may be shorter),
+// and only the success of the latest extension sent moves it up.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := l.e.lockTTL(ttl)
 	if err != nil {
@@ -350,9 +350,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	o := l.sendExtend(ttl, ms, false)
 	if err := o.wait(ctx); err != nil {
-		// Some masters may have applied the new TTL: never count on more
-		// than both the old deadline and the new one allow.
-		l.lowerUntil(e.untilAfter(o.t1, ttl))
+		// Some masters may have applied the new TTL: sendExtend already
+		// lowered the deadline to what it leaves.
 		o.unref()
 		return err
 	}
@@ -371,18 +370,26 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 		o.notify = e.keep.decided
 	}
 	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
+	// From the moment it is sent, any master may apply this TTL, and a
+	// later extension may reach only some of them: never count on more
+	// than this one leaves. (Extend(1s) answered by all, then Extend(30s)
+	// by two of five: three masters let the key go after 1s.) Only a later
+	// extension's success moves the deadline up again (extendDone).
+	l.lowerUntil(e.untilAfter(o.t1, ttl))
 	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), scripts.Extend)
 	return o
 }
 
 // extendDone applies the decided extension o to the lock and releases o.
 //
-// A success moves the deadline to ttl − drift after o started, unless a
-// later extension was sent meanwhile: the masters apply extensions in the
-// order sent, so the later one's TTL is what they hold and only its
-// decision may move the deadline up (Extend(30s) then Extend(1s): the
-// masters keep 1s, whichever call is answered last). A failure only ever
-// lowers the deadline (some masters may hold the new TTL).
+// Sending an extension already lowered the deadline to what it leaves
+// (sendExtend). A success moves the deadline to ttl − drift after o
+// started, unless a later extension was sent meanwhile: the masters apply
+// extensions in the order sent, so the later one's TTL is what they hold
+// and only its decision may move the deadline up (Extend(30s) then
+// Extend(1s): the masters keep 1s, whichever call is answered last). A
+// failure only ever lowers the deadline (some masters may hold the new
+// TTL).
 //
 // A failure ends the lock, except a watchdog's extension that too few
 // masters answered to tell (ErrUnavailable) while validity is left: the
