@@ -46,9 +46,9 @@ type Engine struct {
 	mlog       []masterLog // guarded by logMu
 	upCount    int         // guarded by logMu
 	quorumLost bool        // guarded by logMu
-	// firstRun is, with Config.FreshMasters, the run_id of the server
-	// first met at each address (guarded by logMu).
-	firstRun map[serverAt]string
+	// lastRun is the run_id of the server last met at each address of
+	// each member (restart quarantine, quarantineFrom). Guarded by logMu.
+	lastRun map[serverAt]string
 
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
 	quar []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not

@@ -206,13 +206,21 @@ func (e *Engine) serverUp(i int, sc conn.StateChange) {
 }
 
 // quarantineFrom quarantines member i when the server of sc (a master, or
-// a node of a cluster member) may have started less than the quarantine
-// period ago: until its latest possible start plus the period (the
-// delayed-restart rule, enforced by the client). It applies to every
-// session — the first this engine has with the server too: another
-// process may hold locks the server lost — except, with
-// Config.FreshMasters, sessions with the server first met at that
-// address. Called with logMu held.
+// a node of a cluster member) may lack locks that are still held:
+//
+//   - it may have started less than the quarantine period ago: until its
+//     latest possible start plus the period (the delayed-restart rule,
+//     enforced by the client). This applies to every session, the first
+//     this engine has with the server too: another process may hold locks
+//     the server lost;
+//   - another server than the last one answers at the address (a new
+//     run_id, whatever its uptime: a restart, or a failover to a replica
+//     that may miss grants made until the failover): until this session
+//     began plus the period.
+//
+// With Config.FreshMasters, sessions with the server first met at an
+// address (by a run_id the handshake read) are trusted. Called with logMu
+// held.
 func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 	if e.cfg.DisableQuarantine {
 		if sc.Restarted {
@@ -220,26 +228,33 @@ func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 		}
 		return
 	}
-	if e.cfg.FreshMasters {
-		where := serverAt{i, sc.Addr}
-		id, met := e.firstRun[where]
-		if !met {
-			if e.firstRun == nil {
-				e.firstRun = map[serverAt]string{}
-			}
-			e.firstRun[where] = sc.Info.RunID
-			return
-		}
-		if id == sc.Info.RunID {
-			return
-		}
+	where := serverAt{i, sc.Addr}
+	prev, met := e.lastRun[where]
+	if e.lastRun == nil {
+		e.lastRun = map[serverAt]string{}
+	}
+	e.lastRun[where] = sc.Info.RunID
+	changed := met && prev != sc.Info.RunID
+	if e.cfg.FreshMasters && sc.Info.RunID != "" && !changed {
+		return
 	}
 	period := e.quarantinePeriod()
 	until := sc.Info.StartedBy().Add(period)
+	why := "it started less than the quarantine period ago (it may have lost locks)"
+	if changed {
+		at := sc.Info.ConnectedAt
+		if at.IsZero() {
+			at = time.Now()
+		}
+		if swapped := at.Add(period); swapped.After(until) {
+			until = swapped
+			why = "another server answers at its address (new run_id: it may miss locks granted until now)"
+		}
+	}
 	if !until.After(time.Now()) {
 		return
 	}
 	e.raiseQuarantine(i, until)
-	e.cfg.Logger.Warn("engine: master quarantined: it started less than the quarantine period ago (it may have lost locks); its grants do not count until the quarantine ends",
+	e.cfg.Logger.Warn("engine: master quarantined: "+why+"; its grants do not count until the quarantine ends",
 		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,5 +99,87 @@ func TestValidityOnWhatWasSent(t *testing.T) {
 	}
 	if got := validity(); got != want {
 		t.Fatalf("extended for 1.000999s: validity %v after the start, want %v (1s sent)", got, want)
+	}
+}
+
+// TestQuarantineServerSwap: another server, with a long uptime, takes over
+// the addresses of three masters (a failover to replicas, a VIP or DNS
+// moved) while a lock is held: the new servers never saw the lock. They
+// started long before the quarantine period, so the uptime rule alone lets
+// them vote at once, and a second holder got the key (found by the review
+// of issue #22). A new run_id at an address now quarantines the server
+// from that session on for the period.
+func TestQuarantineServerSwap(t *testing.T) {
+	set := mastertest.Start(t, 8) // 0-4 the masters, 5-7 the servers that take over 0-2
+	mastertest.RequireReal(t, set)
+	all := set.Addrs()
+	var target [3]atomic.Value
+	for i := range target {
+		target[i].Store(all[i])
+	}
+	dialer := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		for i := range target {
+			if addr == all[i] {
+				addr = target[i].Load().(string)
+			}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	// Every server is then older than the quarantine period plus the
+	// second Redis's uptime rounding can add.
+	time.Sleep(2100 * time.Millisecond)
+	const ttl = time.Second
+	e, err := New(Config{FreshMasters: true, Addrs: all[:5], MaxTTL: ttl, MasterTimeout: 200 * time.Millisecond,
+		Conn: conn.Config{Dialer: dialer, ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := e.TryLock(ctx, "swap:key", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range target {
+		target[i].Store(all[5+i])
+		c, err := conn.Dial(ctx, all[i], conn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Exec(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
+		up := 0
+		for _, st := range e.Status()[:3] {
+			if st.Up {
+				up++
+			}
+		}
+		if up == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	second, err := e.TryLock(ctx, "swap:key", ttl)
+	if err == nil {
+		defer second.Unlock(ctx)
+		if holder.Valid() {
+			t.Fatalf("two holders: the servers that took over masters 0-2 granted the key while the first lock is valid (%v left)", holder.Remaining())
+		}
+	} else if !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	for i, st := range e.Status()[:3] {
+		if st.Up && !st.Quarantined {
+			t.Errorf("master %d: another server (run_id %s) answers at its address and it is not quarantined", i, st.Info.RunID)
+		}
 	}
 }
