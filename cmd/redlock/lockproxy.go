@@ -73,9 +73,7 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 		}
 		return nil, nil, exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 	}
-	var raw [engine.TokenLen / 2]byte
-	crand.Read(raw[:])
-	l := &proxyLock{c: c, key: o.key, token: hex.EncodeToString(raw[:]), ttl: o.ttl, maxHold: o.maxHold,
+	l := &proxyLock{c: c, key: o.key, ttl: o.ttl, maxHold: o.maxHold,
 		driftFactor: o.driftFactor, driftMin: engine.DefaultDriftMin, log: log, done: make(chan struct{}), stop: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	// The proxy's drift allowance (INFO proxy): the larger of each part
@@ -106,8 +104,15 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 // acquire sends REDLOCK.LOCK until it is granted or the wait is over.
 func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 	deadline := time.Now().Add(o.wait)
-	ms := strconv.FormatInt(max(l.ttl.Milliseconds(), 1), 10)
+	// The masters get whole milliseconds: validity counts on no more.
+	msTTL := max(l.ttl.Milliseconds(), 1)
+	ttl := min(l.ttl, time.Duration(msTTL)*time.Millisecond)
+	ms := strconv.FormatInt(msTTL, 10)
 	for {
+		// A fresh token per attempt: the release of an earlier attempt
+		// that went unanswered may still run on the proxy (or the
+		// masters) after this attempt's grant, and must not match it.
+		l.token = newToken()
 		sent := time.Now()
 		rep, err := l.exec(ctx, "REDLOCK.LOCK", l.key, l.token, ms)
 		switch {
@@ -116,7 +121,7 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 			if !ok {
 				return fmt.Errorf("proxy answered REDLOCK.LOCK with %s, not a fencing token", rep.String())
 			}
-			l.fence, l.acquired, l.until = n, sent, l.validUntil(sent, l.ttl)
+			l.fence, l.acquired, l.until = n, sent, l.validUntil(sent, ttl)
 			if time.Until(l.until) > 0 {
 				return nil
 			}
@@ -217,7 +222,15 @@ func (l *proxyLock) keep() {
 				return
 			}
 		}
+		ttl = ttl.Truncate(time.Millisecond) // what the masters get
 		sent := time.Now()
+		// From the moment it is sent, a master may apply this TTL (shorter
+		// than what is left, for the last one before --max-hold) whatever
+		// the proxy answers: never count on more than it leaves.
+		l.mu.Lock()
+		l.until = minTime(l.until, l.validUntil(sent, ttl))
+		until = l.until
+		l.mu.Unlock()
 		ctx, cancel := context.WithDeadline(l.ctx, until)
 		rep, err := l.exec(ctx, "EVAL", scripts.Extend.Source(), "1", l.key, l.token, strconv.FormatInt(ttl.Milliseconds(), 10))
 		cancel()
@@ -305,4 +318,18 @@ func (l *proxyLock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("%w: a quorum of masters no longer held the token", engine.ErrLockLost)
 	}
 	return nil
+}
+
+// newToken returns a random lock token (engine.TokenLen hex characters).
+func newToken() string {
+	var raw [engine.TokenLen / 2]byte
+	crand.Read(raw[:])
+	return hex.EncodeToString(raw[:])
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
