@@ -228,8 +228,13 @@ func (o *callOpts) waitOption(name string) {
 	}
 }
 
-// WithToken makes the acquisition use token instead of a random one (the
-// proxy passes the client's value). Tokens must be unique per acquisition.
+// WithToken makes TryLock's acquisition use token instead of a random one
+// (the proxy passes the client's value). Tokens must be unique per
+// acquisition attempt: the release of an attempt that failed may still
+// reach a master after a later attempt with the same token was granted
+// there, and would delete it. Lock, which makes one attempt after another,
+// therefore refuses it with an error matching [ErrBadArgument] (each of
+// its attempts gets a new random token).
 func WithToken(token string) Option { return func(o *callOpts) { o.token = token } }
 
 // WithRetryDelay sets Lock's base wait between attempts (zero or negative:

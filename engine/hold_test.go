@@ -25,6 +25,11 @@ func TestTryLockRefusesWaitOptions(t *testing.T) {
 			t.Fatalf("TryLock with a wait-only option = %v, %v; want ErrBadArgument", l, err)
 		}
 	}
+	// One token for several attempts: an earlier attempt's release could
+	// delete a later attempt's grant (review of issue #22).
+	if l, err := v.e.Lock(ctx, keyName(t), time.Second, engine.WithToken("same-for-every-attempt")); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("Lock with WithToken = %v, %v; want ErrBadArgument", l, err)
+	}
 	l, err := v.e.Lock(ctx, keyName(t), time.Second, engine.WithRetryDelay(time.Millisecond), engine.WithMaxTries(3))
 	if err != nil {
 		t.Fatalf("Lock with wait options: %v", err)

@@ -41,6 +41,9 @@ func (e *Engine) Lock(ctx context.Context, key string, ttl time.Duration, opts .
 	return l, err
 }
 
+// errTokenPerAttempt refuses WithToken for Lock (see WithToken).
+var errTokenPerAttempt = fmt.Errorf("%w: WithToken applies to TryLock (one token per attempt), not Lock", ErrBadArgument)
+
 func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts []Option) (*Lock, error) {
 	co := callOpts{retryDelay: e.cfg.RetryDelay, maxTries: e.cfg.MaxTries}
 	if len(opts) > 0 {
@@ -48,6 +51,9 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 	}
 	if co.retryDelay <= 0 { // WithRetryDelay(0 or negative): the default
 		co.retryDelay = e.cfg.RetryDelay
+	}
+	if co.token != "" {
+		return nil, errTokenPerAttempt
 	}
 	ttl, err := e.lockTTL(ttl)
 	if err != nil {
