@@ -73,8 +73,10 @@ Exit codes of its own:
   69  unavailable: too few masters answered to take the lock (also when
       --wait ran out while too few answered)
   75  not acquired: KEY is held and --wait ran out (the default --wait 0 tries once)
-  76  lost: the lock was lost while the command ran; the command got SIGTERM
-      (and SIGKILL after --grace)
+  76  lost: the lock was lost while the command ran, or its extensions went
+      unanswered until less than --grace (at most TTL/2) of validity was
+      left; the command got SIGTERM, and SIGKILL after --grace or when the
+      validity ended, whichever came first
    2  bad usage, or the masters refused the credentials
  130  interrupted by SIGINT before the command started (143: by SIGTERM)
  126/127  the command could not be run / was not found;  1  other errors
@@ -108,6 +110,9 @@ type lockOpts struct {
 type heldLock interface {
 	Token() string
 	FencingToken() int64
+	// Until is when the lock's validity ends as known now (it moves with
+	// each extension).
+	Until() time.Time
 	Done() <-chan struct{}
 	Err() error
 	Unlock(ctx context.Context) error
@@ -124,7 +129,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	durationVar(fs, &o.ttl, "ttl", 10*time.Second, "lock TTL: how long the lock outlives a redlock lock that dies (it is extended every third of it)")
 	durationVar(fs, &o.wait, "wait", 0, "how long to wait for KEY while it is held (0: try once)")
 	durationVar(fs, &o.maxHold, "max-hold", 0, "stop extending this long after the acquisition: the lock is then lost and the command terminated (0: no bound)")
-	durationVar(fs, &o.grace, "grace", 10*time.Second, "after a loss, how long the command has between SIGTERM and SIGKILL")
+	durationVar(fs, &o.grace, "grace", 10*time.Second, "how long the command has between SIGTERM and SIGKILL (never past the lock's validity)")
 	fs.StringVar(&o.proxyAddr, "proxy", "", "take the lock through this redlock proxy (host:port) instead of --masters")
 	fs.StringVar(&o.proxyPwd, "proxy-password", "", "password for the proxy's AUTH (or $"+envProxyPassword+")")
 	fs.StringVar(&o.proxyTLSCA, "proxy-tls-ca", "", "connect to the proxy over TLS, trusting the CA certificates in this PEM `file`")
@@ -313,14 +318,41 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	done := h.Done()
 	var kill <-chan time.Time
 	var lost error
+	// The command must be gone when the validity ends: another runner can
+	// get the lock then. The watchdog keeps about two thirds of the TTL
+	// ahead; when extensions go unanswered the validity left shrinks, and
+	// once it is below the grace (at most half the TTL) the command is
+	// sent SIGTERM, and SIGKILL when the validity ends — even if an
+	// extension lands meanwhile, the command was told to stop.
+	early := min(o.grace, o.ttl/2)
+	watch := time.NewTicker(max(min(o.ttl/20, 100*time.Millisecond), time.Millisecond))
+	defer watch.Stop()
+	terminated := false
+	terminate := func(why string) {
+		if !terminated {
+			terminated = true
+			log.Error(why+": terminating the command", "key", o.key, "pid", pid, "grace", o.grace, "valid_for", time.Until(h.Until()).Round(time.Millisecond))
+			signalCommand(syscall.SIGTERM)
+		}
+		// SIGKILL after the grace, and by the end of the validity at the latest.
+		kill = time.After(max(min(o.grace, time.Until(h.Until())), 0))
+	}
 	for {
 		select {
+		case <-watch.C:
+			if !terminated && done != nil && time.Until(h.Until()) < early {
+				terminate("lock extensions unanswered, validity ending")
+			}
 		case err := <-exited:
 			if lost == nil {
-				if lost = h.Err(); lost == nil { // not lost while it ran
+				if lost = h.Err(); lost == nil && !terminated { // not lost while it ran
 					release()
 					return commandStatus(cmd, err)
 				}
+			}
+			if lost == nil { // terminated while its extensions went unanswered
+				release()
+				return exitError{exitLost, fmt.Sprintf("lock on %s ending while the command ran: too few masters answered its extensions; the command was terminated before the validity ended", o.key)}
 			}
 			if !interactive {
 				_ = syscall.Kill(-pid, syscall.SIGKILL) // what the command left running
@@ -333,12 +365,13 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			signalCommand(s.(syscall.Signal))
 		case <-done:
 			done, lost = nil, h.Err()
-			log.Error("lock lost: terminating the command", "key", o.key, "why", lossReason(lost), "err", lost, "pid", pid, "grace", o.grace)
-			signalCommand(syscall.SIGTERM)
-			kill = time.After(o.grace)
+			log.Error("lock lost", "key", o.key, "why", lossReason(lost), "err", lost)
+			if !terminated || kill == nil {
+				terminate("lock lost")
+			}
 		case <-kill:
 			kill = nil
-			log.Error("the command outlived --grace after SIGTERM: SIGKILL", "pid", pid)
+			log.Error("the command outlived --grace or the lock's validity after SIGTERM: SIGKILL", "pid", pid)
 			signalCommand(syscall.SIGKILL)
 		}
 	}

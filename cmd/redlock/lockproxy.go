@@ -291,6 +291,11 @@ func isErrorReply(err error) bool {
 	return errors.As(err, &re)
 }
 
+func (l *proxyLock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
 func (l *proxyLock) Token() string         { return l.token }
 func (l *proxyLock) FencingToken() int64   { return l.fence }
 func (l *proxyLock) Done() <-chan struct{} { return l.done }
