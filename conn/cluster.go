@@ -105,8 +105,9 @@ type ClusterConfig struct {
 	// load without having served any before — a replica promoted by a
 	// failover, a master that was just added — or that a -ASK sends a
 	// request to without being a master in the last map (a node importing
-	// slots). It is called before a request reaches that node. It must not
-	// block.
+	// slots). It is called before a request reaches that node, and before
+	// any other request can be routed to it. It must not block, nor call
+	// the Cluster (it may run with the Cluster's lock held).
 	OnNewOwner func(addr string)
 }
 
@@ -286,6 +287,12 @@ func (r *redirect) follow(addr string, ask bool) bool {
 	// is told before the request is re-sent, so a grant from it cannot be
 	// counted before its quarantine exists.
 	fresh := cl.masters != nil && !cl.masters[addr] && !cl.askedNew[addr]
+	if fresh && cl.onNewOwner != nil {
+		// Before the node is published as a master: once it is, a
+		// concurrent redirect or route sends to it without reporting, and
+		// its grant must not be counted before the report took effect.
+		cl.onNewOwner(addr)
+	}
 	switch {
 	case fresh && ask:
 		if cl.askedNew == nil {
@@ -299,9 +306,6 @@ func (r *redirect) follow(addr string, ask bool) bool {
 		cl.slots[r.slot] = c
 	}
 	cl.mu.Unlock()
-	if fresh && cl.onNewOwner != nil {
-		cl.onNewOwner(addr)
-	}
 	r.host, _, _ = net.SplitHostPort(addr)
 	req := r.req
 	req.Callback, req.Tag = r, 0
