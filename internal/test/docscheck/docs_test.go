@@ -80,11 +80,11 @@ func partOfNumber(r rune) bool {
 }
 
 func TestReadmeFiguresInBenchmarks(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bench, err := os.ReadFile("../../docs/benchmarks.md")
+	bench, err := os.ReadFile("../../../docs/benchmarks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
