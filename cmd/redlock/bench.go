@@ -27,11 +27,35 @@ Examples:
   redlock bench --compare redsync --ceiling --rounds 5 --json
 `
 
+// benchOptions is `redlock bench`'s configuration, read from its flags by
+// [parseBenchFlags] and run by [runBench].
+type benchOptions struct {
+	// Config is what bench.Run gets; runBench sets Progress and Notice.
+	bench.Config
+	json  bool // --json: a JSON line after the table
+	quiet bool // --quiet: no progress lines
+	wide  bool // --wide: every column
+}
+
 // benchCmd parses the bench flags and runs bench.Run. Errors from bad
 // flags or values are usageErrors (exit code 2).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseBenchFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	return runBench(ctx, o, stdout, stderr)
+}
+
+// parseBenchFlags reads `redlock bench`'s flags into benchOptions (the
+// environment is not read). It starts nothing and connects nowhere (it
+// resolves the host names of --masters and --proxy); bench.Run validates
+// the rest of the Config. Bad flags give a usageError; -h prints the help
+// to stdout and gives flag.ErrHelp.
+func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs := newFlagSet("bench")
-	var cfg bench.Config
+	var o benchOptions
+	cfg := &o.Config
 	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones; $REDLOCK_MASTERS is not read, so a benchmark never loads a deployment by accident)")
 	mf := masterFlags{flagsOnly: true}
 	mf.registerAccess(fs)
@@ -62,24 +86,24 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the engine's Prometheus metrics at http://`addr`/metrics during the run")
 	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address during the run (e.g. localhost:6060)")
 	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into this directory")
-	jsonOut := fs.Bool("json", false, "print one JSON object as the last stdout line")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	wide := fs.Bool("wide", false, "print every column (the default table fits 80 columns)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object as the last stdout line")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	fs.BoolVar(&o.wide, "wide", false, "print every column (the default table fits 80 columns)")
 	if err := parseFlags(fs, args, stdout, benchHelp, "n", "duration", "rounds", "concurrency", "keys", "ttl", "conns"); err != nil {
-		return err
+		return benchOptions{}, err
 	}
 	if *masters != "" {
 		cfg.Masters = splitList(*masters)
 		if len(cfg.Masters) == 0 {
-			return usageError{errors.New("--masters: no address given")}
+			return benchOptions{}, usageError{errors.New("--masters: no address given")}
 		}
 		if err := checkAddrs("masters", cfg.Masters); err != nil {
-			return err
+			return benchOptions{}, err
 		}
 	}
 	if len(cfg.Masters) > 0 {
 		if err := mf.apply(&cfg.MasterConn); err != nil {
-			return err
+			return benchOptions{}, err
 		}
 	} else {
 		var set string
@@ -89,20 +113,13 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		})
 		if set != "" {
-			return usageError{fmt.Errorf("--%s applies to --masters; the local masters need none", set)}
+			return benchOptions{}, usageError{fmt.Errorf("--%s applies to --masters; the local masters need none", set)}
 		}
 	}
 	if cfg.ProxyAddr != "" {
 		if err := checkAddrs("proxy", []string{cfg.ProxyAddr}); err != nil {
-			return err
+			return benchOptions{}, err
 		}
-	}
-	n := cfg.N
-	if len(cfg.Masters) > 0 {
-		n = len(cfg.Masters)
-	}
-	if w := topologyWarning(n); w != "" && cfg.Target != bench.TargetProxy {
-		fmt.Fprintf(stderr, "redlock bench: warning: %s\n", w)
 	}
 	if *compare != "" {
 		for _, p := range strings.Split(*compare, ",") {
@@ -112,15 +129,29 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *sweep != "" {
 		v, vals, err := bench.ParseSweep(*sweep)
 		if err != nil {
-			return usageError{err}
+			return benchOptions{}, usageError{err}
 		}
 		cfg.SweepVar, cfg.SweepValues = v, vals
 	}
-	if !*quiet {
+	cfg.Args = append([]string{"redlock", "bench"}, redactArgs(args, "master-password")...)
+	return o, nil
+}
+
+// runBench runs the benchmark o describes and prints its table (and JSON
+// line) to stdout; progress and notices go to stderr.
+func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) error {
+	cfg := o.Config
+	n := cfg.N
+	if len(cfg.Masters) > 0 {
+		n = len(cfg.Masters)
+	}
+	if w := topologyWarning(n); w != "" && cfg.Target != bench.TargetProxy {
+		fmt.Fprintf(stderr, "redlock bench: warning: %s\n", w)
+	}
+	if !o.quiet {
 		cfg.Progress = stderr
 	}
 	cfg.Notice = stderr
-	cfg.Args = append([]string{"redlock", "bench"}, redactArgs(args, "master-password")...)
 	res, err := bench.Run(ctx, cfg)
 	if errors.Is(err, bench.ErrBadConfig) {
 		return usageError{err}
@@ -135,7 +166,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "redlock bench: interrupted; results so far:")
 	}
 	write := res.WriteTable
-	if *wide {
+	if o.wide {
 		write = res.WriteWideTable
 	}
 	if err := write(stdout); err != nil {
@@ -144,7 +175,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.ReportDir != "" {
 		fmt.Fprintf(stderr, "redlock bench: report written to %s/index.html\n", cfg.ReportDir)
 	}
-	if *jsonOut {
+	if o.json {
 		b, err := json.Marshal(res)
 		if err != nil {
 			return err
