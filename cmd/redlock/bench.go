@@ -23,7 +23,8 @@ prints a table that fits 80 columns (--wide: every column).
 
 Examples:
   redlock bench
-  redlock bench --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --duration 30s
+  redlock bench --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
+    --duration 30s
   redlock bench --compare redsync --ceiling --rounds 5 --json
 `
 
@@ -56,18 +57,18 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs := newFlagSet("bench")
 	var o benchOptions
 	cfg := &o.Config
-	masters := fs.String("masters", "", "comma-separated host:port of existing masters (default: start local ones; $REDLOCK_MASTERS is not read, so a benchmark never loads a deployment by accident)")
+	masters := fs.String("masters", "", "existing masters: comma-separated `host:port,...` (default: start local ones; $REDLOCK_MASTERS is not read, so a benchmark never loads a deployment by accident)")
 	mf := masterFlags{flagsOnly: true}
 	mf.registerAccess(fs)
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
-	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "what to measure: engine (embedded) or proxy (needs --proxy)")
-	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "proxy host:port for --target proxy")
-	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys)")
+	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "the `target` to measure: engine (embedded) or proxy (needs --proxy)")
+	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "the proxy's `host:port` for --target proxy")
+	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "the `workload`: cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys)")
 	durationVar(fs, &cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
 	durationVar(fs, &cfg.Warmup, "warmup", 0, "load before each measured phase, not measured (0: none)")
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "split --duration into this many slices per target, run alternately with the --compare peers (evens out a drifting host)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", bench.DefaultConcurrency, "closed-loop workers; with --rate, the cap on operations in flight")
-	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start operations at this fixed rate per second (0: closed loop)")
+	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: start operations at this fixed rate, in `ops/s` (0: closed loop)")
 	fs.IntVar(&cfg.Keys, "keys", 0, fmt.Sprintf("key space size, small = contention (when not given: %d; %d for --workload contended)", bench.DefaultKeys, bench.DefaultContendedKeys))
 	durationVar(fs, &cfg.TTL, "ttl", bench.DefaultTTL, "lock TTL")
 	durationVar(fs, &cfg.Hold, "hold", 0, "time each lock is held before release (0: release at once)")
@@ -75,17 +76,17 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
 	fs.BoolVar(&cfg.FreshMasters, "fresh-masters", false, "--masters were just started empty and serve no other client: they vote from their first session (otherwise a master younger than the restart quarantine, 60s, does not)")
-	compare := fs.String("compare", "", "peers to measure in the same run: redsync, fencing (the engine taking fencing tokens), nomerge (the engine with --merge-max -1), and engine with --target proxy")
+	compare := fs.String("compare", "", "comma-separated `peers` to measure in the same run: redsync, fencing (the engine taking fencing tokens), nomerge (the engine with --merge-max -1), and engine with --target proxy")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
-	sweep := fs.String("sweep", "", "repeat the run per value: concurrency=1,16,64 or masters=3,5,7")
+	sweep := fs.String("sweep", "", "repeat the run per value of `var=v1,v2,...`: concurrency=1,16,64 or masters=3,5,7")
 	fs.BoolVar(&cfg.Embedded, "embedded", false, "use embedded in-process masters even if redis-server exists")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this file and print its top functions")
-	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this file")
-	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a mutex contention profile to this file")
-	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write a goroutine blocking profile to this file")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this `file` and print its top functions")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this `file`")
+	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a mutex contention profile to this `file`")
+	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write a goroutine blocking profile to this `file`")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve the engine's Prometheus metrics at http://`addr`/metrics during the run")
-	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address during the run (e.g. localhost:6060)")
-	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into this directory")
+	fs.StringVar(&cfg.PprofAddr, "pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ during the run (e.g. localhost:6060)")
+	fs.StringVar(&cfg.ReportDir, "report", "", "write index.html, result.json and the profiles into directory `dir`")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object as the last stdout line")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	fs.BoolVar(&o.wide, "wide", false, "print every column (the default table fits 80 columns)")

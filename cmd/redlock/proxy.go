@@ -25,7 +25,8 @@ import (
 // (--requirepass), read by the proxy and by `redlock lock --proxy`.
 const envProxyPassword = "REDLOCK_PROXY_PASSWORD"
 
-const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock quorum locks.
+const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock
+quorum locks.
 
 usage: redlock proxy --masters host:port,... [flags]
 
@@ -36,7 +37,7 @@ $REDLOCK_MASTERS, instead of flags.
 
 Example:
   REDLOCK_PROXY_PASSWORD=secret redlock proxy --listen 127.0.0.1:7380 \
-    --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
+    --masters redis1:6379,redis2:6379,redis3:6379,redis4:6379,redis5:6379
 `
 
 // proxyOptions is `redlock proxy`'s configuration, read from its flags
@@ -75,22 +76,22 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	cfg := &o.Config
 	ec := &cfg.Engine
 	var mf masterFlags
-	mf.register(fs, "comma-separated host:port of the Redis masters (required)")
-	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "address to listen on")
-	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (or $"+envProxyPassword+", or --requirepass-file)")
+	mf.register(fs, "the Redis masters (required)")
+	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "`host:port` to listen on")
+	fs.StringVar(&cfg.RequirePass, "requirepass", "", "`password` clients must AUTH with (or $"+envProxyPassword+", or --requirepass-file)")
 	requirePassFile := fs.String("requirepass-file", "", "read the clients' password from this `file`")
 	tlsCert := fs.String("tls-cert", "", "serve clients over TLS with this PEM certificate `file` (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by the CAs in this PEM `file` (with --tls-cert)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ (e.g. localhost:6060; keep it off public interfaces: profiles show memory)")
-	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix added to every client key on the masters (tenants sharing masters through separate proxies)")
+	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "`prefix` added to every client key on the masters (tenants sharing masters through separate proxies)")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
-	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum bytes of one request's arguments")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum `bytes` of one request's arguments")
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
 	fs.IntVar(&cfg.MaxPipeline, "max-pipeline", proxy.DefaultMaxPipeline, "unanswered commands per connection before the proxy stops reading it")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters, all clients together")
-	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "bytes of requests and replies held for all clients")
+	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "`bytes` of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
 	durationVar(fs, &cfg.AuthTimeout, "auth-timeout", proxy.DefaultAuthTimeout, "with a password: close connections not authenticated this long after they connect")
@@ -99,8 +100,8 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs.BoolVar(&cfg.AllowScripts, "allow-scripts", false, "run scripts that are not recognised lock scripts on every master: gives every client full write access to every master")
 	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
-	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift")
-	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the keys released through the engine (SET NX PX and REDLOCK.LOCK locks released with a single-key compare-and-delete script) on this channel of each master, waking engines and `redlock lock --wait` runners that wait for them (theirs must be the same)")
+	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift")
+	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the keys released through the engine (SET NX PX and REDLOCK.LOCK locks released with a single-key compare-and-delete script) on channel `name` of each master, waking the engines and 'redlock lock --wait' runners that wait for them (theirs must be the same channel)")
 	fs.IntVar(&ec.ConnsPerMaster, "conns-per-master", 1, "pipelined connections per master")
 	durationVar(fs, &ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
 	durationVar(fs, &ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
