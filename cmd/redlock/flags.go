@@ -28,12 +28,14 @@ func newFlagSet(name string) *flag.FlagSet {
 // refuses positional arguments, and zero or negative values of the flags
 // named in positive when they are given.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, help string, positive ...string) error {
-	return parseFlagsArgs(fs, args, 0, stdout, help, positive...)
+	return parseFlagsArgs(fs, args, nil, stdout, help, positive...)
 }
 
-// parseFlagsArgs is parseFlags for a command that takes exactly nargs
-// positional arguments after its flags (fs.Args()).
-func parseFlagsArgs(fs *flag.FlagSet, args []string, nargs int, stdout io.Writer, help string, positive ...string) error {
+// parseFlagsArgs is parseFlags for a command that takes exactly
+// len(names) positional arguments after its flags (fs.Args()); names are
+// as the help writes them ("KEY"), for the error that says which one is
+// missing.
+func parseFlagsArgs(fs *flag.FlagSet, args []string, names []string, stdout io.Writer, help string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
@@ -43,11 +45,11 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string, nargs int, stdout io.Writer
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > nargs {
-		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[nargs:])}
+	if fs.NArg() > len(names) {
+		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[len(names):])}
 	}
-	if fs.NArg() < nargs {
-		return usageError{fmt.Errorf("want %d argument(s) after the flags, got %d", nargs, fs.NArg())}
+	if fs.NArg() < len(names) {
+		return usageError{fmt.Errorf("%s is missing", names[fs.NArg()])}
 	}
 	var bad error
 	fs.Visit(func(f *flag.Flag) {

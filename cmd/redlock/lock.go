@@ -142,7 +142,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
-	if err := parseFlagsArgs(fs, flagArgs, 1, stdout, lockHelp, "ttl", "grace"); err != nil {
+	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
 		return err
 	}
 	if !dash || len(argv) == 0 {
