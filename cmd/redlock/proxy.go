@@ -218,6 +218,9 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if w := openListenerWarning(ln.Addr(), cfg.RequirePass, o.tls); w != "" {
+		log.Warn(w, "addr", ln.Addr())
+	}
 	scheme := ""
 	if o.tls != nil {
 		ln, scheme = tls.NewListener(ln, o.tls), " (TLS)"
@@ -242,6 +245,20 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		err = serr
 	}
 	return err
+}
+
+// openListenerWarning says why a proxy listening on addr is open to
+// anyone who reaches it ("" if it is not): an address beyond loopback
+// (0.0.0.0 and :: included) with neither a password nor client
+// certificates required.
+func openListenerWarning(addr net.Addr, requirePass string, tc *tls.Config) string {
+	if requirePass != "" || (tc != nil && tc.ClientAuth == tls.RequireAndVerifyClientCert) {
+		return ""
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return ""
+	}
+	return "listening beyond loopback without a password: whoever reaches the port can take and release locks (set --requirepass or $" + envProxyPassword + ")"
 }
 
 // listenerTLS builds the proxy's server TLS config from --tls-cert,

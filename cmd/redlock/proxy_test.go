@@ -21,6 +21,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
 	"github.com/redlock-dev/redlock/internal/proctest"
 	"github.com/redlock-dev/redlock/internal/relay"
+	"github.com/redlock-dev/redlock/internal/testcerts"
 	"github.com/redlock-dev/redlock/proxy"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -91,10 +92,17 @@ func TestProxyNoQuorum(t *testing.T) {
 // test ends and returns its stdout once the listening line is out.
 func startProxyCmd(t *testing.T, args ...string) *proctest.Buffer {
 	t.Helper()
+	stdout, _ := startProxyCmdOut(t, args...)
+	return stdout
+}
+
+// startProxyCmdOut is startProxyCmd returning stderr too.
+func startProxyCmdOut(t *testing.T, args ...string) (stdout, stderr *proctest.Buffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr proctest.Buffer
+	stdout, stderr = new(proctest.Buffer), new(proctest.Buffer)
 	done := make(chan error, 1)
-	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -108,7 +116,44 @@ func startProxyCmd(t *testing.T, args ...string) *proctest.Buffer {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &stdout
+	return stdout, stderr
+}
+
+// TestProxyWarnsOpenListener: a proxy listening beyond loopback (0.0.0.0,
+// or every interface with no host) with neither --requirepass nor client
+// certificates logs a warning on stderr before it says it listens; on
+// loopback, or with a password or client certificates, it does not. No
+// test traffic goes beyond 127.0.0.0/8: nothing connects to the proxy.
+func TestProxyWarnsOpenListener(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	certs, err := testcerts.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envProxyPassword, "")
+	masters := strings.Join(set.Addrs(), ",")
+	for _, tt := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"loopback", []string{"--listen", "127.0.0.1:0"}, false},
+		{"localhost", []string{"--listen", "localhost:0"}, false},
+		{"0.0.0.0", []string{"--listen", "0.0.0.0:0"}, true},
+		{"no host", []string{"--listen", ":0"}, true},
+		{"no host with a password", []string{"--listen", ":0", "--requirepass", "pw"}, false},
+		{"no host with client certificates", []string{"--listen", ":0", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey,
+			"--tls-client-ca", certs.CA}, false},
+		{"no host with TLS but no client certificates", []string{"--listen", ":0", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr := startProxyCmdOut(t, append([]string{"--fresh-masters", "--masters", masters}, tt.args...)...)
+			warned := strings.Contains(stderr.String(), "level=WARN msg=\"listening beyond loopback without a password")
+			if warned != tt.warn {
+				t.Fatalf("warned %v, want %v; stderr:\n%s", warned, tt.warn, stderr.String())
+			}
+		})
+	}
 }
 
 // field returns the word after marker in s.
