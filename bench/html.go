@@ -119,7 +119,7 @@ func newReportPage(r Result) reportPage {
 	if r.Ceiling != nil {
 		pg.CeilingSpan, pg.CeilingNote = len(pg.Columns)-3, r.Ceiling.note()
 	}
-	pg.Notes = append(pg.Notes, "latencies in µs; "+cpuNote)
+	pg.Notes = append(pg.Notes, "latencies in µs; "+cpuNote, CountsNote)
 	if len(r.Peers) > 0 || r.Ceiling != nil {
 		pg.Notes = append(pg.Notes, r.ratioNote())
 	}

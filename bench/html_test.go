@@ -146,6 +146,7 @@ func TestReportPage(t *testing.T) {
 				`<a href="cpu.pprof">cpu.pprof</a>`, `<td>1.50</td><td>12.3%</td>`,
 				"redsync first error: dial tcp &lt;script&gt;alert(1)&lt;/script&gt;:6379",
 				"10.0.0.1:6379 &lt;script&gt;alert(1)&lt;/script&gt;:6380",
+				`<p class="note">failed counts acquisitions refused because the key was held: contention`,
 			} {
 				if !strings.Contains(page, want) {
 					t.Errorf("page lacks %q", want)

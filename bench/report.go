@@ -62,6 +62,7 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	} else {
 		fmt.Fprintln(w, "(latencies in µs; --wide for more columns)")
 	}
+	fmt.Fprintln(w, wrap("("+CountsNote+")", 78))
 	if len(r.Peers) > 0 || r.Ceiling != nil {
 		fmt.Fprintf(w, "(%s)\n", r.ratioNote())
 	}
@@ -112,6 +113,13 @@ type column struct {
 
 // cpuNote explains the cpu µs/cycle column.
 const cpuNote = "cpu µs/cycle: this process's CPU time per cycle"
+
+// CountsNote explains the failed and errors columns (Phase.FailedAcquires
+// and Phase.Errors): a refusal is contention, not a fault. The table, the
+// HTML report and `redlock bench -h` show it.
+const CountsNote = "failed counts acquisitions refused because the key was held: " +
+	"contention, expected with a small --keys; errors counts operations that " +
+	"failed otherwise: no quorum of masters, timeouts, I/O errors, releases not confirmed"
 
 // columns returns the comparison table's columns. The default layout fits
 // 80 columns (its latencies are in µs, said in a note, not in every

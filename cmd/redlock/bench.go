@@ -13,13 +13,16 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 )
 
-const benchHelp = `redlock bench: measure lock throughput and latency over N Redis masters.
+// benchHelp is the help of `redlock bench`; its note on the failed and
+// errors columns is the one under the table (bench.CountsNote).
+var benchHelp = `redlock bench: measure lock throughput and latency over N Redis masters.
 
 usage: redlock bench [flags]
 
 Starts 5 local masters (redis-server, or embedded ones when it is missing)
 unless --masters is given, runs acquire+release cycles for --duration and
-prints a table that fits 80 columns (--wide: every column).
+prints a table that fits 80 columns (--wide: every column). In the table,
+` + strings.Join(wrapWords(bench.CountsNote+".", 75), "\n") + `
 
 Examples:
   redlock bench

@@ -86,6 +86,12 @@ func TestBenchHelp(t *testing.T) {
 		!strings.Contains(stdout.String(), "Examples:\n  redlock bench\n") {
 		t.Fatalf("help: stdout %q, stderr %q; want a description and examples on stdout", stdout.String(), stderr.String())
 	}
+	// What the table's failed and errors columns count.
+	if help := strings.Join(strings.Fields(stdout.String()), " "); !strings.Contains(help, "In the table, failed counts acquisitions refused because "+
+		"the key was held: contention, expected with a small --keys; errors counts operations that failed otherwise: no quorum of masters, "+
+		"timeouts, I/O errors, releases not confirmed.") {
+		t.Errorf("help does not explain failed and errors:\n%s", stdout.String())
+	}
 	for _, flag := range []string{"-target", "-proxy", "-workload", "-rate", "-warmup", "-sweep", "-cpuprofile", "-memprofile",
 		"-mutexprofile", "-blockprofile", "-pprof-addr", "-report", "-quiet", "-json", "-ceiling", "-compare", "-hold"} {
 		if !strings.Contains(stdout.String(), flag) {
