@@ -73,6 +73,7 @@ type reportPage struct {
 	LatencyRows []latencyRow
 	SweepCharts []svgChart
 	TopTables   []topTable
+	ProfileNote string // what the CPU profile covers
 	Links       []profileLink
 	EnvRows     []envRow
 }
@@ -197,6 +198,7 @@ func newReportPage(r Result) reportPage {
 	// Profile.
 	if len(r.TopFlat) > 0 {
 		pg.TopTables = []topTable{{"top-flat", "by flat time", r.TopFlat}, {"top-cum", "by cumulative time", r.TopCum}}
+		pg.ProfileNote = r.profileNote()
 	}
 	for _, p := range r.Profiles {
 		// The profiles sit next to index.html: link the base name as a

@@ -93,6 +93,7 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	}
 	if len(r.TopFlat) > 0 {
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "(%s)\n", r.profileNote())
 		writeTop(w, "top 10 by flat CPU", r.TopFlat, true)
 		writeTop(w, "top 10 by cumulative CPU", r.TopCum, false)
 	}
@@ -100,6 +101,11 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 		fmt.Fprintf(w, "profiles: %s\n", strings.Join(r.Profiles, " "))
 	}
 	return nil
+}
+
+// profileNote says what the CPU profile covers (Config.CPUProfile).
+func (r Result) profileNote() string {
+	return "CPU profile of the " + r.Target + "'s measured windows only: not the warm-ups, peers or ceiling"
 }
 
 // column is one column of the comparison table. Its header and its cells

@@ -83,7 +83,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
 	sweep := fs.String("sweep", "", "repeat the run per value of `var=v1,v2,...`: concurrency=1,16,64 or masters=3,5,7")
 	fs.BoolVar(&cfg.Embedded, "embedded", false, "use embedded in-process masters even if redis-server exists")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the run to this `file` and print its top functions")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the target's measured phase (not the warm-ups, --compare peers or --ceiling) to this `file` and print its top functions")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this `file`")
 	fs.StringVar(&cfg.MutexProfile, "mutexprofile", "", "write a mutex contention profile to this `file`")
 	fs.StringVar(&cfg.BlockProfile, "blockprofile", "", "write a goroutine blocking profile to this `file`")
