@@ -146,16 +146,24 @@ type Config struct {
 	// SweepConcurrency or SweepMasters (local masters started per point).
 	SweepVar    string
 	SweepValues []int
-	// CPUProfile, MemProfile, MutexProfile and BlockProfile are files the
-	// profiles of the whole run are written to ("" = none). With ReportDir
-	// set, CPUProfile defaults to ReportDir/cpu.pprof.
-	CPUProfile, MemProfile, MutexProfile, BlockProfile string
+	// CPUProfile is the file the CPU profile of the target's measured
+	// windows is written to ("" = none): every round and sweep point of
+	// the target, merged; not the warm-ups, the peers, the ceiling or the
+	// start of local masters. It is the whole process's CPU in those
+	// windows (embedded masters included). With ReportDir set, it
+	// defaults to ReportDir/cpu.pprof.
+	CPUProfile string
+	// MemProfile, MutexProfile and BlockProfile are files the heap profile
+	// at the end of the run and the mutex and block profiles of the whole
+	// run are written to ("" = none).
+	MemProfile, MutexProfile, BlockProfile string
 	// PprofAddr, if set, serves net/http/pprof on this address during the run.
 	PprofAddr string
 	// MetricsAddr, if set, serves the engine target's Prometheus metrics
 	// at http://MetricsAddr/metrics during the run (package metrics).
 	MetricsAddr string
 	metrics     *metrics.Metrics // set by Run from MetricsAddr
+	cpu         *cpuProfile      // set by Run from CPUProfile
 	// ReportDir, if set, receives index.html, result.json and the profiles.
 	ReportDir string
 	// Progress, if set, receives one line per second.
@@ -418,6 +426,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	if err != nil {
 		return Result{}, err
 	}
+	cfg.cpu = prof.cpu
 	defer func() {
 		files, top, perr := prof.stop()
 		res.Profiles = files
@@ -545,7 +554,7 @@ func runTargets(ctx context.Context, cfg Config, targets, addrs []string, label 
 			if cfg.Rounds > 1 {
 				name = fmt.Sprintf("%s %d/%d", name, round+1, cfg.Rounds)
 			}
-			p := runPhase(ctx, slice, name, lockers[i], recs[i])
+			p := runPhase(ctx, slice, name, lockers[i], recs[i], i == 0)
 			p.Target = t
 			if round == 0 {
 				phases = append(phases, p)

@@ -25,6 +25,7 @@
 //
 // Not guaranteed: numbers from embedded masters, or from a machine whose
 // CPUs are shared with the masters and other work, say little about a
-// deployment. The CPU profile covers the whole run: every phase (target,
-// peers, ceiling) and the local masters' client side.
+// deployment. The CPU profile covers the target's measured windows only
+// (not the warm-ups, peers, ceiling or start-up), but all of the process
+// in them: embedded masters included.
 package bench

@@ -73,6 +73,7 @@ type reportPage struct {
 	LatencyRows []latencyRow
 	SweepCharts []svgChart
 	TopTables   []topTable
+	ProfileNote string // what the CPU profile covers
 	Links       []profileLink
 	EnvRows     []envRow
 }
@@ -119,7 +120,7 @@ func newReportPage(r Result) reportPage {
 	if r.Ceiling != nil {
 		pg.CeilingSpan, pg.CeilingNote = len(pg.Columns)-3, r.Ceiling.note()
 	}
-	pg.Notes = append(pg.Notes, "latencies in µs; "+cpuNote)
+	pg.Notes = append(pg.Notes, "latencies in µs; "+cpuNote, CountsNote)
 	if len(r.Peers) > 0 || r.Ceiling != nil {
 		pg.Notes = append(pg.Notes, r.ratioNote())
 	}
@@ -137,7 +138,10 @@ func newReportPage(r Result) reportPage {
 		}
 	}
 
-	// Throughput over time.
+	// Throughput over time. The phases ran one after another, so each is
+	// drawn on its own time axis, from its measured window's opening at 0
+	// (the rounds of one phase end to end), overlaid: second k of every
+	// phase at the same x, its cycles of second (k-1, k] plotted at k.
 	var ts []series
 	for _, p := range r.phases() {
 		s := series{name: p.Target}
@@ -150,7 +154,7 @@ func newReportPage(r Result) reportPage {
 		}
 	}
 	if len(ts) > 0 {
-		c := lineChart("throughput-chart", "completed cycles per second", "second of the run", "cycles/s", ts, false)
+		c := lineChart("throughput-chart", "completed cycles per second", throughputXLabel, "cycles/s", ts, xTime)
 		pg.Throughput = &c
 	}
 
@@ -187,16 +191,20 @@ func newReportPage(r Result) reportPage {
 				p99[i].ys = append(p99[i].ys, ph.CycleP99)
 			}
 		}
-		logX := sw.Var == SweepConcurrency
+		scale := xData
+		if sw.Var == SweepConcurrency {
+			scale = xLog2
+		}
 		pg.SweepCharts = []svgChart{
-			lineChart("sweep-throughput-chart", "cycles/s against "+sw.Var, sw.Var, "cycles/s", thr, logX),
-			lineChart("sweep-p99-chart", "cycle p99 against "+sw.Var, sw.Var, "p99 µs", p99, logX),
+			lineChart("sweep-throughput-chart", "cycles/s against "+sw.Var, sw.Var, "cycles/s", thr, scale),
+			lineChart("sweep-p99-chart", "cycle p99 against "+sw.Var, sw.Var, "p99 µs", p99, scale),
 		}
 	}
 
 	// Profile.
 	if len(r.TopFlat) > 0 {
 		pg.TopTables = []topTable{{"top-flat", "by flat time", r.TopFlat}, {"top-cum", "by cumulative time", r.TopCum}}
+		pg.ProfileNote = r.profileNote()
 	}
 	for _, p := range r.Profiles {
 		// The profiles sit next to index.html: link the base name as a
@@ -337,8 +345,21 @@ func fmtNum(v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
-// lineChart draws series as lines with points; logX uses a log2 x axis.
-func lineChart(id, title, xlab, ylab string, ss []series, logX bool) svgChart {
+// throughputXLabel is the x axis title of the throughput chart.
+const throughputXLabel = "second of each phase's measured window (each phase from 0)"
+
+// xScale is how lineChart lays out its x axis.
+type xScale int
+
+const (
+	xData xScale = iota // linear from the smallest x to the largest; ticks at the data's x
+	xLog2               // log2 from the smallest x to the largest; ticks at the data's x
+	xTime               // linear from 0 to the largest x; ticks at round numbers
+)
+
+// lineChart draws series as lines with points, on an x axis laid out by
+// scale.
+func lineChart(id, title, xlab, ylab string, ss []series, scale xScale) svgChart {
 	c := newChart(id, title, ss)
 	c.XLabel, c.YLabel, c.YAxis, c.TickSize = xlab, ylab, true, 11
 	xmin, xmax, ymax := math.Inf(1), math.Inf(-1), 0.0
@@ -351,9 +372,12 @@ func lineChart(id, title, xlab, ylab string, ss []series, logX bool) svgChart {
 	if math.IsInf(xmin, 0) {
 		xmin, xmax = 0, 1
 	}
+	if scale == xTime {
+		xmin = 0
+	}
 	ymax = niceMax(ymax)
 	fx := func(x float64) float64 { return x }
-	if logX && xmin > 0 {
+	if scale == xLog2 && xmin > 0 {
 		fx = math.Log2
 	}
 	lo, hi := fx(xmin), fx(xmax)
@@ -367,10 +391,17 @@ func lineChart(id, title, xlab, ylab string, ss []series, logX bool) svgChart {
 		c.Grid = append(c.Grid, svgGrid{Y: Y(v), TextY: Y(v) + 4, Label: fmtNum(v)})
 	}
 	ticks := map[float64]bool{}
-	for _, s := range ss { // x ticks at the data's x values (at most ~20)
-		step := max(1, len(s.xs)/20)
-		for i := 0; i < len(s.xs); i += step {
-			ticks[s.xs[i]] = true
+	if scale == xTime { // 0 and every 1, 2, 5, 10, ... up to the end (at most ~20)
+		step := max(1, niceMax(xmax/20))
+		for x := 0.0; x <= xmax; x += step {
+			ticks[x] = true
+		}
+	} else {
+		for _, s := range ss { // x ticks at the data's x values (at most ~20)
+			step := max(1, len(s.xs)/20)
+			for i := 0; i < len(s.xs); i += step {
+				ticks[s.xs[i]] = true
+			}
 		}
 	}
 	for _, x := range slices.Sorted(maps.Keys(ticks)) {

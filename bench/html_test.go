@@ -146,6 +146,7 @@ func TestReportPage(t *testing.T) {
 				`<a href="cpu.pprof">cpu.pprof</a>`, `<td>1.50</td><td>12.3%</td>`,
 				"redsync first error: dial tcp &lt;script&gt;alert(1)&lt;/script&gt;:6379",
 				"10.0.0.1:6379 &lt;script&gt;alert(1)&lt;/script&gt;:6380",
+				`<p class="note">failed counts acquisitions refused because the key was held: contention`,
 			} {
 				if !strings.Contains(page, want) {
 					t.Errorf("page lacks %q", want)
@@ -266,5 +267,56 @@ func renderInChromium(t *testing.T, dir string, wants []string) {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered DOM lacks %q", want)
 		}
+	}
+}
+
+// TestThroughputChartPerPhase: the throughput chart puts each phase on its
+// own time axis from 0 — the phases ran one after another, and second k of
+// each is drawn at the same x — with round ticks from 0 to the longest
+// phase's end.
+func TestThroughputChartPerPhase(t *testing.T) {
+	r := Result{Phase: Phase{Target: TargetEngine, PerSecond: []uint64{10, 20, 30}},
+		Peers: []Phase{{Target: PeerRedsync, PerSecond: []uint64{5, 5, 5, 5, 5}}, {Target: PeerFencing}}}
+	c := newReportPage(r).Throughput
+	if c == nil {
+		t.Fatal("no throughput chart")
+	}
+	if c.XLabel != throughputXLabel || !strings.Contains(c.XLabel, "each phase from 0") {
+		t.Errorf("x axis title %q", c.XLabel)
+	}
+	// Second k of a phase is at Left + k/5 of the plot (the longest phase has 5).
+	at := func(k float64) px { return px(float64(frame.Left) + k/5*plotW) }
+	var ticks []string
+	for i, tk := range c.XTicks {
+		ticks = append(ticks, tk.Label)
+		if tk.X != at(float64(i)) {
+			t.Errorf("tick %s at x %v, want %v", tk.Label, tk.X, at(float64(i)))
+		}
+	}
+	if got := strings.Join(ticks, " "); got != "0 1 2 3 4 5" {
+		t.Errorf("x ticks %q, want 0 to 5", got)
+	}
+	if len(c.Lines) != 2 || len(c.Lines[0].Dots) != 3 || len(c.Lines[1].Dots) != 5 {
+		t.Fatalf("lines %+v: want the engine's 3 seconds and redsync's 5 (fencing has none)", c.Lines)
+	}
+	for li, l := range c.Lines {
+		for k, d := range l.Dots {
+			if d.X != at(float64(k+1)) {
+				t.Errorf("line %d second %d at x %v, want %v", li, k+1, d.X, at(float64(k+1)))
+			}
+		}
+	}
+	if want := "redsync: " + throughputXLabel + " = 1, 5"; c.Lines[1].Dots[0].Title != want {
+		t.Errorf("dot title %q, want %q", c.Lines[1].Dots[0].Title, want)
+	}
+
+	// A long phase: ticks every 5 seconds, from 0.
+	r = Result{Phase: Phase{Target: TargetEngine, PerSecond: make([]uint64, 60)}}
+	ticks = nil
+	for _, tk := range newReportPage(r).Throughput.XTicks {
+		ticks = append(ticks, tk.Label)
+	}
+	if got := strings.Join(ticks, " "); got != "0 5 10 15 20 25 30 35 40 45 50 55 60" {
+		t.Errorf("x ticks of a 60 s phase: %q", got)
 	}
 }

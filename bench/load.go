@@ -34,7 +34,8 @@ type phaseState struct {
 	waiter           waiter // WorkloadContended with a blocking lock: wait, don't poll
 
 	cycles, attempts, acquired, failed, errs atomic.Uint64
-	windowOpen                               counters // when the measured window opened
+	windowOpen                               counters    // when the measured window opened
+	cpu                                      *cpuProfile // profiles the window (the target's phase), or nil
 	firstErr                                 atomic.Pointer[string]
 }
 
@@ -133,9 +134,14 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 // closed-loop workers or, when cfg.Rate is set, an open loop at that rate
 // with at most cfg.Concurrency operations in flight.
 // Latencies are recorded into rec, which may hold earlier slices of the
-// same target: the returned latency summaries cover all of them.
-func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recorder) Phase {
+// same target: the returned latency summaries cover all of them. With
+// profile (the target's phase), cfg's CPU profile covers the measured
+// window.
+func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recorder, profile bool) Phase {
 	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0, rec: rec}
+	if profile {
+		s.cpu = cfg.cpu
+	}
 	s.acqPrefix = fmt.Sprintf("redlock:bench:acq:%s:%d:", name, s.base.UnixNano())
 	if cfg.Workload != WorkloadAcquire {
 		s.keys = makeKeys(cfg.Keys)
@@ -185,10 +191,11 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	}
 
 	if cfg.Warmup == 0 {
-		s.windowOpen = s.counters()
+		s.openWindow()
 	}
 	perSecond := s.progress(ctx, name)
 	end := s.now()
+	s.cpu.pause()
 	window := s.counters().since(s.windowOpen)
 	s.winEnd.Store(int64(end))
 	stopped.Store(true)
@@ -275,6 +282,13 @@ func (s *phaseState) counters() counters {
 	return c
 }
 
+// openWindow records the counters when the measured window opens, and
+// starts its CPU profile.
+func (s *phaseState) openWindow() {
+	s.windowOpen = s.counters()
+	s.cpu.resume()
+}
+
 // since returns the counts from start to c.
 func (c counters) since(start counters) counters {
 	return counters{cpu: c.cpu - start.cpu, reqs: c.reqs - start.reqs, writes: c.writes - start.writes}
@@ -296,7 +310,7 @@ func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
 			return nil
 		case <-t.C:
 		}
-		s.windowOpen = s.counters()
+		s.openWindow()
 	}
 	end := time.NewTimer(cfg.Warmup + cfg.Duration - s.now())
 	defer end.Stop()

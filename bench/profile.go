@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -121,12 +123,77 @@ func topOf(p *profile.Profile, n int) (*Top, error) {
 // profiler owns the profiles and the pprof server of one Run.
 type profiler struct {
 	cfg   Config
-	cpu   *os.File
+	cpu   *cpuProfile // nil without Config.CPUProfile
 	pprof *pprofsrv.Server
 }
 
-// startProfiles starts the CPU profile and the pprof server, and turns on
-// mutex and block sampling, as cfg asks.
+// cpuProfile is the CPU profile of the target's measured windows only:
+// runtime/pprof profiles the process from resume to pause, once per
+// window (every round, every sweep point), and finish merges the parts
+// into one file. Warm-ups, peers, the ceiling and start-up are left out,
+// so the top functions are the target's. Only Run's goroutine calls it
+// (runPhase, then profiler.stop): no lock.
+type cpuProfile struct {
+	f      *os.File // created by startProfiles: a bad path fails before the run
+	notice io.Writer
+	buf    bytes.Buffer // the running part
+	on     bool
+	parts  []*profile.Profile
+	err    error // of a part that could not be read back, for finish
+}
+
+// resume starts profiling a measured window of the target (c may be nil:
+// no profile asked for). If another CPU profile is running (a request to
+// --pprof-addr's /debug/pprof/profile), the window is left out, with a
+// notice.
+func (c *cpuProfile) resume() {
+	if c == nil || c.on {
+		return
+	}
+	c.buf.Reset()
+	if err := rpprof.StartCPUProfile(&c.buf); err != nil {
+		fmt.Fprintf(c.notice, "bench: cpu profile: a measured window is left out: %v\n", err)
+		return
+	}
+	c.on = true
+}
+
+// pause ends the window's profile and keeps it for finish.
+func (c *cpuProfile) pause() {
+	if c == nil || !c.on {
+		return
+	}
+	rpprof.StopCPUProfile()
+	c.on = false
+	p, err := profile.Parse(&c.buf)
+	if err != nil {
+		c.err = errors.Join(c.err, fmt.Errorf("bench: cpu profile: %w", err))
+		return
+	}
+	c.parts = append(c.parts, p)
+}
+
+// finish writes the merged windows to the file and closes it. It reports
+// false when no window was profiled (the run ended before its first): the
+// empty file is then removed.
+func (c *cpuProfile) finish() (bool, error) {
+	c.pause()
+	err := c.err
+	if len(c.parts) == 0 {
+		return false, errors.Join(err, c.f.Close(), os.Remove(c.f.Name()))
+	}
+	merged, merr := profile.Merge(c.parts)
+	if merr == nil {
+		merr = merged.Write(c.f)
+	}
+	if merr != nil {
+		merr = fmt.Errorf("bench: cpu profile: %w", merr)
+	}
+	return true, errors.Join(err, merr, c.f.Close())
+}
+
+// startProfiles prepares the CPU profile (see cpuProfile), starts the
+// pprof server, and turns on mutex and block sampling, as cfg asks.
 func startProfiles(cfg Config) (*profiler, error) {
 	p := &profiler{cfg: cfg}
 	for _, f := range []string{cfg.CPUProfile, cfg.MemProfile, cfg.MutexProfile, cfg.BlockProfile} {
@@ -161,12 +228,7 @@ func startProfiles(cfg Config) (*profiler, error) {
 			p.stop()
 			return nil, fmt.Errorf("bench: cpu profile: %w", err)
 		}
-		if err := rpprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			p.stop()
-			return nil, fmt.Errorf("bench: cpu profile: %w", err)
-		}
-		p.cpu = f
+		p.cpu = &cpuProfile{f: f, notice: cfg.Notice}
 	}
 	return p, nil
 }
@@ -177,12 +239,14 @@ func startProfiles(cfg Config) (*profiler, error) {
 func (p *profiler) stop() (files []string, top *Top, err error) {
 	var errs []error
 	if p.cpu != nil {
-		rpprof.StopCPUProfile()
-		errs = append(errs, p.cpu.Close())
-		files = append(files, p.cfg.CPUProfile)
-		t, terr := TopFunctions(p.cfg.CPUProfile, TopN)
-		errs = append(errs, terr)
-		top = t
+		written, err := p.cpu.finish()
+		errs = append(errs, err)
+		if written && err == nil {
+			files = append(files, p.cfg.CPUProfile)
+			t, terr := TopFunctions(p.cfg.CPUProfile, TopN)
+			errs = append(errs, terr)
+			top = t
+		}
 	}
 	write := func(path, name string) {
 		if path == "" {

@@ -1,9 +1,15 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 func TestTopOfSyntheticProfile(t *testing.T) {
@@ -72,5 +78,67 @@ func TestTopOfSyntheticProfile(t *testing.T) {
 func TestTopFunctionsMissingFile(t *testing.T) {
 	if _, err := TopFunctions(t.TempDir()+"/none.pprof", 10); err == nil {
 		t.Fatal("no error for a missing profile")
+	}
+}
+
+// TestCPUProfileTargetOnly: the CPU profile covers the target's measured
+// windows only. With a warm-up, two rounds, a redsync peer and the
+// ceiling, the merged profile spans about Duration (its two windows: not
+// the warm-ups, which would double it), holds the engine's functions and
+// none of redsync's or the ceiling's, and the report says so.
+func TestCPUProfileTargetOnly(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	const d = time.Second
+	r, err := Run(t.Context(), Config{FreshMasters: true, Masters: set.Addrs(), Duration: d, Warmup: d / 2, Rounds: 2, Concurrency: 8,
+		Compare: []string{PeerRedsync}, Ceiling: true, CPUProfile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Peers[0].CyclesPerSec == 0 || r.Ceiling == nil || r.Ceiling.CyclesPerSec == 0 {
+		t.Fatalf("the peer or the ceiling did not run: %+v %+v", r.Peers, r.Ceiling)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(p.DurationNanos); got < d*9/10 || got > d*3/2 {
+		t.Errorf("profile spans %v; want about %v (the target's two windows, without warm-ups)", got, d)
+	}
+	var engine int
+	for _, s := range p.Sample {
+		for _, loc := range s.Location {
+			for _, l := range loc.Line {
+				if l.Function == nil {
+					continue
+				}
+				name := l.Function.Name
+				switch {
+				case strings.Contains(name, "redlock/engine."):
+					engine++
+				case strings.Contains(name, "redsync"), strings.Contains(name, "go-redis"),
+					strings.Contains(name, "bench.measureCeiling"), strings.Contains(name, "bench.(*pump)"):
+					t.Fatalf("the profile has %s: a peer's or the ceiling's", name)
+				}
+			}
+		}
+	}
+	if engine == 0 {
+		t.Errorf("no engine function in %d samples", len(p.Sample))
+	}
+	var table strings.Builder
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if want := "(CPU profile of the engine's measured windows only: not the warm-ups, peers or ceiling)"; !strings.Contains(table.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, table.String())
+	}
+	if pg := newReportPage(r); pg.ProfileNote != r.profileNote() || len(pg.TopTables) == 0 {
+		t.Errorf("report page: note %q, %d top tables", pg.ProfileNote, len(pg.TopTables))
 	}
 }

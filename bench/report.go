@@ -62,6 +62,7 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	} else {
 		fmt.Fprintln(w, "(latencies in µs; --wide for more columns)")
 	}
+	fmt.Fprintln(w, wrap("("+CountsNote+")", 78))
 	if len(r.Peers) > 0 || r.Ceiling != nil {
 		fmt.Fprintf(w, "(%s)\n", r.ratioNote())
 	}
@@ -92,6 +93,7 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	}
 	if len(r.TopFlat) > 0 {
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "(%s)\n", r.profileNote())
 		writeTop(w, "top 10 by flat CPU", r.TopFlat, true)
 		writeTop(w, "top 10 by cumulative CPU", r.TopCum, false)
 	}
@@ -99,6 +101,11 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 		fmt.Fprintf(w, "profiles: %s\n", strings.Join(r.Profiles, " "))
 	}
 	return nil
+}
+
+// profileNote says what the CPU profile covers (Config.CPUProfile).
+func (r Result) profileNote() string {
+	return "CPU profile of the " + r.Target + "'s measured windows only: not the warm-ups, peers or ceiling"
 }
 
 // column is one column of the comparison table. Its header and its cells
@@ -112,6 +119,13 @@ type column struct {
 
 // cpuNote explains the cpu µs/cycle column.
 const cpuNote = "cpu µs/cycle: this process's CPU time per cycle"
+
+// CountsNote explains the failed and errors columns (Phase.FailedAcquires
+// and Phase.Errors): a refusal is contention, not a fault. The table, the
+// HTML report and `redlock bench -h` show it.
+const CountsNote = "failed counts acquisitions refused because the key was held: " +
+	"contention, expected with a small --keys; errors counts operations that " +
+	"failed otherwise: no quorum of masters, timeouts, I/O errors, releases not confirmed"
 
 // columns returns the comparison table's columns. The default layout fits
 // 80 columns (its latencies are in µs, said in a note, not in every

@@ -83,6 +83,10 @@ func TestTableHeaders(t *testing.T) {
 					t.Errorf("engine row does not end with its cpu µs/cycle %s: %q", cpu, row)
 				}
 			}
+			// The legend says what failed and errors count.
+			if legend := strings.Join(strings.Fields(out), " "); !strings.Contains(legend, "("+CountsNote+")") {
+				t.Errorf("table lacks the failed/errors legend %q:\n%s", CountsNote, out)
+			}
 			if !tc.wide && !tc.waited {
 				// The comparison table and its notes; the sweep table
 				// after them has a 40-character bar chart.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/redlock-dev/redlock/bench"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 )
@@ -83,6 +85,12 @@ func TestBenchHelp(t *testing.T) {
 	if stderr.Len() != 0 || !strings.HasPrefix(stdout.String(), "redlock bench: measure lock throughput") ||
 		!strings.Contains(stdout.String(), "Examples:\n  redlock bench\n") {
 		t.Fatalf("help: stdout %q, stderr %q; want a description and examples on stdout", stdout.String(), stderr.String())
+	}
+	// What the table's failed and errors columns count.
+	if help := strings.Join(strings.Fields(stdout.String()), " "); !strings.Contains(help, "In the table, failed counts acquisitions refused because "+
+		"the key was held: contention, expected with a small --keys; errors counts operations that failed otherwise: no quorum of masters, "+
+		"timeouts, I/O errors, releases not confirmed.") {
+		t.Errorf("help does not explain failed and errors:\n%s", stdout.String())
 	}
 	for _, flag := range []string{"-target", "-proxy", "-workload", "-rate", "-warmup", "-sweep", "-cpuprofile", "-memprofile",
 		"-mutexprofile", "-blockprofile", "-pprof-addr", "-report", "-quiet", "-json", "-ceiling", "-compare", "-hold"} {
@@ -276,5 +284,80 @@ func TestRedactArgs(t *testing.T) {
 	}
 	if in[3] != "s1" {
 		t.Fatal("redactArgs changed its input")
+	}
+}
+
+// TestParseBenchFlags: `redlock bench`'s flags become benchOptions without
+// starting anything: the defaults, flags that set fields (the password
+// redacted in the recorded command line), the environment never read, and
+// bad values refused as usage errors naming the flag.
+func TestParseBenchFlags(t *testing.T) {
+	t.Setenv(envMasters, "127.0.0.1:7009")
+	t.Setenv(envPassword, "from-env")
+	for _, tt := range []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, o benchOptions)
+		err   string // substring of the usage error; "" for none
+	}{
+		{name: "defaults", check: func(t *testing.T, o benchOptions) {
+			c := o.Config
+			if c.N != bench.DefaultMasters || c.Target != bench.TargetEngine || c.Workload != bench.WorkloadCycle ||
+				c.Duration != bench.DefaultDuration || c.Rounds != 1 || c.Concurrency != bench.DefaultConcurrency || c.Keys != 0 ||
+				c.TTL != bench.DefaultTTL || c.ConnsPerMaster != 1 || c.Rate != 0 || c.Warmup != 0 || c.Ceiling || c.CPUProfile != "" ||
+				c.Masters != nil || c.MasterConn.Password != "" || c.Compare != nil || c.SweepVar != "" || c.Progress != nil || c.Notice != nil {
+				t.Errorf("config: %+v", c)
+			}
+			if o.json || o.quiet || o.wide || !slices.Equal(c.Args, []string{"redlock", "bench"}) {
+				t.Errorf("options: %+v", o)
+			}
+		}},
+		{name: "flags", args: []string{"--masters", "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003", "--master-password", "s3cret",
+			"--duration", "2s", "--concurrency", "8", "--keys", "4", "--compare", "redsync, fencing", "--sweep", "concurrency=1,16",
+			"--ceiling", "--rate", "500", "--json", "--quiet", "--wide", "--cpuprofile", "cpu.out", "--fresh-masters"},
+			check: func(t *testing.T, o benchOptions) {
+				c := o.Config
+				if !slices.Equal(c.Masters, []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}) || c.MasterConn.Password != "s3cret" ||
+					c.Duration != 2*time.Second || c.Concurrency != 8 || c.Keys != 4 || !slices.Equal(c.Compare, []string{"redsync", "fencing"}) ||
+					c.SweepVar != bench.SweepConcurrency || !slices.Equal(c.SweepValues, []int{1, 16}) || !c.Ceiling || c.Rate != 500 ||
+					c.CPUProfile != "cpu.out" || !c.FreshMasters || !o.json || !o.quiet || !o.wide {
+					t.Errorf("options: %+v", o)
+				}
+				if slices.Contains(c.Args, "s3cret") || !slices.Contains(c.Args, "REDACTED") {
+					t.Errorf("recorded command line %q: want the password redacted", c.Args)
+				}
+			}},
+		{name: "proxy target", args: []string{"--target", "proxy", "--proxy", "127.0.0.1:7380"}, check: func(t *testing.T, o benchOptions) {
+			if o.Target != bench.TargetProxy || o.ProxyAddr != "127.0.0.1:7380" {
+				t.Errorf("config: %+v", o.Config)
+			}
+		}},
+		{name: "zero concurrency", args: []string{"--concurrency", "0"}, err: "--concurrency must be positive, got 0"},
+		{name: "duration without unit", args: []string{"--ttl", "30"}, err: "want a duration with a unit"},
+		{name: "rate not a number", args: []string{"--rate", "fast"}, err: `invalid value "fast" for flag -rate`},
+		{name: "master flag without masters", args: []string{"--master-user", "u"}, err: "--master-user applies to --masters"},
+		{name: "empty masters", args: []string{"--masters", " , "}, err: "no address given"},
+		{name: "bad proxy address", args: []string{"--target", "proxy", "--proxy", "nope"}, err: `--proxy: "nope" is not host:port`},
+		{name: "bad sweep", args: []string{"--sweep", "keys=1,2"}, err: `unknown sweep variable "keys"`},
+		{name: "positional argument", args: []string{"now"}, err: `unexpected arguments: ["now"]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			o, err := parseBenchFlags(tt.args, &stdout)
+			if stdout.Len() != 0 {
+				t.Errorf("stdout: %q", stdout.String())
+			}
+			if tt.err != "" {
+				var ue usageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v; want a usage error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
 	}
 }

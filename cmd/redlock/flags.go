@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redlock-dev/redlock/engine"
 )
@@ -27,27 +28,28 @@ func newFlagSet(name string) *flag.FlagSet {
 // refuses positional arguments, and zero or negative values of the flags
 // named in positive when they are given.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, help string, positive ...string) error {
-	return parseFlagsArgs(fs, args, 0, stdout, help, positive...)
+	return parseFlagsArgs(fs, args, nil, stdout, help, positive...)
 }
 
-// parseFlagsArgs is parseFlags for a command that takes exactly nargs
-// positional arguments after its flags (fs.Args()).
-func parseFlagsArgs(fs *flag.FlagSet, args []string, nargs int, stdout io.Writer, help string, positive ...string) error {
+// parseFlagsArgs is parseFlags for a command that takes exactly
+// len(names) positional arguments after its flags (fs.Args()); names are
+// as the help writes them ("KEY"), for the error that says which one is
+// missing.
+func parseFlagsArgs(fs *flag.FlagSet, args []string, names []string, stdout io.Writer, help string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, help)
 			fmt.Fprintln(stdout, "\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			printFlags(stdout, fs)
 			return err
 		}
 		return usageError{err}
 	}
-	if fs.NArg() > nargs {
-		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[nargs:])}
+	if fs.NArg() > len(names) {
+		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[len(names):])}
 	}
-	if fs.NArg() < nargs {
-		return usageError{fmt.Errorf("want %d argument(s) after the flags, got %d", nargs, fs.NArg())}
+	if fs.NArg() < len(names) {
+		return usageError{fmt.Errorf("%s is missing", names[fs.NArg()])}
 	}
 	var bad error
 	fs.Visit(func(f *flag.Flag) {
@@ -98,7 +100,90 @@ func (d *durationValue) Set(s string) error {
 // durationVar defines a duration flag (see durationValue).
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
 	*p = def
-	fs.Var(&durationValue{p}, name, usage+" (a `duration` with a unit)")
+	fs.Var(&durationValue{p}, name, usage)
+}
+
+// helpWidth is the width that help fits: a terminal's 80 columns.
+const helpWidth = 80
+
+// usageIndent starts the lines of a flag's usage under its name.
+const usageIndent = "        "
+
+// printFlags writes fs's flags to w as flag.PrintDefaults does — a line
+// "  -name arg", then the usage, then its default — but with the usage
+// wrapped to helpWidth columns and indented with spaces (a tab's width
+// depends on the terminal), and one note on the durations' units
+// instead of one per duration flag.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	durations := false
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flagArg(f)
+		if _, ok := f.Value.(*durationValue); ok {
+			durations = true
+		}
+		line := "  -" + f.Name
+		if arg != "" {
+			line += " " + arg
+		}
+		if def := defaultText(f); def != "" {
+			usage += " (default " + def + ")"
+		}
+		fmt.Fprintln(w, line)
+		for _, l := range wrapWords(usage, helpWidth-len(usageIndent)) {
+			fmt.Fprintln(w, usageIndent+l)
+		}
+	})
+	if durations {
+		fmt.Fprintln(w, "\nA duration takes a unit: 250ms, 30s, 5m, 1h.")
+	}
+}
+
+// flagArg returns the name of f's argument as help shows it ("" for a
+// boolean flag) and its usage without the back quotes that name it
+// (flag.UnquoteUsage; "duration" for a durationValue).
+func flagArg(f *flag.Flag) (arg, usage string) {
+	arg, usage = flag.UnquoteUsage(f)
+	if _, ok := f.Value.(*durationValue); ok && !strings.Contains(f.Usage, "`") {
+		arg = "duration"
+	}
+	return arg, usage
+}
+
+// defaultText is f's default as help shows it: "" for a zero value,
+// quoted for a string.
+func defaultText(f *flag.Flag) string {
+	switch f.DefValue {
+	case "", "0", "0s", "false":
+		return ""
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if _, ok := g.Get().(string); ok {
+			return strconv.Quote(f.DefValue)
+		}
+	}
+	return f.DefValue
+}
+
+// wrapWords breaks s at spaces into lines of at most width runes; a word
+// longer than width stays whole on a line of its own.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	var line string
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // checkAddrs validates the host:port list of flag name: syntax, port

@@ -33,7 +33,8 @@ status: 0 nothing found, 3 anomalies found (or a master could not be
 scanned, or --max-keys was reached), 2 bad usage, 1 other errors.
 
 Examples:
-  redlock inspect --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 --match 'lock:*'
+  redlock inspect --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
+    --match 'lock:*'
   REDLOCK_MASTERS=... redlock inspect --json | jq '.findings[].key'
 `
 
@@ -41,14 +42,14 @@ Examples:
 func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("inspect")
 	var mf masterFlags
-	mf.register(fs, "comma-separated host:port of the Redis masters")
+	mf.register(fs, "the Redis masters")
 	var o inspect.Options
-	fs.StringVar(&o.Match, "match", inspect.DefaultMatch, "SCAN MATCH pattern of the lock keys (e.g. 'lock:*')")
+	fs.StringVar(&o.Match, "match", inspect.DefaultMatch, "SCAN MATCH `pattern` of the lock keys (e.g. 'lock:*')")
 	fs.IntVar(&o.Count, "count", inspect.DefaultCount, "SCAN COUNT hint: keys per page")
 	fs.IntVar(&o.MaxKeys, "max-keys", inspect.DefaultMaxKeys, "stop after looking up this many distinct keys")
 	durationVar(fs, &o.Timeout, "timeout", inspect.DefaultTimeout, "per-master timeout of one request (a SCAN page, or one page's lookups)")
-	fenceKey := fs.String("fence-key", engine.DefaultFenceKey, "the fencing counter key (no TTL by design: not reported)")
-	exclude := fs.String("exclude", "", "comma-separated keys not to report")
+	fenceKey := fs.String("fence-key", engine.DefaultFenceKey, "the fencing counter `key` (no TTL by design: not reported)")
+	exclude := fs.String("exclude", "", "comma-separated `keys` not to report")
 	jsonOut := fs.Bool("json", false, "print the report as one JSON object")
 	if err := parseFlags(fs, args, stdout, inspectHelp, "count", "max-keys", "timeout"); err != nil {
 		return err

@@ -72,11 +72,12 @@ $REDLOCK_PROXY_PASSWORD, and gets SIGTERM if redlock lock itself dies.
 Exit codes of its own:
   69  unavailable: too few masters answered to take the lock (also when
       --wait ran out while too few answered)
-  75  not acquired: KEY is held and --wait ran out (the default --wait 0 tries once)
-  76  lost: the lock was lost while the command ran, or its extensions went
-      unanswered until less than --grace (at most TTL/2) of validity was
-      left; the command got SIGTERM, and SIGKILL after --grace or when the
-      validity ended, whichever came first
+  75  not acquired: KEY is held and --wait ran out (the default --wait 0
+      tries once)
+  76  lost: the lock was lost while the command ran, or its extensions
+      went unanswered until less than --grace (at most TTL/2) of validity
+      was left; the command got SIGTERM, and SIGKILL after --grace or when
+      the validity ended, whichever came first
    2  bad usage, or the masters refused the credentials
  130  interrupted by SIGINT before the command started (143: by SIGTERM)
  126/127  the command could not be run / was not found;  1  other errors
@@ -86,9 +87,11 @@ next: pass it to the storage the command writes, which refuses lower ones
 (docs/safety.md).
 
 Examples:
-  redlock lock --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 nightly-report -- ./report.sh
+  redlock lock --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
+    nightly-report -- ./report.sh
   REDLOCK_MASTERS=... redlock lock --wait 5m --ttl 30s deploy -- make deploy
-  redlock lock --proxy 127.0.0.1:7380 orders:42 -- sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
+  redlock lock --proxy 127.0.0.1:7380 orders:42 -- \
+    sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
 `
 
 // lockOpts are the parsed flags of `redlock lock`.
@@ -123,15 +126,15 @@ type heldLock interface {
 func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("lock")
 	var mf masterFlags
-	mf.register(fs, "comma-separated host:port of the Redis masters")
+	mf.register(fs, "the Redis masters")
 	var o lockOpts
 	var ec engine.Config
 	durationVar(fs, &o.ttl, "ttl", 10*time.Second, "lock TTL: how long the lock outlives a redlock lock that dies (it is extended every third of it)")
 	durationVar(fs, &o.wait, "wait", 0, "how long to wait for KEY while it is held (0: try once)")
 	durationVar(fs, &o.maxHold, "max-hold", 0, "stop extending this long after the acquisition: the lock is then lost and the command terminated (0: no bound)")
 	durationVar(fs, &o.grace, "grace", 10*time.Second, "how long the command has between SIGTERM and SIGKILL (never past the lock's validity)")
-	fs.StringVar(&o.proxyAddr, "proxy", "", "take the lock through this redlock proxy (host:port) instead of --masters")
-	fs.StringVar(&o.proxyPwd, "proxy-password", "", "password for the proxy's AUTH (or $"+envProxyPassword+")")
+	fs.StringVar(&o.proxyAddr, "proxy", "", "take the lock through the redlock proxy at `host:port` instead of --masters")
+	fs.StringVar(&o.proxyPwd, "proxy-password", "", "`password` for the proxy's AUTH (or $"+envProxyPassword+")")
 	fs.StringVar(&o.proxyTLSCA, "proxy-tls-ca", "", "connect to the proxy over TLS, trusting the CA certificates in this PEM `file`")
 	fs.StringVar(&o.proxyTLSCert, "proxy-tls-cert", "", "PEM `file` of a client certificate for a proxy that requires one (with --proxy-tls-key)")
 	fs.StringVar(&o.proxyTLSKey, "proxy-tls-key", "", "PEM `file` of the client certificate's private key")
@@ -139,12 +142,12 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	durationVar(fs, &ec.MaxTTL, "max-ttl", engine.DefaultMaxTTL, "longest TTL any client of these masters uses: a master that started less than this ago does not vote (restart quarantine, docs/safety.md)")
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period when longer than --max-ttl")
 	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty and serve no other client: their first sessions vote at once (tests; never for shared masters)")
-	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "prefix added to KEY on the masters (tenants sharing masters)")
-	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on this channel of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
-	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
+	fs.StringVar(&ec.KeyPrefix, "key-prefix", "", "`prefix` added to KEY on the masters (tenants sharing masters)")
+	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on channel `name` of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
+	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
-	if err := parseFlagsArgs(fs, flagArgs, 1, stdout, lockHelp, "ttl", "grace"); err != nil {
+	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
 		return err
 	}
 	if !dash || len(argv) == 0 {

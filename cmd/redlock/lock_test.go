@@ -196,7 +196,10 @@ func TestLockUsage(t *testing.T) {
 	}{
 		{[]string{"--masters", m, "k"}, "want KEY -- COMMAND"},
 		{[]string{"--masters", m, "k", "--"}, "want KEY -- COMMAND"},
-		{[]string{"--masters", m, "--", "true"}, "want 1 argument(s)"},
+		{[]string{"--masters", m, "--", "true"}, "redlock lock: KEY is missing\n"},
+		{[]string{"--", "echo", "hi"}, "redlock lock: KEY is missing\n"},
+		{[]string{"--ttl", "5s", "--", "echo", "hi"}, "redlock lock: KEY is missing\n"},
+		{nil, "redlock lock: KEY is missing\n"},
 		{[]string{"--masters", m, "a", "b", "--", "true"}, "unexpected arguments"},
 		{[]string{"k", "--", "true"}, "--masters (or $REDLOCK_MASTERS) is required"},
 		{[]string{"--masters", m, "--proxy", m, "k", "--", "true"}, "exclusive"},

@@ -22,10 +22,12 @@ const usage = `redlock: distributed locks over N independent Redis masters (Redl
 usage: redlock <command> [flags]
 
 commands:
-  bench     run a lock load benchmark (starts 5 local masters unless --masters is given)
-  proxy     serve Redis clients, turning their locks into Redlock quorum locks (--masters required)
-  lock      run a command while holding a lock: redlock lock KEY -- COMMAND [ARG...]
-  inspect   find leaked (no TTL), minority and mismatched lock keys on the masters
+  bench     run a lock load benchmark (on 5 local masters unless --masters)
+  proxy     serve Redis clients, turning their locks into Redlock quorum
+            locks (--masters required)
+  lock      run a command while holding a lock:
+            redlock lock KEY -- COMMAND [ARG...]
+  inspect   find leaked (no TTL), minority and mismatched lock keys
   version   print the version (also --version)
 
 Run 'redlock <command> -h' for the command's flags.

@@ -38,9 +38,10 @@ type masterFlags struct {
 	flagsOnly bool
 }
 
-// register defines the flags on fs; usage is --masters' help text.
-func (m *masterFlags) register(fs *flag.FlagSet, usage string) {
-	fs.StringVar(&m.addrs, "masters", "", usage+" (or $"+envMasters+")")
+// register defines the flags on fs; what says what --masters are ("the
+// Redis masters (required)").
+func (m *masterFlags) register(fs *flag.FlagSet, what string) {
+	fs.StringVar(&m.addrs, "masters", "", what+": comma-separated `host:port,...` (or $"+envMasters+")")
 	m.registerAccess(fs)
 }
 
@@ -53,14 +54,14 @@ func (m *masterFlags) registerAccess(fs *flag.FlagSet) {
 	if m.flagsOnly {
 		userEnv, pwEnv = "", " (or --master-password-file; the environment is not read)"
 	}
-	fs.StringVar(&m.user, "master-user", "", "ACL username sent to the masters with AUTH"+userEnv)
-	fs.StringVar(&m.password, "master-password", "", "password sent to the masters with AUTH"+pwEnv)
+	fs.StringVar(&m.user, "master-user", "", "ACL `user` name sent to the masters with AUTH"+userEnv)
+	fs.StringVar(&m.password, "master-password", "", "`password` sent to the masters with AUTH"+pwEnv)
 	fs.StringVar(&m.passwordFile, "master-password-file", "", "read the masters' password from this `file` (trailing newline dropped)")
 	fs.BoolVar(&m.tls, "master-tls", false, "connect to the masters over TLS (implied by the --master-tls-* flags)")
 	fs.StringVar(&m.tlsCA, "master-tls-ca", "", "PEM `file` of the CA certificates that sign the masters' certificates (default: the system roots)")
 	fs.StringVar(&m.tlsCert, "master-tls-cert", "", "PEM `file` of the client certificate presented to the masters (with --master-tls-key)")
 	fs.StringVar(&m.tlsKey, "master-tls-key", "", "PEM `file` of the client certificate's private key")
-	fs.StringVar(&m.tlsServerName, "master-tls-server-name", "", "name the masters' certificates must carry (default: each master's host)")
+	fs.StringVar(&m.tlsServerName, "master-tls-server-name", "", "`name` the masters' certificates must carry (default: each master's host)")
 }
 
 // list returns the master addresses from --masters or $REDLOCK_MASTERS,

@@ -25,7 +25,8 @@ import (
 // (--requirepass), read by the proxy and by `redlock lock --proxy`.
 const envProxyPassword = "REDLOCK_PROXY_PASSWORD"
 
-const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock quorum locks.
+const proxyHelp = `redlock proxy: serve Redis clients, turning their locks into Redlock
+quorum locks.
 
 usage: redlock proxy --masters host:port,... [flags]
 
@@ -36,32 +37,61 @@ $REDLOCK_MASTERS, instead of flags.
 
 Example:
   REDLOCK_PROXY_PASSWORD=secret redlock proxy --listen 127.0.0.1:7380 \
-    --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379,10.0.0.4:6379,10.0.0.5:6379
+    --masters redis1:6379,redis2:6379,redis3:6379,redis4:6379,redis5:6379
 `
+
+// proxyOptions is `redlock proxy`'s configuration, read from its flags
+// and the environment by [parseProxyFlags] and run by [runProxy].
+type proxyOptions struct {
+	// Config has the masters (with their AUTH and TLS) and the clients'
+	// password resolved; Logger and Engine.Logger/Observer are set by
+	// runProxy.
+	proxy.Config
+	tls             *tls.Config // clients' TLS (--tls-*), nil for plain TCP
+	metricsAddr     string      // --metrics-addr, "" for none
+	pprofAddr       string      // --pprof-addr, "" for none
+	checkTimeout    time.Duration
+	waitMasters     bool
+	shutdownTimeout time.Duration
+}
 
 // proxyCmd runs `redlock proxy`: a RESP server mapping client lock commands
 // to Redlock quorum operations, until SIGINT/SIGTERM (graceful shutdown).
 func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseProxyFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	return runProxy(ctx, o, stdout, stderr)
+}
+
+// parseProxyFlags reads `redlock proxy`'s flags, the environment and the
+// files the flags name (passwords, certificates) into proxyOptions. It
+// starts nothing and connects nowhere (it resolves the masters' host
+// names). Bad flags give a usageError; -h prints the help to stdout and
+// gives flag.ErrHelp.
+func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs := newFlagSet("proxy")
-	var cfg proxy.Config
+	var o proxyOptions
+	cfg := &o.Config
 	ec := &cfg.Engine
 	var mf masterFlags
-	mf.register(fs, "comma-separated host:port of the Redis masters (required)")
-	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "address to listen on")
-	fs.StringVar(&cfg.RequirePass, "requirepass", "", "password clients must AUTH with (or $"+envProxyPassword+", or --requirepass-file)")
+	mf.register(fs, "the Redis masters (required)")
+	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "`host:port` to listen on")
+	fs.StringVar(&cfg.RequirePass, "requirepass", "", "`password` clients must AUTH with (or $"+envProxyPassword+", or --requirepass-file)")
 	requirePassFile := fs.String("requirepass-file", "", "read the clients' password from this `file`")
 	tlsCert := fs.String("tls-cert", "", "serve clients over TLS with this PEM certificate `file` (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the private key of --tls-cert")
 	tlsClientCA := fs.String("tls-client-ca", "", "require client certificates signed by the CAs in this PEM `file` (with --tls-cert)")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
-	pprofAddr := fs.String("pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ (e.g. localhost:6060; keep it off public interfaces: profiles show memory)")
-	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "prefix added to every client key on the masters (tenants sharing masters through separate proxies)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ (e.g. localhost:6060; keep it off public interfaces: profiles show memory)")
+	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "`prefix` added to every client key on the masters (tenants sharing masters through separate proxies)")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
-	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum bytes of one request's arguments")
+	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum `bytes` of one request's arguments")
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
 	fs.IntVar(&cfg.MaxPipeline, "max-pipeline", proxy.DefaultMaxPipeline, "unanswered commands per connection before the proxy stops reading it")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters, all clients together")
-	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "bytes of requests and replies held for all clients")
+	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "`bytes` of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
 	durationVar(fs, &cfg.AuthTimeout, "auth-timeout", proxy.DefaultAuthTimeout, "with a password: close connections not authenticated this long after they connect")
@@ -70,8 +100,8 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&cfg.AllowScripts, "allow-scripts", false, "run scripts that are not recognised lock scripts on every master: gives every client full write access to every master")
 	durationVar(fs, &cfg.ScriptTimeout, "script-timeout", 0, "per-master timeout of --allow-scripts scripts (0: the per-master timeout for reads)")
 	durationVar(fs, &ec.MasterTimeout, "master-timeout", 0, "per-master timeout of each operation (0: max(5ms, min(50ms, ttl/100)))")
-	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "share of the TTL allowed for clock drift")
-	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the keys released through the engine (SET NX PX and REDLOCK.LOCK locks released with a single-key compare-and-delete script) on this channel of each master, waking engines and `redlock lock --wait` runners that wait for them (theirs must be the same)")
+	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift")
+	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the keys released through the engine (SET NX PX and REDLOCK.LOCK locks released with a single-key compare-and-delete script) on channel `name` of each master, waking the engines and 'redlock lock --wait' runners that wait for them (theirs must be the same channel)")
 	fs.IntVar(&ec.ConnsPerMaster, "conns-per-master", 1, "pipelined connections per master")
 	durationVar(fs, &ec.Conn.DialTimeout, "dial-timeout", conn.DefaultDialTimeout, "timeout of one connect to a master (dial and handshake)")
 	durationVar(fs, &ec.Conn.ReconnectMax, "reconnect-max", conn.DefaultReconnectMax, "longest wait between reconnect attempts to a master")
@@ -80,47 +110,55 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty and serve no other client: their first sessions vote at once (tests; never for shared masters)")
 	fs.BoolVar(&ec.DisableQuarantine, "no-quarantine", false, "turn restart quarantine off: a master restarted without its data votes at once, and two clients can then hold one key (docs/safety.md)")
 	durationVar(fs, &ec.Conn.StallTimeout, "stall-timeout", conn.DefaultStallTimeout, "drop a master connection whose oldest request is unanswered this long after its deadline")
-	checkTimeout := new(time.Duration)
-	durationVar(fs, checkTimeout, "check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
-	waitMasters := fs.Bool("wait-masters", false, "start even when fewer than a quorum of masters are reachable (lock commands answer an error until they are)")
-	shutdownTimeout := new(time.Duration)
-	durationVar(fs, shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
+	durationVar(fs, &o.checkTimeout, "check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
+	fs.BoolVar(&o.waitMasters, "wait-masters", false, "start even when fewer than a quorum of masters are reachable (lock commands answer an error until they are)")
+	durationVar(fs, &o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
 	if err := parseFlags(fs, args, stdout, proxyHelp, "max-clients", "max-request-bytes", "max-args", "max-pipeline",
 		"max-in-flight", "max-client-memory", "max-auth-failures", "conns-per-master", "dial-timeout", "reconnect-max", "drift-factor",
 		"auth-timeout", "request-timeout"); err != nil {
-		return err
+		return proxyOptions{}, err
 	}
 	ec.Addrs = mf.list()
 	if len(ec.Addrs) == 0 {
-		return usageError{errors.New("--masters is required")}
+		return proxyOptions{}, usageError{errors.New("--masters is required")}
 	}
 	if err := checkAddrs("masters", ec.Addrs); err != nil {
-		return err
+		return proxyOptions{}, err
 	}
 	if err := mf.apply(&ec.Conn); err != nil {
-		return err
+		return proxyOptions{}, err
 	}
 	switch {
 	case cfg.RequirePass != "" && *requirePassFile != "":
-		return usageError{errors.New("--requirepass and --requirepass-file are exclusive")}
+		return proxyOptions{}, usageError{errors.New("--requirepass and --requirepass-file are exclusive")}
 	case *requirePassFile != "":
 		pw, err := readSecret(*requirePassFile)
 		if err != nil {
-			return usageError{fmt.Errorf("--requirepass-file: %w", err)}
+			return proxyOptions{}, usageError{fmt.Errorf("--requirepass-file: %w", err)}
 		}
 		cfg.RequirePass = pw
 	case cfg.RequirePass == "":
 		cfg.RequirePass = os.Getenv(envProxyPassword)
 	}
-	serverTLS, err := listenerTLS(*tlsCert, *tlsKey, *tlsClientCA)
+	tc, err := listenerTLS(*tlsCert, *tlsKey, *tlsClientCA)
 	if err != nil {
-		return err
+		return proxyOptions{}, err
 	}
+	o.tls = tc
+	return o, nil
+}
+
+// runProxy serves clients as o says until ctx ends, then shuts down
+// gracefully (o.shutdownTimeout).
+func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) error {
+	cfg := o.Config
+	ec := &cfg.Engine
+	var err error
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
 	var m *metrics.Metrics
 	var reg *prometheus.Registry
-	if *metricsAddr != "" {
+	if o.metricsAddr != "" {
 		reg = metrics.NewRegistry()
 		if m, err = metrics.New(reg); err != nil {
 			return err
@@ -141,27 +179,27 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		addr, err := metrics.Serve(mctx, *metricsAddr, reg)
+		addr, err := metrics.Serve(mctx, o.metricsAddr, reg)
 		if err != nil {
 			return usageError{fmt.Errorf("--metrics-addr: %w", err)}
 		}
 		fmt.Fprintf(stdout, "redlock proxy metrics at http://%s/metrics\n", addr)
 	}
-	if *pprofAddr != "" {
-		ps, err := pprofsrv.Start(*pprofAddr)
+	if o.pprofAddr != "" {
+		ps, err := pprofsrv.Start(o.pprofAddr)
 		if err != nil {
 			return usageError{fmt.Errorf("--pprof-addr: %w", err)}
 		}
 		defer ps.Close()
 		fmt.Fprintf(stdout, "redlock proxy pprof at http://%s/debug/pprof/\n", ps.Addr())
 	}
-	cctx, cancel := context.WithTimeout(ctx, *checkTimeout)
+	cctx, cancel := context.WithTimeout(ctx, o.checkTimeout)
 	st, err := srv.CheckMasters(cctx)
 	cancel()
 	switch {
 	case errors.Is(err, engine.ErrDuplicateMaster):
 		return usageError{err}
-	case errors.Is(err, engine.ErrUnavailable) && *waitMasters:
+	case errors.Is(err, engine.ErrUnavailable) && o.waitMasters:
 		log.Warn("starting without a quorum of masters (--wait-masters)", "err", err)
 	case errors.Is(err, engine.ErrUnavailable):
 		return usageError{fmt.Errorf("--masters: %w (start anyway with --wait-masters)", err)}
@@ -180,9 +218,12 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if w := openListenerWarning(ln.Addr(), cfg.RequirePass, o.tls); w != "" {
+		log.Warn(w, "addr", ln.Addr())
+	}
 	scheme := ""
-	if serverTLS != nil {
-		ln, scheme = tls.NewListener(ln, serverTLS), " (TLS)"
+	if o.tls != nil {
+		ln, scheme = tls.NewListener(ln, o.tls), " (TLS)"
 	}
 	fmt.Fprintf(stdout, "redlock proxy listening on %s%s, masters %s (quorum %d)\n",
 		ln.Addr(), scheme, strings.Join(ec.Addrs, ","), len(ec.Addrs)/2+1)
@@ -196,14 +237,28 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("redlock proxy: shutting down", "timeout", *shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	log.Info("redlock proxy: shutting down", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(sctx)
 	if serr := <-served; serr != nil && !errors.Is(serr, proxy.ErrServerClosed) && err == nil {
 		err = serr
 	}
 	return err
+}
+
+// openListenerWarning says why a proxy listening on addr is open to
+// anyone who reaches it ("" if it is not): an address beyond loopback
+// (0.0.0.0 and :: included) with neither a password nor client
+// certificates required.
+func openListenerWarning(addr net.Addr, requirePass string, tc *tls.Config) string {
+	if requirePass != "" || (tc != nil && tc.ClientAuth == tls.RequireAndVerifyClientCert) {
+		return ""
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return ""
+	}
+	return "listening beyond loopback without a password: whoever reaches the port can take and release locks (set --requirepass or $" + envProxyPassword + ")"
 }
 
 // listenerTLS builds the proxy's server TLS config from --tls-cert,

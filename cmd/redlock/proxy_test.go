@@ -4,19 +4,26 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
+	"github.com/redlock-dev/redlock/internal/test/testcerts"
+	"github.com/redlock-dev/redlock/proxy"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -86,10 +93,17 @@ func TestProxyNoQuorum(t *testing.T) {
 // test ends and returns its stdout once the listening line is out.
 func startProxyCmd(t *testing.T, args ...string) *proctest.Buffer {
 	t.Helper()
+	stdout, _ := startProxyCmdOut(t, args...)
+	return stdout
+}
+
+// startProxyCmdOut is startProxyCmd returning stderr too.
+func startProxyCmdOut(t *testing.T, args ...string) (stdout, stderr *proctest.Buffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr proctest.Buffer
+	stdout, stderr = new(proctest.Buffer), new(proctest.Buffer)
 	done := make(chan error, 1)
-	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	go func() { done <- proxyCmd(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -103,7 +117,44 @@ func startProxyCmd(t *testing.T, args ...string) *proctest.Buffer {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &stdout
+	return stdout, stderr
+}
+
+// TestProxyWarnsOpenListener: a proxy listening beyond loopback (0.0.0.0,
+// or every interface with no host) with neither --requirepass nor client
+// certificates logs a warning on stderr before it says it listens; on
+// loopback, or with a password or client certificates, it does not. No
+// test traffic goes beyond 127.0.0.0/8: nothing connects to the proxy.
+func TestProxyWarnsOpenListener(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	certs, err := testcerts.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envProxyPassword, "")
+	masters := strings.Join(set.Addrs(), ",")
+	for _, tt := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"loopback", []string{"--listen", "127.0.0.1:0"}, false},
+		{"localhost", []string{"--listen", "localhost:0"}, false},
+		{"0.0.0.0", []string{"--listen", "0.0.0.0:0"}, true},
+		{"no host", []string{"--listen", ":0"}, true},
+		{"no host with a password", []string{"--listen", ":0", "--requirepass", "pw"}, false},
+		{"no host with client certificates", []string{"--listen", ":0", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey,
+			"--tls-client-ca", certs.CA}, false},
+		{"no host with TLS but no client certificates", []string{"--listen", ":0", "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr := startProxyCmdOut(t, append([]string{"--fresh-masters", "--masters", masters}, tt.args...)...)
+			warned := strings.Contains(stderr.String(), "level=WARN msg=\"listening beyond loopback without a password")
+			if warned != tt.warn {
+				t.Fatalf("warned %v, want %v; stderr:\n%s", warned, tt.warn, stderr.String())
+			}
+		})
+	}
 }
 
 // field returns the word after marker in s.
@@ -251,5 +302,106 @@ func TestReleaseChannel(t *testing.T) {
 		if r, err := rd.ReadReply(); err != nil || len(r.Elems) != 3 || string(r.Elems[2].Str) != "rc:2" {
 			t.Fatalf("master %d: redlock lock's release published %v (%v)", i, r, err)
 		}
+	}
+}
+
+// TestParseProxyFlags: `redlock proxy`'s flags and environment become
+// proxyOptions without starting anything: the defaults, flags that set
+// fields, and bad values refused as usage errors naming the flag.
+func TestParseProxyFlags(t *testing.T) {
+	const masters = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envMasters, "")
+	t.Setenv(envProxyPassword, "")
+	t.Setenv(envPassword, "")
+	t.Setenv(envMasterPassword, "")
+	t.Setenv(envMasterUser, "")
+	for _, tt := range []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		check func(t *testing.T, o proxyOptions)
+		err   string // substring of the usage error; "" for none
+	}{
+		{name: "defaults", args: []string{"--masters", masters}, check: func(t *testing.T, o proxyOptions) {
+			ec := o.Engine
+			if o.Listen != proxy.DefaultListen || o.MaxClients != proxy.DefaultMaxClients || o.MaxArgs != proxy.DefaultMaxArgs ||
+				o.AuthTimeout != proxy.DefaultAuthTimeout || o.RequirePass != "" || o.tls != nil || o.metricsAddr != "" || o.pprofAddr != "" ||
+				o.checkTimeout != 3*time.Second || o.shutdownTimeout != 10*time.Second || o.waitMasters || o.AllowScripts {
+				t.Errorf("proxy defaults: %+v", o)
+			}
+			if !slices.Equal(ec.Addrs, strings.Split(masters, ",")) || ec.DriftFactor != engine.DefaultDriftFactor || ec.ConnsPerMaster != 1 ||
+				ec.MaxTTL != engine.DefaultMaxTTL || ec.Conn.DialTimeout != conn.DefaultDialTimeout || ec.Conn.TLS != nil || ec.Conn.Password != "" {
+				t.Errorf("engine defaults: %+v", ec)
+			}
+		}},
+		{name: "masters from the environment", env: map[string]string{envMasters: " 127.0.0.1:7001, 127.0.0.1:7002 "}, check: func(t *testing.T, o proxyOptions) {
+			if want := []string{"127.0.0.1:7001", "127.0.0.1:7002"}; !slices.Equal(o.Engine.Addrs, want) {
+				t.Errorf("addrs %q, want %q", o.Engine.Addrs, want)
+			}
+		}},
+		{name: "flags", args: []string{"--masters", masters, "--listen", "127.0.0.1:0", "--max-clients", "7", "--idle-timeout", "90s",
+			"--release-channel", "rl:rel", "--key-prefix", "t1:", "--wait-masters", "--shutdown-timeout", "2s", "--check-timeout", "250ms",
+			"--metrics-addr", "127.0.0.1:9121", "--master-password", "mpw", "--drift-factor", "0.02"}, check: func(t *testing.T, o proxyOptions) {
+			if o.Listen != "127.0.0.1:0" || o.MaxClients != 7 || o.IdleTimeout != 90*time.Second || o.Engine.ReleaseChannel != "rl:rel" ||
+				o.KeyPrefix != "t1:" || !o.waitMasters || o.shutdownTimeout != 2*time.Second || o.checkTimeout != 250*time.Millisecond ||
+				o.metricsAddr != "127.0.0.1:9121" || o.Engine.Conn.Password != "mpw" || o.Engine.DriftFactor != 0.02 {
+				t.Errorf("options: %+v", o)
+			}
+		}},
+		{name: "requirepass from a file", args: []string{"--masters", masters, "--requirepass-file", pwFile}, check: func(t *testing.T, o proxyOptions) {
+			if o.RequirePass != "from-file" {
+				t.Errorf("RequirePass %q", o.RequirePass)
+			}
+		}},
+		{name: "requirepass from the environment", env: map[string]string{envProxyPassword: "from-env"}, args: []string{"--masters", masters},
+			check: func(t *testing.T, o proxyOptions) {
+				if o.RequirePass != "from-env" {
+					t.Errorf("RequirePass %q", o.RequirePass)
+				}
+			}},
+		{name: "requirepass flag wins over the environment", env: map[string]string{envProxyPassword: "from-env"},
+			args: []string{"--masters", masters, "--requirepass", "flag"}, check: func(t *testing.T, o proxyOptions) {
+				if o.RequirePass != "flag" {
+					t.Errorf("RequirePass %q", o.RequirePass)
+				}
+			}},
+		{name: "no masters", err: "--masters is required"},
+		{name: "zero max-clients", args: []string{"--masters", masters, "--max-clients", "0"}, err: "--max-clients must be positive, got 0"},
+		{name: "duration without unit", args: []string{"--masters", masters, "--idle-timeout", "30"}, err: "want a duration with a unit"},
+		{name: "negative duration", args: []string{"--masters", masters, "--shutdown-timeout", "-1s"}, err: "must not be negative"},
+		{name: "not a number", args: []string{"--masters", masters, "--max-args", "many"}, err: `invalid value "many" for flag -max-args`},
+		{name: "bad master address", args: []string{"--masters", "127.0.0.1:0"}, err: "port must be a number from 1 to 65535"},
+		{name: "password twice", args: []string{"--masters", masters, "--requirepass", "a", "--requirepass-file", pwFile}, err: "are exclusive"},
+		{name: "missing password file", args: []string{"--masters", masters, "--requirepass-file", pwFile + ".none"}, err: "--requirepass-file: open"},
+		{name: "tls key without cert", args: []string{"--masters", masters, "--tls-key", pwFile}, err: "--tls-cert and --tls-key go together"},
+		{name: "client CA without cert", args: []string{"--masters", masters, "--tls-client-ca", pwFile}, err: "--tls-client-ca needs --tls-cert"},
+		{name: "master user without password", args: []string{"--masters", masters, "--master-user", "u"}, err: "--master-user needs a password"},
+		{name: "positional argument", args: []string{"--masters", masters, "now"}, err: `unexpected arguments: ["now"]`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout bytes.Buffer
+			o, err := parseProxyFlags(tt.args, &stdout)
+			if stdout.Len() != 0 {
+				t.Errorf("stdout: %q", stdout.String())
+			}
+			if tt.err != "" {
+				var ue usageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v; want a usage error with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
 	}
 }
