@@ -139,6 +139,9 @@ func proxyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := m.Watch(srv.Engine()); err != nil {
 			return err
 		}
+		if err := metrics.RegisterProxy(reg, func() metrics.ProxyStats { return metrics.ProxyStats(srv.Stats()) }); err != nil {
+			return err
+		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		addr, err := metrics.Serve(mctx, *metricsAddr, reg)
