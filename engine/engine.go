@@ -213,6 +213,13 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		e.keep.close()
 		e.waits.close()
+		e.logMu.Lock()
+		for i := range e.mlog {
+			if t := e.mlog[i].quarTimer; t != nil {
+				t.Stop() // the quarantine-end log timers
+			}
+		}
+		e.logMu.Unlock()
 		for _, s := range e.subs {
 			s.Close()
 		}

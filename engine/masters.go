@@ -114,6 +114,11 @@ type masterLog struct {
 	window     time.Time
 	lines      int
 	suppressed int
+	// quarTimer fires when the master's quarantine ends (made at its
+	// first quarantine, reset at each later one); quarOpen: a quarantine
+	// was logged and its end not yet.
+	quarTimer *time.Timer
+	quarOpen  bool
 }
 
 // watch is called by master i's connection on every state change: it logs
@@ -156,14 +161,67 @@ func (e *Engine) watch(i int, sc conn.StateChange) {
 	} else {
 		m.suppressed++
 	}
-	switch {
-	case e.upCount >= e.q && e.quorumLost:
-		e.quorumLost = false
-		log.Info("engine: quorum regained", "up", e.upCount, "masters", e.n, "quorum", e.q)
-	case e.upCount < e.q && !e.quorumLost && !sc.Up:
-		e.quorumLost = true
-		log.Error("engine: quorum lost: locks cannot be taken until masters come back", "up", e.upCount, "masters", e.n, "quorum", e.q)
+	e.checkQuorum(!sc.Up)
+}
+
+// checkQuorum logs regaining the quorum when a quorum of masters votes
+// again — up and out of quarantine: a master that came back quarantined
+// does not vote, so a quorum up is not yet a quorum — and, after a master
+// went down (down), losing it. Called with logMu held.
+func (e *Engine) checkQuorum(down bool) {
+	voting := 0
+	for i := range e.mlog {
+		if e.mlog[i].up && !e.quarantined(i) {
+			voting++
+		}
 	}
+	switch {
+	case voting >= e.q && e.quorumLost:
+		e.quorumLost = false
+		e.cfg.Logger.Info("engine: quorum regained", "up", e.upCount, "voting", voting, "masters", e.n, "quorum", e.q)
+	case voting < e.q && !e.quorumLost && down:
+		e.quorumLost = true
+		e.cfg.Logger.Error("engine: quorum lost: locks cannot be taken until a quorum of masters is up and out of quarantine",
+			"up", e.upCount, "voting", voting, "masters", e.n, "quorum", e.q)
+	}
+}
+
+// armQuarantineEnd makes master i's quarantine end be logged when it
+// comes (and the quorum checked then): the end is a moment, not an event
+// any connection reports. Called with logMu held, after the quarantine
+// was raised.
+func (e *Engine) armQuarantineEnd(i int) {
+	m := &e.mlog[i]
+	m.quarOpen = true
+	d := time.Duration(e.quar[i].Load()) - time.Since(e.epoch)
+	if m.quarTimer == nil {
+		m.quarTimer = time.AfterFunc(d, func() { e.quarantineEnded(i) })
+		return
+	}
+	m.quarTimer.Reset(d)
+}
+
+// quarantineEnded runs on master i's quarantine timer: it logs the end of
+// the quarantine, unless it was raised again meanwhile (then it waits for
+// the new end), and whether the quorum is back. After Close it does
+// nothing (the timer may fire then; it holds no goroutine until it does).
+func (e *Engine) quarantineEnded(i int) {
+	if e.closed.Load() {
+		return
+	}
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	m := &e.mlog[i]
+	if e.quarantined(i) {
+		m.quarTimer.Reset(time.Duration(e.quar[i].Load()) - time.Since(e.epoch))
+		return
+	}
+	if !m.quarOpen {
+		return
+	}
+	m.quarOpen = false
+	e.cfg.Logger.Info("engine: master quarantine ended: its grants count again", "master", i, "addr", e.addrs[i], "up", m.up)
+	e.checkQuorum(false)
 }
 
 // quarantinePeriod is how long after its start a master may not vote: the
@@ -255,6 +313,7 @@ func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 		return
 	}
 	e.raiseQuarantine(i, until)
+	e.armQuarantineEnd(i)
 	e.cfg.Logger.Warn("engine: master quarantined: "+why+"; its grants do not count until the quarantine ends",
 		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }

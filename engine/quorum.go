@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,41 +250,69 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 
 // wait blocks until o is decided or ctx ends. Every request carries a
 // deadline, so a decision always comes.
+//
+// A release or an extension decided short of a quorum then also waits for
+// the answers still out (each bounded by its request's deadline, the
+// per-master timeout), or until ctx ends, and returns nil: its error then
+// counts and names every master, not only those whose failures decided it
+// (three masters refused at once because they are down decide a release
+// on five before the two that are up have answered). Success answers at
+// the decision, as before.
 func (o *op) wait(ctx context.Context) error {
 	d := ctx.Done()
 	if d == nil { // a context that never ends: a plain receive is cheaper than select
 		<-o.done
-		return nil
+	} else {
+		select {
+		case <-o.done:
+		case <-d:
+			return ctx.Err()
+		}
 	}
-	select {
-	case <-o.done:
-		return nil
-	case <-d:
-		return ctx.Err()
+	if (o.kind == opRelease || o.kind == opExtend) && o.granted() < o.e.q {
+		select {
+		case <-o.all:
+		case <-d: // nil: never
+		}
 	}
+	return nil
 }
 
 // granted returns the yes count.
 func (o *op) granted() int { return int(uint32(o.counts.Load())) }
 
+// errNoAnswer is the per-master cause, in a QuorumError, of a master that
+// had not answered when the error was built: a watchdog's extension is
+// judged at its decision, and a caller's ctx may end while the engine
+// waits for the last answers (op.wait).
+var errNoAnswer = errors.New("engine: no answer yet when the operation was decided")
+
 // quorumError builds the error of a failed op from the answers so far:
 // with fewer than a quorum of answers (yes, or a master's "no": held / not
 // held) it also matches ErrUnavailable, and an acquisition then matches
-// ErrUnavailable instead of ErrNotAcquired.
+// ErrUnavailable instead of ErrNotAcquired. Every master that did not say
+// yes is listed, in master order: its failure, or errNoAnswer.
 func (o *op) quorumError(sentinel error, extra error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	e := &QuorumError{Op: opNames[o.kind], Granted: o.granted(), Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
+	// Grants from the bitmap, not the count: one snapshot for both the
+	// number and which masters are still out (a grant is in the bitmap
+	// before it is counted).
+	yes := o.yes.Load()
+	e := &QuorumError{Op: opNames[o.kind], Granted: bits.OnesCount64(yes), Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
 	e.Answered = e.Granted
 	if extra != nil {
 		e.Masters = append(e.Masters, extra)
 	}
 	for i, r := range o.results {
-		if r.state == -1 {
+		switch {
+		case r.state == -1:
 			if r.err == ErrHeld || r.err == ErrNotHeld {
 				e.Answered++
 			}
 			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: r.err})
+		case yes&(1<<uint(i)) == 0:
+			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: errNoAnswer})
 		}
 	}
 	if e.Answered < e.Quorum {

@@ -5,7 +5,9 @@
 // Prometheus collectors; pass it as engine.Config.Observer, then call
 // [Metrics.Watch] with the engine for the masters' state gauges, and serve
 // the registry with [Handler] (`redlock proxy --metrics-addr` and `redlock
-// bench --metrics-addr` do this). The series are listed in
+// bench --metrics-addr` do this). [RegisterProxy] adds a proxy's own
+// counters, read through a function: metrics does not import the proxy,
+// nor the proxy metrics. The series are listed in
 // docs/operations.md, with what to alert on.
 package metrics
 
@@ -264,6 +266,77 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterMoved), "moved")
 	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterAsked), "ask")
 	ch <- prometheus.MustNewConstMetric(reloadDesc, prometheus.CounterValue, float64(stats.ClusterRefreshes))
+}
+
+// ProxyStats are a `redlock proxy`'s own counters, as [RegisterProxy]
+// reads them: the fields of proxy.Stats, in its order (metrics does not
+// import the proxy), so that the caller converts one into the other —
+// metrics.ProxyStats(srv.Stats()) — and a field added to one and not the
+// other fails to compile there instead of going missing from /metrics.
+type ProxyStats struct {
+	ConnectedClients    int64
+	AcceptedConnections uint64
+	RejectedConnections uint64
+	Commands            uint64
+	ProtocolErrors      uint64
+	AuthFailures        uint64
+	MemoryRefusals      uint64
+	PanicsRecovered     uint64
+}
+
+// RegisterProxy registers with reg the proxy's own series (client
+// connections, commands, protocol errors, wrong passwords, memory
+// refusals, panics recovered), read from stats at each scrape.
+func RegisterProxy(reg prometheus.Registerer, stats func() ProxyStats) error {
+	return reg.Register(proxyCollector(stats))
+}
+
+// proxyCollector reads a proxy's counters at scrape time.
+type proxyCollector func() ProxyStats
+
+var (
+	proxyClientsDesc = prometheus.NewDesc(Namespace+"_proxy_clients",
+		"Client connections open.", nil, nil)
+	proxyAcceptedDesc = prometheus.NewDesc(Namespace+"_proxy_connections_accepted_total",
+		"Client connections accepted.", nil, nil)
+	proxyRejectedDesc = prometheus.NewDesc(Namespace+"_proxy_connections_rejected_total",
+		"Client connections refused at --max-clients.", nil, nil)
+	proxyCommandsDesc = prometheus.NewDesc(Namespace+"_proxy_commands_total",
+		"Commands read from clients.", nil, nil)
+	proxyProtoDesc = prometheus.NewDesc(Namespace+"_proxy_protocol_errors_total",
+		"Requests that could not be parsed or broke a request limit (the connection was closed).", nil, nil)
+	proxyAuthDesc = prometheus.NewDesc(Namespace+"_proxy_auth_failures_total",
+		"Wrong passwords (AUTH, HELLO AUTH).", nil, nil)
+	proxyMemDesc = prometheus.NewDesc(Namespace+"_proxy_memory_refusals_total",
+		"Requests refused at --max-client-memory.", nil, nil)
+	proxyPanicsDesc = prometheus.NewDesc(Namespace+"_proxy_panics_recovered_total",
+		"Panics recovered while serving a client connection (the connection was closed).", nil, nil)
+)
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{proxyClientsDesc, proxyAcceptedDesc, proxyRejectedDesc, proxyCommandsDesc,
+		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc} {
+		ch <- d
+	}
+}
+
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c()
+	ch <- prometheus.MustNewConstMetric(proxyClientsDesc, prometheus.GaugeValue, float64(st.ConnectedClients))
+	for _, m := range []struct {
+		d *prometheus.Desc
+		v uint64
+	}{
+		{proxyAcceptedDesc, st.AcceptedConnections},
+		{proxyRejectedDesc, st.RejectedConnections},
+		{proxyCommandsDesc, st.Commands},
+		{proxyProtoDesc, st.ProtocolErrors},
+		{proxyAuthDesc, st.AuthFailures},
+		{proxyMemDesc, st.MemoryRefusals},
+		{proxyPanicsDesc, st.PanicsRecovered},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+	}
 }
 
 // NewRegistry returns a registry with the Go runtime and process

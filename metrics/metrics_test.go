@@ -256,3 +256,41 @@ func TestClusterMetrics(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestProxySeries: RegisterProxy reads the proxy's counters at each scrape,
+// each field into its own series (distinct values: none swapped).
+func TestProxySeries(t *testing.T) {
+	reg := metrics.NewRegistry()
+	var mu sync.Mutex
+	st := metrics.ProxyStats{ConnectedClients: 1, AcceptedConnections: 2, RejectedConnections: 3, Commands: 4,
+		ProtocolErrors: 5, AuthFailures: 6, MemoryRefusals: 7, PanicsRecovered: 8}
+	if err := metrics.RegisterProxy(reg, func() metrics.ProxyStats { mu.Lock(); defer mu.Unlock(); return st }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + "/metrics"
+	check := func(add float64) {
+		t.Helper()
+		got := scrape(t, url)
+		for i, name := range []string{"redlock_proxy_clients", "redlock_proxy_connections_accepted_total", "redlock_proxy_connections_rejected_total",
+			"redlock_proxy_commands_total", "redlock_proxy_protocol_errors_total", "redlock_proxy_auth_failures_total",
+			"redlock_proxy_memory_refusals_total", "redlock_proxy_panics_recovered_total"} {
+			if want := float64(i+1) + add; got[name] != want {
+				t.Errorf("%s = %v, want %v", name, got[name], want)
+			}
+		}
+	}
+	check(0)
+	mu.Lock()
+	st.ConnectedClients += 10
+	for _, p := range []*uint64{&st.AcceptedConnections, &st.RejectedConnections, &st.Commands, &st.ProtocolErrors, &st.AuthFailures, &st.MemoryRefusals, &st.PanicsRecovered} {
+		*p += 10
+	}
+	mu.Unlock()
+	check(10) // read at scrape time
+}

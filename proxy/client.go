@@ -301,7 +301,11 @@ func (c *client) readErr(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.As(err, &ne):
 		return ""
 	case errors.As(err, &pe):
-		c.s.protoErrors.Add(1)
+		if pe.Reason != resp.ReasonMemory || !c.authed {
+			// An authenticated client's ReasonMemory is a refusal at
+			// MaxClientMemory, counted as such by hold.
+			c.s.protoErrors.Add(1)
+		}
 		c.s.logLimited("proxy: protocol error; closing the client", "remote", c.remote, "reason", pe.Reason)
 		reason := pe.Reason
 		switch {

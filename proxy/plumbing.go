@@ -252,22 +252,27 @@ func (s *Server) info(sections [][]byte) string {
 		}
 	}
 	var b strings.Builder
-	st := s.eng.Stats()
+	st, ps := s.eng.Stats(), s.Stats()
 	if want["server"] {
 		fmt.Fprintf(&b, "# Server\r\nredis_version:%s\r\nredis_mode:standalone\r\nredlock_proxy:1\r\nprocess_id:%d\r\nuptime_in_seconds:%d\r\nloading:0\r\n\r\n",
 			serverVersion, os.Getpid(), int64(time.Since(s.start).Seconds()))
 	}
 	if want["clients"] {
 		fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nclient_memory_bytes:%d\r\nmax_client_memory:%d\r\n\r\n",
-			s.clients.Load(), s.cfg.MaxClients, s.mem.Load(), s.cfg.MaxClientMemory)
+			ps.ConnectedClients, s.cfg.MaxClients, s.mem.Load(), s.cfg.MaxClientMemory)
 	}
 	if want["proxy"] {
 		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
-			s.accepted.Load(), s.rejected.Load(), s.commands.Load(), s.protoErrors.Load())
+			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\nallow_tokenless_writes:%d\r\n",
-			s.panics.Load(), s.authFailures.Load(), s.memRefused.Load(), b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
+			ps.PanicsRecovered, ps.AuthFailures, ps.MemoryRefusals, b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
+		// The engine's lock counters plus the lock operations the proxy
+		// ran as broadcasts: the events the engine's Observer (/metrics)
+		// is told of.
+		lib := &s.lib
 		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n",
-			st.Acquired, st.Failed, st.Released, st.Lost, st.Extended, st.ExtendFailed, s.eng.Quorum())
+			st.Acquired+lib.acquired.Load(), st.Failed+lib.taken.Load(), st.Released+lib.released.Load(), st.Lost+lib.lost.Load(),
+			st.Extended+lib.extended.Load(), st.ExtendFailed+lib.extendFailed.Load(), s.eng.Quorum())
 		// The drift allowance (ttl·factor + min) that a lock's validity
 		// leaves out: `redlock lock --proxy` computes its validity with it.
 		ec := s.eng.Config()

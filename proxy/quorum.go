@@ -117,8 +117,10 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 // engine's Observer, as the engine reports its own: an acquisition
 // attempt (err nil: acquired; ErrNotAcquired: taken; ErrUnavailable: no
 // quorum; a context error), an extension or a release (ok when err is
-// nil). margin is grants − quorum.
+// nil). margin is grants − quorum. It also counts the operation for INFO
+// (libCounts), with or without an Observer.
 func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err error, margin int) {
+	s.lib.add(ls.Op, err)
 	obs := s.obs
 	if obs == nil {
 		return

@@ -214,10 +214,12 @@ type Server struct {
 	conns     map[*client]struct{}      // guarded by mu
 	addr      net.Addr                  // guarded by mu: first listener's address
 
-	// Counters for INFO.
+	// Counters for INFO and Stats.
 	accepted, rejected, commands, protoErrors atomic.Uint64
 
 	panics, authFailures, memRefused atomic.Uint64
+
+	lib libCounts // lock operations run as broadcasts, for INFO
 
 	// Log budgets (logBurst lines per logWindow each): what clients cause
 	// (any client, authenticated or not, can spend it), and the masters'

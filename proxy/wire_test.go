@@ -649,11 +649,12 @@ func TestStalledMasters(t *testing.T) {
 
 // TestMasterStateLog: a master that dies, and one that comes back empty
 // (new run_id), are each logged once, as is losing and regaining the
-// quorum.
+// quorum — regained once a restarted master's quarantine (MaxTTL) ended.
 func TestMasterStateLog(t *testing.T) {
 	var logs proctest.Buffer
 	e := startEnv(t, 3, func(c *Config) {
 		c.Engine.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.Engine.MaxTTL = 2 * time.Second
 		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 10*time.Millisecond
 	})
 	mastertest.RequireReal(t, e.set)
@@ -685,6 +686,7 @@ func TestMasterStateLog(t *testing.T) {
 		}
 	}
 	waitLog("engine: master restarted", 2)
+	waitLog("engine: master quarantine ended", 1)
 	waitLog("engine: quorum regained", 1)
 	out := logs.String()
 	for what, n := range map[string]int{"engine: master down": 2, "engine: master up": 3, "engine: quorum lost": 1} {

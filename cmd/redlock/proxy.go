@@ -177,6 +177,9 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		if err := m.Watch(srv.Engine()); err != nil {
 			return err
 		}
+		if err := metrics.RegisterProxy(reg, func() metrics.ProxyStats { return metrics.ProxyStats(srv.Stats()) }); err != nil {
+			return err
+		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		addr, err := metrics.Serve(mctx, o.metricsAddr, reg)

@@ -168,7 +168,8 @@ func field(t *testing.T, s, marker string) string {
 }
 
 // TestProxyMetricsAndAuth: `redlock proxy --metrics-addr` serves /metrics
-// whose acquisition series move with the clients' locks, and
+// whose acquisition series move with the clients' locks, with the proxy's
+// own counters (connections, wrong passwords), and
 // --requirepass refuses unauthenticated commands as Redis does.
 func TestProxyMetricsAndAuth(t *testing.T) {
 	set := mastertest.Start(t, 3)
@@ -216,6 +217,12 @@ func TestProxyMetricsAndAuth(t *testing.T) {
 		`redlock_acquisitions_total{result="taken"} 1`,
 		`redlock_masters_voting 3`,
 		`redlock_master_rtt_seconds_count{master="0"}`,
+		// The proxy's own counters: the raw connection and c's, open; the
+		// one wrong password.
+		"redlock_proxy_clients 2\n",
+		"redlock_proxy_connections_accepted_total 2\n",
+		"redlock_proxy_auth_failures_total 1\n",
+		"redlock_proxy_protocol_errors_total 0\n",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
