@@ -12,7 +12,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // logRecord is one record a recorder kept.

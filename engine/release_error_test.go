@@ -10,7 +10,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/localmaster/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
 // waitDown waits until the engine sees masters idx down.

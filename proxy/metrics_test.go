@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/metrics"
 )
 
@@ -209,22 +209,22 @@ func TestInfoMetricsLockCounters(t *testing.T) {
 		keys   []string
 		want   string
 	}{
-		{engine.ExtendScript.Source(), []string{"ext:a"}, ":1\r\n"},
-		{engine.ExtendScript.Source(), []string{"ext:a"}, ":1\r\n"},
-		{libSources["redsync v4 touchWithSetNXScript"], []string{"ext:b"}, ":1\r\n"},
-		{libSources["node-redlock5 extend"], []string{"ext:b", "ext:c"}, ":2\r\n"},
-		{libSources["node-redlock5 extend"], []string{"ext:b", "ext:c"}, ":2\r\n"},
+		{scripts.Extend.Source(), []string{"ext:a"}, ":1\r\n"},
+		{scripts.Extend.Source(), []string{"ext:a"}, ":1\r\n"},
+		{scripts.Lib("redsync-v4-touchWithSetNXScript"), []string{"ext:b"}, ":1\r\n"},
+		{scripts.Lib("node-redlock5-extend"), []string{"ext:b", "ext:c"}, ":2\r\n"},
+		{scripts.Lib("node-redlock5-extend"), []string{"ext:b", "ext:c"}, ":2\r\n"},
 	}
 	for _, x := range extends {
 		args := append([]string{"EVAL", x.script, strconv.Itoa(len(x.keys))}, x.keys...)
 		checkReply(t, c.cmd(append(args, "tok", "10000")...), x.want)
 	}
 	// A failed extension by broadcast: another token.
-	checkReply(t, c.cmd("EVAL", libSources["node-redlock5 extend"], "2", "ext:b", "ext:c", "other", "10000"), ":0\r\n")
+	checkReply(t, c.cmd("EVAL", scripts.Lib("node-redlock5-extend"), "2", "ext:b", "ext:c", "other", "10000"), ":0\r\n")
 
 	// The other lock counters agree too: an acquisition, a refused one
 	// and two releases (one lost) by broadcast.
-	nodeAcquire, nodeRelease := libSources["node-redlock5 acquire"], libSources["node-redlock5 release"]
+	nodeAcquire, nodeRelease := scripts.Lib("node-redlock5-acquire"), scripts.Lib("node-redlock5-release")
 	checkReply(t, c.cmd("EVAL", nodeAcquire, "2", "ext:d", "ext:e", "tok", "10000"), ":2\r\n")
 	checkReply(t, c.cmd("EVAL", nodeAcquire, "2", "ext:d", "ext:e", "other", "10000"), ":0\r\n")
 	checkReply(t, c.cmd("EVAL", nodeRelease, "2", "ext:d", "ext:e", "tok"), ":2\r\n")
