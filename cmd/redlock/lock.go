@@ -75,9 +75,10 @@ Exit codes of its own:
   75  not acquired: KEY is held and --wait ran out (the default --wait 0
       tries once)
   76  lost: the lock was lost while the command ran, or its extensions
-      went unanswered until less than --grace (at most TTL/2) of validity
-      was left; the command got SIGTERM, and SIGKILL after --grace or when
-      the validity ended, whichever came first
+      went unanswered until less than --grace (at most a quarter of the
+      validity a grant gives) was left; the command got SIGTERM, and
+      SIGKILL after --grace or when the validity ended, whichever came
+      first
    2  bad usage, or the masters refused the credentials
  130  interrupted by SIGINT before the command started (143: by SIGTERM)
  126/127  the command could not be run / was not found;  1  other errors
@@ -322,12 +323,14 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	var kill <-chan time.Time
 	var lost error
 	// The command must be gone when the validity ends: another runner can
-	// get the lock then. The watchdog keeps about two thirds of the TTL
-	// ahead; when extensions go unanswered the validity left shrinks, and
-	// once it is below the grace (at most half the TTL) the command is
-	// sent SIGTERM, and SIGKILL when the validity ends — even if an
-	// extension lands meanwhile, the command was told to stop.
-	early := min(o.grace, o.ttl/2)
+	// get the lock then. Extensions keep at least half the validity a
+	// grant gives ahead (the watchdog: two thirds; through a proxy with a
+	// large drift allowance: a half); when they go unanswered the validity
+	// left shrinks, and once it is below the grace (at most a quarter of
+	// a grant's validity) the command is sent SIGTERM, and SIGKILL when
+	// the validity ends — even if an extension lands meanwhile, the
+	// command was told to stop.
+	early := min(o.grace, time.Until(h.Until())/4)
 	watch := time.NewTicker(max(min(o.ttl/20, 100*time.Millisecond), time.Millisecond))
 	defer watch.Stop()
 	terminated := false
