@@ -277,8 +277,7 @@ func (e *Engine) serverUp(i int, sc conn.StateChange) {
 //     began plus the period.
 //
 // With Config.FreshMasters, sessions with the server first met at an
-// address (by a run_id the handshake read) are trusted. Called with logMu
-// held.
+// address are trusted. Called with logMu held.
 func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 	if e.cfg.DisableQuarantine {
 		if sc.Restarted {
@@ -293,7 +292,10 @@ func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 	}
 	e.lastRun[where] = sc.Info.RunID
 	changed := met && prev != sc.Info.RunID
-	if e.cfg.FreshMasters && sc.Info.RunID != "" && !changed {
+	if e.cfg.FreshMasters && !changed {
+		// (A server that reports no run_id — an embedded test master —
+		// is the same one on every session here: its restarts are not
+		// seen. FreshMasters is for masters the caller runs itself.)
 		return
 	}
 	period := e.quarantinePeriod()
