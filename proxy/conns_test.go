@@ -42,7 +42,7 @@ func helperProxy(addrs []string) int {
 	go srv.Serve(ln)
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if err := srv.Engine().WaitReady(wctx); err != nil {
+	if _, err := srv.Engine().WaitReady(wctx); err != nil {
 		fmt.Println("ERROR", err)
 		return 1
 	}

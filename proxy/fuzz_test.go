@@ -72,7 +72,7 @@ func FuzzServe(f *testing.F) {
 		go srv.Serve(ln)
 		f.Cleanup(func() { srv.Close() })
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = srv.CheckMasters(wctx)
+		_, err = srv.Engine().WaitReady(wctx)
 		cancel()
 		if err != nil {
 			f.Fatal(err)

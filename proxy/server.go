@@ -268,16 +268,6 @@ func New(cfg Config) (*Server, error) {
 // Engine returns the engine the server drives.
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
-// CheckMasters waits until every master's first connect attempt is over
-// (or ctx ends) and returns their states ([engine.Engine.Probe]). The error
-// matches [engine.ErrDuplicateMaster] when two configured addresses reach
-// the same server (it would vote twice), or [engine.ErrUnavailable] when
-// fewer than a quorum are reachable. Call it before serving: `redlock
-// proxy` refuses to start on either.
-func (s *Server) CheckMasters(ctx context.Context) ([]engine.MasterStatus, error) {
-	return s.eng.Probe(ctx)
-}
-
 // Addr returns the address of the first listener, or nil before Serve.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()

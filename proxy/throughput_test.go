@@ -50,10 +50,10 @@ func TestThroughput(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Engine().WaitReady(ctx); err != nil {
+	if _, err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	flush := func() {

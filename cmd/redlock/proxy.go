@@ -197,7 +197,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "redlock proxy pprof at http://%s/debug/pprof/\n", ps.Addr())
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.checkTimeout)
-	st, err := srv.CheckMasters(cctx)
+	st, err := srv.Engine().WaitReady(cctx)
 	cancel()
 	switch {
 	case errors.Is(err, engine.ErrDuplicateMaster):
