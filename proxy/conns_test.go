@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperProxy(addrs []string) int {
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second}, MaxClients: 20000})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second}, MaxClients: 20000})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1

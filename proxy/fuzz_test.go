@@ -60,7 +60,7 @@ func FuzzServe(f *testing.F) {
 	var srvs [2]*Server
 	var addrs [2]string
 	for i, prefix := range []string{"", "redlock:"} { // "redlock:" + "fence" is the fencing counter
-		srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: masters.Addrs(), MasterTimeout: time.Second},
+		srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: masters.Addrs(), MasterTimeout: time.Second},
 			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != ""})
 		if err != nil {
 			f.Fatal(err)

@@ -33,7 +33,7 @@ func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	t.Helper()
 	// Generous per-master timeouts: -race on 2 noisy cores.
-	cfg := Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
+	cfg := Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
 	if mod != nil {
 		mod(&cfg)
 	}

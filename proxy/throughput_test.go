@@ -36,7 +36,7 @@ func TestThroughput(t *testing.T) {
 	requirePeer(t, "redis-benchmark", haveCmd("redis-benchmark"))
 	const n = 300000
 	set := mastertest.Start(t, 5)
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}
