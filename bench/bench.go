@@ -614,7 +614,7 @@ func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) 
 	defer e.Close()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := e.Probe(pctx)
+	st, err := e.WaitReady(pctx)
 	if errors.Is(err, engine.ErrDuplicateMaster) {
 		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

@@ -48,7 +48,7 @@ func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLo
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := e.WaitReady(wctx); err != nil {
+	if _, err := e.WaitReady(wctx); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -135,7 +135,7 @@ func clusterConns(cl *conn.Cluster) []*conn.Conn {
 }
 
 // waitCluster waits for cluster member cl's first slot map and for the
-// first connect attempt to each node in it (Probe).
+// first connect attempt to each node in it (WaitReady).
 func waitCluster(ctx context.Context, cl *conn.Cluster) {
 	if cl.WaitLoaded(ctx) != nil {
 		return

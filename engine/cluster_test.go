@@ -48,7 +48,7 @@ func newClusterEnv(t *testing.T, n, shards int, cfg engine.Config) *clusterEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	v.e = e
@@ -254,7 +254,7 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const key = "fo:key"
@@ -350,7 +350,7 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e2.Close()
-	if err := e2.WaitReady(ctx); err != nil {
+	if _, err := e2.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e2.TryLock(ctx, key, 30*time.Second); err != nil {
@@ -376,7 +376,7 @@ func TestClusterDuplicateMember(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Probe(ctx); !errors.Is(err, engine.ErrDuplicateMaster) {
+		if _, err := e.WaitReady(ctx); !errors.Is(err, engine.ErrDuplicateMaster) {
 			t.Errorf("Probe of %v: %v, want ErrDuplicateMaster", addrs, err)
 		}
 		e.Close()

@@ -70,8 +70,8 @@ type Engine struct {
 // New connects to the masters in the background and returns the Engine at
 // once. Operations started while a master's first connect attempt is in
 // progress wait for it within their per-master timeout; a master that is
-// down after that fails fast. Use [Engine.WaitReady] to wait for a quorum
-// of connections, [Engine.Probe] to see every master's first dial result.
+// down after that fails fast. Use [Engine.WaitReady] at start-up to see
+// every master's first dial result and refuse a bad topology.
 func New(cfg Config) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -170,35 +170,6 @@ func (e *Engine) Quorum() int { return e.q }
 
 // Masters returns the master addresses.
 func (e *Engine) Masters() []string { return append([]string(nil), e.addrs...) }
-
-// WaitReady blocks until at least a quorum of masters is connected, or ctx
-// ends (returning ctx's error with the masters' state).
-func (e *Engine) WaitReady(ctx context.Context) error {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if e.closed.Load() {
-			return ErrClosed
-		}
-		up := 0
-		var down []error
-		for _, m := range e.Status() {
-			if m.Up {
-				up++
-			} else {
-				down = append(down, fmt.Errorf("master %d: %w", m.Index, m.Err))
-			}
-		}
-		if up >= e.q {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("engine: %d/%d masters connected, need %d: %w %v", up, e.n, e.q, ctx.Err(), down)
-		case <-t.C:
-		}
-	}
-}
 
 // closeDrain bounds how long Close waits for requests in flight.
 const closeDrain = time.Second
@@ -363,7 +334,7 @@ func (e *Engine) lockTTL(ttl time.Duration) (time.Duration, error) {
 var (
 	errBadTTL       = fmt.Errorf("%w: ttl must be at least 1ms", ErrBadArgument)
 	errEmptyKey     = fmt.Errorf("%w: empty key", ErrBadArgument)
-	errUnlocked     = fmt.Errorf("%w: already unlocked", ErrLockLost)
+	errUnlocked     = fmt.Errorf("%w: already unlocked", ErrUnlocked)
 	errBadTokenSize = fmt.Errorf("%w: token longer than 512 bytes", ErrBadArgument)
 )
 
@@ -516,7 +487,7 @@ func (e *Engine) observeAcquire(err error, o *op, t1 time.Time, ttl time.Duratio
 
 // verdict decides an acquire or extend o that started at t1 for ttl: ok
 // when a quorum granted with validity left (ttl − elapsed − drift > 0);
-// otherwise the extra cause for the error, ErrValidityExpired when the
+// otherwise the extra cause for the error, ErrGrantedTooLate when the
 // quorum came too late, nil when there was none.
 func (e *Engine) verdict(o *op, t1 time.Time, ttl time.Duration) (bool, error) {
 	if o.granted() < e.q {
@@ -525,7 +496,7 @@ func (e *Engine) verdict(o *op, t1 time.Time, ttl time.Duration) (bool, error) {
 	if ttl-time.Since(t1)-e.cfg.drift(ttl) > 0 {
 		return true, nil
 	}
-	return false, ErrValidityExpired
+	return false, ErrGrantedTooLate
 }
 
 // untilAfter is the validity deadline, ns since e.epoch, of a grant that

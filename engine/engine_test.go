@@ -196,8 +196,8 @@ func TestExtend(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		if err := l.Extend(ctx, time.Second); !errors.Is(err, engine.ErrLockLost) {
-			t.Errorf("Extend after Unlock: %v, want ErrLockLost", err)
+		if err := l.Extend(ctx, time.Second); !errors.Is(err, engine.ErrUnlocked) {
+			t.Errorf("Extend after Unlock: %v, want ErrUnlocked", err)
 		}
 	})
 
@@ -521,7 +521,7 @@ func TestClosed(t *testing.T) {
 		{"Lock", func() error { _, err := v.e.Lock(ctx, "k", time.Second); return err }},
 		{"Extend", func() error { return l2.Extend(ctx, time.Second) }},
 		{"Unlock", func() error { return l.Unlock(ctx) }},
-		{"WaitReady", func() error { return v.e.WaitReady(ctx) }},
+		{"WaitReady", func() error { _, err := v.e.WaitReady(ctx); return err }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.call(); !errors.Is(err, engine.ErrClosed) {
@@ -544,7 +544,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l, err := e.Lock(ctx, "leak", 10*time.Second)
@@ -647,7 +647,7 @@ func TestProbeDuplicates(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			_, err = e.Probe(ctx)
+			_, err = e.WaitReady(ctx)
 			if got := errors.Is(err, engine.ErrDuplicateMaster); got != tc.dup {
 				t.Fatalf("Probe = %v; want a duplicate: %v", err, tc.dup)
 			}

@@ -50,9 +50,14 @@ var ErrNotHeld = errors.New("engine: token not held on master")
 // quarantine: the answer does not count (see Config.DisableQuarantine).
 var ErrQuarantined = errors.New("engine: master in restart quarantine")
 
-// ErrValidityExpired is the cause of a failure that got a quorum too late:
-// the elapsed time plus drift used up the TTL.
-var ErrValidityExpired = errors.New("engine: quorum reached after the validity ran out")
+// ErrGrantedTooLate is the cause of an acquisition or extension that got a
+// quorum too late: the elapsed time plus drift used up the TTL. (A held
+// lock whose validity ran out ends with [ErrExpired].)
+var ErrGrantedTooLate = errors.New("engine: quorum reached after the validity ran out")
+
+// ErrExpired is matched, together with [ErrLockLost], by [Lock.Err] when
+// the lock's validity ran out before an extension could renew it.
+var ErrExpired = errors.New("engine: validity ran out")
 
 // ErrTooManyExtensions is returned by Extend past [Config.MaxExtensions].
 var ErrTooManyExtensions = errors.New("engine: extension limit reached")
@@ -61,7 +66,7 @@ var ErrTooManyExtensions = errors.New("engine: extension limit reached")
 // non-positive TTL, empty token).
 var ErrBadArgument = errors.New("engine: invalid argument")
 
-// ErrDuplicateMaster is matched by the error of [Engine.CheckDistinct] when
+// ErrDuplicateMaster is matched by the error of [Engine.WaitReady] when
 // two configured addresses reach the same Redis server (the same run_id):
 // that server would vote twice, and a quorum would not be a majority of
 // independent masters.

@@ -36,7 +36,7 @@ func fencingEngines(t *testing.T, ttl time.Duration) (*env, *engine.Engine) {
 	t.Cleanup(func() { e2.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e2.WaitReady(ctx); err != nil {
+	if _, err := e2.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return v, e2

@@ -70,7 +70,7 @@ func (v *env) waitConnected() {
 	v.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := v.e.WaitReady(ctx); err != nil {
+	if _, err := v.e.WaitReady(ctx); err != nil {
 		v.tb.Fatalf("WaitReady: %v", err)
 	}
 	for i := range v.direct {

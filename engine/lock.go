@@ -18,7 +18,7 @@ type Lock struct {
 	token      string
 	ttl        time.Duration
 	fence      int64  // fencing token (WithFencing), 0 without
-	cix        uint32 // connection index on every master (see Engine.nextConn)
+	cix        uint32 // connection index on every master (see Engine.connFor)
 	khash      uint64 // Engine.keyHash(key)
 	first      int    // master every fan-out starts with (see Engine.firstMaster)
 	tokenBuf   [TokenLen]byte
@@ -123,9 +123,9 @@ func (l *Lock) Done() <-chan struct{} {
 // Err returns nil while the lock is held, else why it ended: [ErrUnlocked]
 // after Unlock; an error matching [ErrLockLost] when it was lost (an
 // extension's quorum error, also matching [ErrUnavailable] when too few
-// masters answered; the validity ran out; with [ErrMaxHold] when the
-// watchdog reached its bound); [ErrClosed] when the engine closed while a
-// watchdog kept it.
+// masters answered; with [ErrExpired] when the validity ran out; with
+// [ErrMaxHold] too when the watchdog reached its bound); [ErrClosed] when
+// the engine closed while a watchdog kept it.
 func (l *Lock) Err() error {
 	l.life.mu.Lock()
 	err := l.life.err
@@ -200,7 +200,7 @@ func (l *Lock) ended() bool {
 	return l.life.err != nil
 }
 
-var errExpired = fmt.Errorf("%w: validity ran out", ErrLockLost)
+var errValidityEnded = fmt.Errorf("%w: %w", ErrLockLost, ErrExpired)
 var errMaxHold = fmt.Errorf("%w: %w", ErrLockLost, ErrMaxHold)
 var errExtensionsOut = fmt.Errorf("%w: %w", ErrLockLost, ErrTooManyExtensions)
 
@@ -218,9 +218,9 @@ func (l *Lock) expired() error {
 	if rerr != nil {
 		// The watchdog's extensions got no quorum of answers until the
 		// end: matches ErrUnavailable too.
-		return fmt.Errorf("%w while the watchdog's extensions got too few answers (the last: %w)", errExpired, rerr)
+		return fmt.Errorf("%w while the watchdog's extensions got too few answers (the last: %w)", errValidityEnded, rerr)
 	}
-	return errExpired
+	return errValidityEnded
 }
 
 // Unlock releases the lock on every master with a compare-and-delete. It
@@ -236,7 +236,7 @@ func (l *Lock) expired() error {
 // as released: the earlier release may have reached it after the earlier
 // call returned (so a retry cannot tell "lost before Unlock" from
 // "released late"; the first call can). After a successful Unlock, Unlock
-// returns an error matching ErrLockLost ("already unlocked").
+// returns an error matching [ErrUnlocked].
 func (l *Lock) Unlock(ctx context.Context) error {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
@@ -325,7 +325,8 @@ func (l *Lock) lowerUntil(d int64) {
 // token. It succeeds only when a quorum did so within the new validity;
 // then Until moves to ttl minus drift after the call started. Otherwise it
 // returns an error matching [ErrLockLost] (the lock ended: [Lock.Done]
-// closes), [ErrTooManyExtensions], or ctx's error. From the moment it is
+// closes), [ErrUnlocked] after Unlock, [ErrTooManyExtensions], or ctx's
+// error. From the moment it is
 // sent, whatever comes of it, Until is at most ttl minus drift after the
 // call started (some masters may hold the new TTL, which may be shorter),
 // and only the success of the latest extension sent moves it up.

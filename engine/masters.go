@@ -16,7 +16,7 @@ func (e *Engine) Config() Config {
 	return c
 }
 
-// MasterStatus is one master's connection state, as [Engine.Probe] and
+// MasterStatus is one master's connection state, as [Engine.WaitReady] and
 // [Engine.Status] report it.
 type MasterStatus struct {
 	Index int
@@ -46,14 +46,23 @@ func (e *Engine) Status() []MasterStatus {
 	return out
 }
 
-// Probe waits until every master's first connect attempt is over (or ctx
-// ends) and returns their states. Its error matches [ErrDuplicateMaster]
-// when two addresses reached the same server (the same run_id: it would
-// vote twice; exact duplicate addresses are already refused by [New], but
-// "localhost:6379" and "127.0.0.1:6379" only by asking the servers), or
-// [ErrUnavailable] when fewer than a quorum are up. Call it at start-up to
-// report every master's dial result and refuse to run on a bad topology.
-func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
+// WaitReady waits until every master's first connect attempt is over
+// (each bounded by its dial timeout) or ctx ends, and returns every
+// master's state. It is the one call that waits for masters: use it at
+// start-up to report each master's dial result and refuse to run on a bad
+// topology. Operations need no such wait (they wait for a master's first
+// dial within their per-master timeout).
+//
+// Its error is nil when a quorum of masters is up and every address
+// reaches a server of its own. Otherwise it is an errors.Join of what is
+// wrong, each matchable with errors.Is/As: an error matching
+// [ErrDuplicateMaster] when two addresses reach the same server (the same
+// run_id: it would vote twice; exact duplicate addresses are refused by
+// [New] already, but "localhost:6379" and "127.0.0.1:6379" only by asking
+// the servers); one matching [ErrUnavailable] when fewer than a quorum
+// are up, joined with a [*MasterError] for each master that is down (its
+// dial error) and ctx's error if ctx ended first.
+func (e *Engine) WaitReady(ctx context.Context) ([]MasterStatus, error) {
 	for i, cs := range e.conns {
 		if cl := e.cluster(i); cl != nil {
 			waitCluster(ctx, cl)
@@ -72,6 +81,7 @@ func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
 		addr   string
 	}
 	seen := map[string]where{}
+	var errs []error
 	up := 0
 	for i, m := range st {
 		if !m.Up {
@@ -82,22 +92,25 @@ func (e *Engine) Probe(ctx context.Context) ([]MasterStatus, error) {
 		// belongs to that member alone, or it would vote twice.
 		for id, addr := range e.serverIDs(i, m) {
 			if w, ok := seen[id]; ok && w.member != i {
-				return st, fmt.Errorf("%w: masters %d (%s) and %d (%s) are the same server (run_id %s)",
-					ErrDuplicateMaster, w.member, w.addr, i, addr, id)
+				errs = append(errs, fmt.Errorf("%w: masters %d (%s) and %d (%s) are the same server (run_id %s)",
+					ErrDuplicateMaster, w.member, w.addr, i, addr, id))
+				continue
 			}
 			seen[id] = where{i, addr}
 		}
 	}
 	if up < e.q {
-		var errs []error
+		errs = append(errs, fmt.Errorf("%w: %d/%d masters reachable, quorum %d", ErrUnavailable, up, e.n, e.q))
 		for _, m := range st {
 			if !m.Up {
-				errs = append(errs, m.Err)
+				errs = append(errs, &MasterError{Master: m.Index, Addr: m.Addr, Err: m.Err})
 			}
 		}
-		return st, fmt.Errorf("%w: %d/%d masters reachable, quorum %d: %w", ErrUnavailable, up, e.n, e.q, errors.Join(errs...))
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return st, nil
+	return st, errors.Join(errs...)
 }
 
 // Log rate limit for master state changes: at most logBurst lines per

@@ -31,7 +31,7 @@ func TestQuarantineEveryConnection(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	key := ""
@@ -138,7 +138,7 @@ func TestQuarantineServerSwap(t *testing.T) {
 	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	holder, err := e.TryLock(ctx, "swap:key", ttl)

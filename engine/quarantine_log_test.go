@@ -118,7 +118,7 @@ func TestQuarantineLog(t *testing.T) {
 	waitFor("quarantine of masters 0 and 1", func(recs []logRecord) bool {
 		return len(find(recs, "engine: master quarantined", 0)) > 0 && len(find(recs, "engine: master quarantined", 1)) > 0
 	})
-	if err := v.e.WaitReady(ctx); err != nil {
+	if _, err := v.e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Up, quarantined: no quorum of votes, and no "regained" either.

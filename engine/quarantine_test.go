@@ -48,7 +48,7 @@ func quarantineScenario(t *testing.T, off bool) (*engine.Engine, *localmaster.Se
 	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := e.Probe(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	ms := set.Masters()

@@ -31,7 +31,7 @@ func securedEngine(t *testing.T, addrs []string, cc conn.Config) *engine.Engine 
 	t.Cleanup(func() { e.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, _ = e.Probe(ctx) // its verdict is the callers' to check, through TryLock
+	_, _ = e.WaitReady(ctx) // its verdict is the callers' to check, through TryLock
 	return e
 }
 

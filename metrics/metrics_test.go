@@ -73,7 +73,7 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://%s/metrics", addr)
-	if _, err := e.Probe(ctx); err != nil { // every master's first connect
+	if _, err := e.WaitReady(ctx); err != nil { // every master's first connect
 		t.Fatal(err)
 	}
 	before := scrape(t, url)
@@ -217,7 +217,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err := m.Watch(e); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)

@@ -418,11 +418,9 @@ func (c *client) writeLoop() {
 		case bb == nil:
 		case cap(bb.B) > flushAt:
 			bb = nil // shrink back after a large reply
-		case pooledBuffers:
+		default:
 			putBatch(bb)
 			bb = nil
-		default:
-			bb.B = bb.B[:0]
 		}
 		// Written: the reader may write the next reply itself.
 		c.unwritten.Add(-batched)

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 }
 
 func helperProxy(addrs []string) int {
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second}, MaxClients: 20000})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second}, MaxClients: 20000})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1
@@ -42,7 +42,7 @@ func helperProxy(addrs []string) int {
 	go srv.Serve(ln)
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if err := srv.Engine().WaitReady(wctx); err != nil {
+	if _, err := srv.Engine().WaitReady(wctx); err != nil {
 		fmt.Println("ERROR", err)
 		return 1
 	}

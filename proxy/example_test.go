@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer masters.Close()
 
-	srv, err := proxy.New(proxy.Config{Engine: engine.Config{FreshMasters: true, Addrs: masters.Addrs()}})
+	srv, err := proxy.New(proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: masters.Addrs()}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -60,7 +60,7 @@ func FuzzServe(f *testing.F) {
 	var srvs [2]*Server
 	var addrs [2]string
 	for i, prefix := range []string{"", "redlock:"} { // "redlock:" + "fence" is the fencing counter
-		srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: masters.Addrs(), MasterTimeout: time.Second},
+		srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: masters.Addrs(), MasterTimeout: time.Second},
 			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != ""})
 		if err != nil {
 			f.Fatal(err)
@@ -72,7 +72,7 @@ func FuzzServe(f *testing.F) {
 		go srv.Serve(ln)
 		f.Cleanup(func() { srv.Close() })
 		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = srv.CheckMasters(wctx)
+		_, err = srv.Engine().WaitReady(wctx)
 		cancel()
 		if err != nil {
 			f.Fatal(err)

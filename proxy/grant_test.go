@@ -77,9 +77,9 @@ func isGrant(r string) bool {
 // answered success here: two holders.
 func TestGrantRuleEveryPath(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) {
-		c.Engine.MaxTTL = 10 * time.Second
+		c.EngineConfig.MaxTTL = 10 * time.Second
 		c.AllowTokenlessWrites = true // PEXPIRE is a path too
-		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+		c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
 	})
 	mastertest.RequireReal(t, e.set)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -170,8 +170,8 @@ func restartEmpty(t *testing.T, e *env, idx ...int) {
 // process trusted them at once.
 func TestFirstContactQuarantine(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) {
-		c.Engine.FreshMasters = false
-		c.Engine.MaxTTL = 30 * time.Second
+		c.EngineConfig.FreshMasters = false
+		c.EngineConfig.MaxTTL = 30 * time.Second
 	})
 	c := dialRaw(t, e.addr)
 	if got := c.cmd("SET", "fc:key", "token", "NX", "PX", "5000"); !strings.HasPrefix(got, "-ERR redlock proxy: unavailable") || !strings.Contains(got, "in restart quarantine") {

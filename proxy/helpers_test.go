@@ -33,7 +33,7 @@ func startEnv(t *testing.T, n int, mod func(*Config)) *env {
 func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	t.Helper()
 	// Generous per-master timeouts: -race on 2 noisy cores.
-	cfg := Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
+	cfg := Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 300 * time.Millisecond}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -51,10 +51,10 @@ func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	defer cancel()
 	// Every master connected (and no server listed twice), so that a
 	// test can expect a grant on every master.
-	if _, err := srv.CheckMasters(ctx); err != nil {
+	if _, err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Engine().WaitReady(ctx); err != nil {
+	if _, err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e := &env{set: set, srv: srv, addr: ln.Addr().String()}

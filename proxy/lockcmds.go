@@ -149,7 +149,7 @@ func (s *Server) engineErr(err error) []byte {
 		return redcon.AppendError(nil, fmt.Sprintf("ERR redlock proxy: %s failed: %d/%d masters granted, quorum %d (%s)",
 			qe.Op, qe.Granted, qe.Total, qe.Quorum, masterFailures(qe, nil)))
 	}
-	for _, known := range []error{engine.ErrValidityExpired, engine.ErrTooManyExtensions, engine.ErrLockLost, engine.ErrNotAcquired} {
+	for _, known := range []error{engine.ErrGrantedTooLate, engine.ErrTooManyExtensions, engine.ErrLockLost, engine.ErrNotAcquired} {
 		if errors.Is(err, known) {
 			return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(known.Error(), "engine: "))
 		}

@@ -95,7 +95,7 @@ func TestTLSHandshakeBounded(t *testing.T) {
 	}
 	var logs proctest.Buffer
 	set := mastertest.Start(t, 1)
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, MaxClients: 1, RequestTimeout: 300 * time.Millisecond,
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, MaxClients: 1, RequestTimeout: 300 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

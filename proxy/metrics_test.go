@@ -29,7 +29,7 @@ func startMetricsEnv(t *testing.T, mod func(*Config)) *metricsEnv {
 		t.Fatal(err)
 	}
 	e := startEnv(t, 3, func(c *Config) {
-		c.Engine.Observer = m
+		c.EngineConfig.Observer = m
 		if mod != nil {
 			mod(c)
 		}

@@ -66,7 +66,7 @@ func (r *recorder) take() (acq []engine.AcquireEvent, ext, rel []bool, replies i
 // counts the locks of every client library, not only SET NX PX.
 func TestLibraryScriptsObserved(t *testing.T) {
 	rec := &recorder{}
-	e := startEnv(t, 5, func(c *Config) { c.Engine.Observer = rec })
+	e := startEnv(t, 5, func(c *Config) { c.EngineConfig.Observer = rec })
 	ctx := context.Background()
 	c := e.client(t)
 	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
@@ -121,8 +121,8 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	}
 }
 
-// TestLibraryScriptsObservedShared: a proxy on a Shared engine reports
-// library scripts to that engine's Observer (Config.Engine is ignored).
+// TestLibraryScriptsObservedShared: a proxy on a given engine (Config.Engine) reports
+// library scripts to that engine's Observer (Config.EngineConfig is ignored).
 func TestLibraryScriptsObservedShared(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	rec := &recorder{}
@@ -131,7 +131,7 @@ func TestLibraryScriptsObservedShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	e := startEnvOn(t, set, func(c *Config) { c.Shared = eng })
+	e := startEnvOn(t, set, func(c *Config) { c.Engine = eng })
 	rec.take()
 	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
 	token := "tokentokentokentokent"
@@ -139,6 +139,6 @@ func TestLibraryScriptsObservedShared(t *testing.T) {
 		t.Fatalf("obtain: %v", err)
 	}
 	if acq, _, _, _ := rec.take(); len(acq) != 1 || acq[0].Result != engine.AcquireGranted || acq[0].Margin != 1 {
-		t.Fatalf("obtain through a Shared engine reported %+v; want one acquired attempt, margin 1", acq)
+		t.Fatalf("obtain through a given engine reported %+v; want one acquired attempt, margin 1", acq)
 	}
 }

@@ -22,8 +22,8 @@ import (
 //     then writes the reply itself, with no hand-off to a command
 //     goroutine or to the writer;
 //   - otherwise on a worker of the server's pool (workers.go: a bounded
-//     github.com/panjf2000/ants/v2 pool, or a goroutine per command when
-//     built with the redlock_proxy_goroutines tag).
+//     github.com/panjf2000/ants/v2 pool; it replaced a goroutine per
+//     command, measured in docs/history/benchmarks-journal.md).
 //
 // Either way the command first takes one of MaxInFlight slots (the reader
 // waits for it), so at most MaxInFlight commands run at once and the pool

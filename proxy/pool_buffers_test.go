@@ -1,5 +1,3 @@
-//go:build !redlock_proxy_goroutines
-
 package proxy
 
 import (

@@ -60,7 +60,7 @@ func TestKeyPrefix(t *testing.T) {
 		t.Fatalf("prefix+key = a per-key fencing counter: %v", err)
 	}
 	// The engine's own prefix is refused: the proxy prefixes.
-	if _, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: e.set.Addrs(), KeyPrefix: "x:"}}); err == nil {
+	if _, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: e.set.Addrs(), KeyPrefix: "x:"}}); err == nil {
 		t.Fatal("New accepted an engine KeyPrefix")
 	}
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // drift is the engine's allowance, so script acquisitions and SET NX PX
-// (engine TryLock) compute validity alike, also with a Shared engine.
+// (engine TryLock) compute validity alike, also with a given Config.Engine.
 func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl) }
 
 // runLib runs a recognised library script as a quorum operation and

@@ -49,16 +49,16 @@ const freeClientBytes = 16 << 10
 // not read for this long is closed.
 const writeTimeout = 10 * time.Second
 
-// Config configures a [Server]. Engine.Addrs (or Shared) is required.
+// Config configures a [Server]. EngineConfig.Addrs (or Engine) is required.
 type Config struct {
-	// Engine configures the engine the server creates (and closes) for its
-	// masters: Engine.Addrs, master AUTH/TLS in Engine.Conn, per-master
+	// EngineConfig configures the engine the server creates (and closes) for its
+	// masters: EngineConfig.Addrs, master AUTH/TLS in EngineConfig.Conn, per-master
 	// timeout, drift, connections per master. Defaults and validation are
-	// the engine's ([engine.Config]). Ignored when Shared is set.
-	Engine engine.Config
-	// Shared, if set, is the engine the server drives instead of creating
-	// one; the server does not close it. AllowScripts needs Engine.Addrs.
-	Shared *engine.Engine
+	// the engine's ([engine.Config]). Ignored when Engine is set.
+	EngineConfig engine.Config
+	// Engine, if set, is the engine the server drives instead of creating
+	// one; the server does not close it. AllowScripts needs EngineConfig.Addrs.
+	Engine *engine.Engine
 	// Listen is the address ListenAndServe listens on (default [DefaultListen]).
 	Listen string
 	// RequirePass, if set, makes clients AUTH (or HELLO ... AUTH) first.
@@ -118,7 +118,7 @@ type Config struct {
 	AllowTokenlessWrites bool
 	// ScriptTimeout is the per-master timeout of opted-in scripts (default:
 	// the engine's per-master timeout for reads, 50ms unless
-	// Engine.MasterTimeout is set).
+	// EngineConfig.MasterTimeout is set).
 	ScriptTimeout time.Duration
 	// MaxScripts bounds remembered opted-in scripts (default [DefaultMaxScripts]).
 	MaxScripts int
@@ -134,14 +134,14 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Shared == nil && len(c.Engine.Addrs) == 0 {
-		return c, fmt.Errorf("%w: no masters (Engine.Addrs or Shared)", ErrBadConfig)
+	if c.Engine == nil && len(c.EngineConfig.Addrs) == 0 {
+		return c, fmt.Errorf("%w: no masters (EngineConfig.Addrs or Engine)", ErrBadConfig)
 	}
-	if c.Engine.KeyPrefix != "" || (c.Shared != nil && c.Shared.Config().KeyPrefix != "") {
+	if c.EngineConfig.KeyPrefix != "" || (c.Engine != nil && c.Engine.Config().KeyPrefix != "") {
 		return c, fmt.Errorf("%w: set the proxy's KeyPrefix, not the engine's", ErrBadConfig)
 	}
-	if c.AllowScripts && len(c.Engine.Addrs) == 0 {
-		return c, fmt.Errorf("%w: AllowScripts needs Engine.Addrs for its own master connections", ErrBadConfig)
+	if c.AllowScripts && len(c.EngineConfig.Addrs) == 0 {
+		return c, fmt.Errorf("%w: AllowScripts needs EngineConfig.Addrs.for its own master connections", ErrBadConfig)
 	}
 	for _, v := range []struct {
 		p    *int
@@ -235,23 +235,23 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, eng: cfg.Shared, start: time.Now(), log: cfg.Logger,
+	s := &Server{cfg: cfg, eng: cfg.Engine, start: time.Now(), log: cfg.Logger,
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
-		if s.eng, err = engine.New(cfg.Engine); err != nil {
+		if s.eng, err = engine.New(cfg.EngineConfig); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		s.ownEngine = true
 	}
 	s.tr = enginex.Open(s.eng)
-	s.obs = s.eng.Config().Observer // the Shared engine's, when there is one
+	s.obs = s.eng.Config().Observer // the given engine's, when there is one
 	s.fenceKey = s.eng.Config().FenceKey
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.
-		if s.pass, err = engine.New(cfg.Engine); err != nil {
+		if s.pass, err = engine.New(cfg.EngineConfig); err != nil {
 			s.closeEngines()
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
@@ -267,16 +267,6 @@ func New(cfg Config) (*Server, error) {
 
 // Engine returns the engine the server drives.
 func (s *Server) Engine() *engine.Engine { return s.eng }
-
-// CheckMasters waits until every master's first connect attempt is over
-// (or ctx ends) and returns their states ([engine.Engine.Probe]). The error
-// matches [engine.ErrDuplicateMaster] when two configured addresses reach
-// the same server (it would vote twice), or [engine.ErrUnavailable] when
-// fewer than a quorum are reachable. Call it before serving: `redlock
-// proxy` refuses to start on either.
-func (s *Server) CheckMasters(ctx context.Context) ([]engine.MasterStatus, error) {
-	return s.eng.Probe(ctx)
-}
 
 // Addr returns the address of the first listener, or nil before Serve.
 func (s *Server) Addr() net.Addr {

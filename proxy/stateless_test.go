@@ -67,7 +67,7 @@ func TestClusterMemberProxy(t *testing.T) {
 		}
 		members = append(members, engine.ClusterPrefix+strings.Join(lc.Addrs()[:2], "+"))
 	}
-	e := startEnvOn(t, first.Set, func(c *Config) { c.Engine.Addrs = members })
+	e := startEnvOn(t, first.Set, func(c *Config) { c.EngineConfig.Addrs = members })
 	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
 	defer c.Close()
 	release := redis.NewScript(libTable[0].Source)

@@ -36,7 +36,7 @@ func TestThroughput(t *testing.T) {
 	requirePeer(t, "redis-benchmark", haveCmd("redis-benchmark"))
 	const n = 300000
 	set := mastertest.Start(t, 5)
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func TestThroughput(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Engine().WaitReady(ctx); err != nil {
+	if _, err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	flush := func() {

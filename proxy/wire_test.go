@@ -469,7 +469,7 @@ func TestRedisCLI(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	before := runtime.NumGoroutine()
 	set := startEnv(t, 3, nil).set // only for the masters
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,9 +653,9 @@ func TestStalledMasters(t *testing.T) {
 func TestMasterStateLog(t *testing.T) {
 	var logs proctest.Buffer
 	e := startEnv(t, 3, func(c *Config) {
-		c.Engine.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		c.Engine.MaxTTL = 2 * time.Second
-		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 10*time.Millisecond
+		c.EngineConfig.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		c.EngineConfig.MaxTTL = 2 * time.Second
+		c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 10*time.Millisecond
 	})
 	mastertest.RequireReal(t, e.set)
 	ms := e.set.Masters()
@@ -708,8 +708,8 @@ func TestQuarantineThroughProxy(t *testing.T) {
 	for _, off := range []bool{false, true} {
 		t.Run(map[bool]string{false: "on", true: "off"}[off], func(t *testing.T) {
 			e := startEnv(t, 5, func(c *Config) {
-				c.Engine.DisableQuarantine = off
-				c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+				c.EngineConfig.DisableQuarantine = off
+				c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
 			})
 			mastertest.RequireReal(t, e.set)
 			ms := e.set.Masters()
@@ -762,8 +762,8 @@ func TestQuarantineThroughProxy(t *testing.T) {
 // the key is held; the counter key itself is out of clients' reach.
 func TestFencingThroughProxy(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) {
-		c.Engine.QuarantineFor = 300 * time.Millisecond
-		c.Engine.Conn.ReconnectMin, c.Engine.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+		c.EngineConfig.QuarantineFor = 300 * time.Millisecond
+		c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
 	})
 	mastertest.RequireReal(t, e.set)
 	c := dialRaw(t, e.addr)

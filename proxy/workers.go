@@ -1,5 +1,3 @@
-//go:build !redlock_proxy_goroutines
-
 package proxy
 
 import (
@@ -31,10 +29,7 @@ func (w *workers) invoke(cl *call) error { return w.p.Invoke(cl) }
 // release stops the pool and waits (at most a second) for its goroutines.
 func (w *workers) release() { w.p.ReleaseTimeout(time.Second) }
 
-// pooledBuffers: reply and write buffers come from their pools and go
-// back after use.
-const pooledBuffers = true
-
+// Reply and write buffers come from their pools and go back after use.
 func getBuffer() *bytebufferpool.ByteBuffer { return replyPool.Get() }
 
 // putBuffer keeps only small reply buffers: a reply is charged to the

@@ -222,7 +222,7 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 	// Wait for the first connects, so that a lock is not refused because
 	// a master's TLS handshake took longer than one per-master timeout.
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = e.Probe(pctx)
+	_, err = e.WaitReady(pctx)
 	cancel()
 	if err != nil && !errors.Is(err, engine.ErrUnavailable) {
 		e.Close()
@@ -392,7 +392,7 @@ func lossReason(err error) string {
 		return "held for --max-hold"
 	case errors.Is(err, engine.ErrUnavailable):
 		return "too few masters answered its extensions until its validity ran out"
-	case errors.Is(err, engine.ErrValidityExpired):
+	case errors.Is(err, engine.ErrGrantedTooLate):
 		return "an extension was granted too late"
 	}
 	return "an extension was refused by a quorum of masters, or its validity ran out"

@@ -481,7 +481,7 @@ func serveProxy(t *testing.T, cfg proxy.Config) string {
 func TestLockThroughProxy(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mc := dialMasters(t, set)
-	addr := serveProxy(t, proxy.Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, RequirePass: "s3cret"})
+	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, RequirePass: "s3cret"})
 	t.Setenv(envProxyPassword, "s3cret")
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")
@@ -587,7 +587,7 @@ func TestProxyLockValidity(t *testing.T) {
 func TestLockProxyDrift(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mastertest.RequireReal(t, set)
-	addr := serveProxy(t, proxy.Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
+	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), DriftFactor: 0.8, MasterTimeout: 50 * time.Millisecond}})
 	t.Setenv(envProxyPassword, "")
 	ready := filepath.Join(t.TempDir(), "ready")
 	done := make(chan int, 1)

@@ -74,7 +74,7 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs := newFlagSet("proxy")
 	var o proxyOptions
 	cfg := &o.Config
-	ec := &cfg.Engine
+	ec := &cfg.EngineConfig
 	var mf masterFlags
 	mf.register(fs, "the Redis masters (required)")
 	fs.StringVar(&cfg.Listen, "listen", proxy.DefaultListen, "`host:port` to listen on")
@@ -152,7 +152,7 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 // gracefully (o.shutdownTimeout).
 func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) error {
 	cfg := o.Config
-	ec := &cfg.Engine
+	ec := &cfg.EngineConfig
 	var err error
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
@@ -197,7 +197,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "redlock proxy pprof at http://%s/debug/pprof/\n", ps.Addr())
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.checkTimeout)
-	st, err := srv.CheckMasters(cctx)
+	st, err := srv.Engine().WaitReady(cctx)
 	cancel()
 	switch {
 	case errors.Is(err, engine.ErrDuplicateMaster):

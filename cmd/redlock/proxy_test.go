@@ -334,7 +334,7 @@ func TestParseProxyFlags(t *testing.T) {
 		err   string // substring of the usage error; "" for none
 	}{
 		{name: "defaults", args: []string{"--masters", masters}, check: func(t *testing.T, o proxyOptions) {
-			ec := o.Engine
+			ec := o.EngineConfig
 			if o.Listen != proxy.DefaultListen || o.MaxClients != proxy.DefaultMaxClients || o.MaxArgs != proxy.DefaultMaxArgs ||
 				o.AuthTimeout != proxy.DefaultAuthTimeout || o.RequirePass != "" || o.tls != nil || o.metricsAddr != "" || o.pprofAddr != "" ||
 				o.checkTimeout != 3*time.Second || o.shutdownTimeout != 10*time.Second || o.waitMasters || o.AllowScripts {
@@ -346,16 +346,16 @@ func TestParseProxyFlags(t *testing.T) {
 			}
 		}},
 		{name: "masters from the environment", env: map[string]string{envMasters: " 127.0.0.1:7001, 127.0.0.1:7002 "}, check: func(t *testing.T, o proxyOptions) {
-			if want := []string{"127.0.0.1:7001", "127.0.0.1:7002"}; !slices.Equal(o.Engine.Addrs, want) {
-				t.Errorf("addrs %q, want %q", o.Engine.Addrs, want)
+			if want := []string{"127.0.0.1:7001", "127.0.0.1:7002"}; !slices.Equal(o.EngineConfig.Addrs, want) {
+				t.Errorf("addrs %q, want %q", o.EngineConfig.Addrs, want)
 			}
 		}},
 		{name: "flags", args: []string{"--masters", masters, "--listen", "127.0.0.1:0", "--max-clients", "7", "--idle-timeout", "90s",
 			"--release-channel", "rl:rel", "--key-prefix", "t1:", "--wait-masters", "--shutdown-timeout", "2s", "--check-timeout", "250ms",
 			"--metrics-addr", "127.0.0.1:9121", "--master-password", "mpw", "--drift-factor", "0.02"}, check: func(t *testing.T, o proxyOptions) {
-			if o.Listen != "127.0.0.1:0" || o.MaxClients != 7 || o.IdleTimeout != 90*time.Second || o.Engine.ReleaseChannel != "rl:rel" ||
+			if o.Listen != "127.0.0.1:0" || o.MaxClients != 7 || o.IdleTimeout != 90*time.Second || o.EngineConfig.ReleaseChannel != "rl:rel" ||
 				o.KeyPrefix != "t1:" || !o.waitMasters || o.shutdownTimeout != 2*time.Second || o.checkTimeout != 250*time.Millisecond ||
-				o.metricsAddr != "127.0.0.1:9121" || o.Engine.Conn.Password != "mpw" || o.Engine.DriftFactor != 0.02 {
+				o.metricsAddr != "127.0.0.1:9121" || o.EngineConfig.Conn.Password != "mpw" || o.EngineConfig.DriftFactor != 0.02 {
 				t.Errorf("options: %+v", o)
 			}
 		}},

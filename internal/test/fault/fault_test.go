@@ -435,7 +435,7 @@ func newEngine(t *testing.T, ctx context.Context, cfg engine.Config) *engine.Eng
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	if err := e.WaitReady(ctx); err != nil {
+	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -67,7 +67,7 @@ func (l panicListener) Accept() (net.Conn, error) {
 // waiting forever.
 func TestWriterPanicNoDeadlock(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	srv, err := New(Config{Engine: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, MaxRequestBytes: 1024})
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, MaxRequestBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestWriterPanicNoDeadlock(t *testing.T) {
 func TestWaitingCommandsHoldNoSlot(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) {
 		c.MaxInFlight = 4
-		c.Engine.MasterTimeout = time.Second
+		c.EngineConfig.MasterTimeout = time.Second
 	})
 	mastertest.RequireReal(t, e.set)
 	m := e.set.Masters()[4]
