@@ -1,0 +1,137 @@
+package conn
+
+// Configuration and the descriptive types a Conn reports (state changes,
+// server identity, counters).
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"time"
+)
+
+// Config configures a [Conn]. The zero value is usable.
+type Config struct {
+	// DialTimeout bounds connect, TLS and handshake (default [DefaultDialTimeout]).
+	DialTimeout time.Duration
+	// KeepAlive is the TCP keepalive period (default [DefaultKeepAlive]; negative disables).
+	KeepAlive time.Duration
+	// WriteTimeout bounds one batch write (default [DefaultWriteTimeout]).
+	WriteTimeout time.Duration
+	// TLS, if non-nil, wraps the connection in TLS with this config.
+	TLS *tls.Config
+	// Username and Password are sent with AUTH on connect when Password is set.
+	Username, Password string
+	// DB is selected with SELECT on connect when non-zero.
+	DB int
+	// Scripts are loaded with SCRIPT LOAD on every connect.
+	Scripts []*Script
+	// ReconnectMin and ReconnectMax bound the reconnect backoff (defaults
+	// [DefaultReconnectMin], [DefaultReconnectMax]).
+	ReconnectMin, ReconnectMax time.Duration
+	// MaxPending bounds requests in flight; Do fails with [ErrOverloaded]
+	// above it (default [DefaultMaxPending]).
+	MaxPending int
+	// StallTimeout bounds how long a master may leave a timed-out request
+	// unanswered: when the oldest request in flight is still unanswered
+	// StallTimeout after its deadline, the session is closed (in-flight
+	// requests fail with an error matching [ErrStalled] and [ErrBroken]) and
+	// the Conn reconnects; until it is back, Do fails fast with [ErrDown].
+	// A stalled master (SIGSTOP, a long blocking command, a dead host
+	// behind a live TCP path) then costs a bounded amount of queued work
+	// instead of one entry per request until MaxPending. Default
+	// [DefaultStallTimeout]; negative disables it.
+	StallTimeout time.Duration
+	// ReadBufferSize is the reply read buffer size in bytes (default [DefaultReadBufferSize]).
+	ReadBufferSize int
+	// Dialer, if set, replaces the TCP dialer (tests use it for fakes).
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OnWrite, if set, is called on the Conn's writer goroutine after each
+	// write with the number of requests it carried (auto-pipelining's
+	// batch size; a merged call counts its members, see [Merge]). It must
+	// be fast and not block.
+	OnWrite func(commands int)
+	// OnState, if set, is called on the Conn's goroutine each time it
+	// comes up or goes down: once per change, not once per failed
+	// reconnect attempt. It must not block.
+	OnState func(StateChange)
+}
+
+// StateChange is a Conn's move between connected and not connected.
+type StateChange struct {
+	Addr string
+	// Up reports whether the Conn is connected now.
+	Up bool
+	// Info is the server's identity, when Up.
+	Info ServerInfo
+	// Restarted is set, when Up, if the server's run_id differs from the
+	// one of the previous connection: the master restarted (and may have
+	// lost its data).
+	Restarted bool
+	// Err is why the Conn is down (the dial error, or what broke the
+	// session), when not Up.
+	Err error
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.DialTimeout, DefaultDialTimeout)
+	def(&c.KeepAlive, DefaultKeepAlive)
+	def(&c.WriteTimeout, DefaultWriteTimeout)
+	def(&c.ReconnectMin, DefaultReconnectMin)
+	def(&c.ReconnectMax, DefaultReconnectMax)
+	def(&c.StallTimeout, DefaultStallTimeout)
+	if c.ReconnectMax < c.ReconnectMin {
+		c.ReconnectMax = c.ReconnectMin
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.ReadBufferSize <= 0 {
+		c.ReadBufferSize = DefaultReadBufferSize
+	}
+	return c
+}
+
+// ServerInfo identifies the server process behind a connection, read with
+// INFO at connect time. A changed RunID means the master restarted.
+type ServerInfo struct {
+	RunID   string
+	Version string
+	// Uptime is the server's uptime_in_seconds (whole seconds), zero when
+	// the server did not say.
+	Uptime time.Duration
+	// ConnectedAt is when the INFO reply had been read: the server wrote
+	// Uptime no later than this.
+	ConnectedAt time.Time
+}
+
+// StartedBy returns the latest instant at which the server can have
+// started: never earlier than its real start. Redis computes
+// uptime_in_seconds as the difference of two wall-clock readings floored
+// to whole seconds, which can exceed the real uptime by up to (not
+// including) a second, so the start is at most ConnectedAt − Uptime + 1s.
+// Restart quarantine counts from here, so that it can end late but never
+// early.
+func (i ServerInfo) StartedBy() time.Time {
+	at := i.ConnectedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return at.Add(time.Second - i.Uptime)
+}
+
+// Stats are counters of one Conn since it was created.
+type Stats struct {
+	Connects  uint64 // successful connects (first one included)
+	Timeouts  uint64 // requests failed with ErrTimeout
+	Broken    uint64 // requests failed because the socket broke
+	Writes    uint64 // write syscalls (batches)
+	Requests  uint64 // requests accepted by Do
+	Pending   int    // requests in flight now
+	Connected bool
+}

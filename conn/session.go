@@ -1,0 +1,375 @@
+package conn
+
+// The session loop of a Conn: connect, serve a session (writer, reader and
+// expiry goroutines), break it on a stall or error, reconnect. conn.go
+// holds the API callers use.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// run owns the connection: connect, serve a session until it breaks,
+// back off, reconnect; until Close.
+func (c *Conn) run(ctx context.Context) {
+	defer c.wg.Done()
+	defer c.failAll(ErrClosed) // requests queued while connecting, after Close
+	backoff := c.cfg.ReconnectMin
+	downReported := false
+	var runID string
+	for {
+		nc, rd, info, err := c.connect(ctx)
+		if err == nil {
+			start := time.Now()
+			c.connects.Add(1)
+			c.notify(StateChange{Up: true, Info: info, Restarted: runID != "" && info.RunID != runID})
+			runID, downReported = info.RunID, false
+			if cause := c.session(nc, rd, info); cause != nil {
+				c.notify(StateChange{Err: cause})
+				downReported = true
+			}
+			if time.Since(start) > fastReconnectWindow {
+				backoff = c.cfg.ReconnectMin
+			}
+		} else {
+			c.mu.Lock()
+			c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, err)
+			first := c.connecting
+			c.connecting = false
+			down := c.downErr
+			c.mu.Unlock()
+			c.firstAttemptDone(err)
+			if first {
+				c.failAll(down) // what was queued for the first attempt
+			}
+			if !downReported && ctx.Err() == nil {
+				c.notify(StateChange{Err: err})
+				downReported = true
+			}
+		}
+		// Full jitter in [backoff/2, backoff).
+		d := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, c.cfg.ReconnectMax)
+		t := time.NewTimer(d)
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Conn) notify(sc StateChange) {
+	if c.cfg.OnState != nil {
+		sc.Addr = c.addr
+		c.cfg.OnState(sc)
+	}
+}
+
+// session runs reader and writer on nc until either fails or Close. It
+// returns what ended it (nil for Close).
+func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
+	c.mu.Lock()
+	c.connecting = false
+	if c.closed {
+		c.mu.Unlock()
+		nc.Close()
+		c.firstAttemptDone(ErrClosed)
+		return nil
+	}
+	c.nc, c.up, c.info = nc, true, info
+	close(c.upCh)
+	c.mu.Unlock()
+	c.firstAttemptDone(nil)
+
+	stop := make(chan struct{})
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- c.readLoop(rd) }()
+	go func() { defer wg.Done(); errc <- c.writeLoop(nc, stop) }()
+	var cause error
+	select {
+	case cause = <-errc:
+	case <-c.done:
+	}
+
+	c.mu.Lock()
+	if c.kill != nil {
+		cause, c.kill = c.kill, nil
+	}
+	c.up = false
+	c.nc = nil
+	c.upCh = make(chan struct{})
+	closed := c.closed
+	if cause == nil {
+		cause = errors.New("writer stopped")
+	}
+	c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, cause)
+	c.mu.Unlock()
+	close(stop)
+	nc.Close()
+	wg.Wait()
+
+	failErr := error(&BrokenError{Addr: c.addr, Err: cause})
+	if closed {
+		failErr = ErrClosed
+	}
+	c.failAll(failErr)
+	if closed {
+		return nil
+	}
+	return cause
+}
+
+// failAll completes every queued request with err and empties the queue.
+func (c *Conn) failAll(err error) {
+	c.mu.Lock()
+	var fail []pending
+	for c.q.len() > 0 {
+		p := *c.q.front()
+		if !p.done {
+			fail = append(fail, pending{cb: p.cb, tag: p.tag})
+		}
+		c.q.pop()
+	}
+	c.grouped = 0
+	fail = c.failMergesLocked(fail)
+	c.wbuf, c.wcmds = c.wbuf[:0], 0
+	c.firstLive = c.q.seq
+	c.nextDeadline = time.Time{}
+	c.mu.Unlock()
+	if len(fail) > 0 && !errors.Is(err, ErrClosed) {
+		c.broken.Add(uint64(len(fail)))
+	}
+	for _, p := range fail {
+		p.cb.Complete(p.tag, resp.Reply{}, err)
+	}
+}
+
+func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
+	for {
+		c.mu.Lock()
+		for len(c.wbuf) == 0 && c.nmerge == 0 {
+			c.mu.Unlock()
+			select {
+			case <-c.wake:
+			case <-stop:
+				return nil
+			}
+			// Under load, let goroutines that are runnable right now enqueue
+			// too, so they share this write: the queue has "run dry" only
+			// when nobody else is about to add to it. With only a handful
+			// of requests in flight write at once: no added latency at low
+			// load (measured: yielding there costs ~10% at concurrency 1).
+			c.mu.Lock()
+			if c.q.len()+c.nmerge > gatherThreshold {
+				c.mu.Unlock()
+				runtime.Gosched()
+				c.mu.Lock()
+			}
+			continue
+		}
+		if c.nmerge > 0 {
+			c.flushMergesLocked()
+		}
+		buf, n := c.wbuf, c.wcmds
+		c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0
+		c.mu.Unlock()
+		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+		if err == nil {
+			_, err = nc.Write(buf)
+		}
+		c.mu.Lock()
+		if cap(buf) <= maxRetainedWriteBuf {
+			c.spare = buf[:0]
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		c.writes.Add(1)
+		if c.cfg.OnWrite != nil {
+			c.cfg.OnWrite(n)
+		}
+	}
+}
+
+func (c *Conn) readLoop(rd *resp.Reader) error {
+	for {
+		rep, err := rd.ReadReply()
+		if errors.Is(err, resp.ErrTooLarge) {
+			// The reader dropped the oversized reply whole and kept its
+			// place: fail that one request, keep the connection.
+			if !c.failFront(err) {
+				return fmt.Errorf("%w: oversized reply with no request pending", resp.ErrProtocol)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		if c.q.len() == 0 {
+			c.mu.Unlock()
+			return fmt.Errorf("%w: unexpected reply %s with no request pending", resp.ErrProtocol, rep)
+		}
+		p := c.q.front()
+		cb, tag, done := p.cb, p.tag, p.done
+		if !done && p.script != nil && rep.HasErrorPrefix("NOSCRIPT") {
+			var ok bool
+			if g, isGroup := cb.(*group); isGroup && p.cmd == nil {
+				c.scratch, ok = g.appendCall(c.scratch[:0], true), true
+			} else {
+				c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
+			}
+			if ok {
+				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
+				extra, asking := p.extra, p.asking
+				c.popLocked() // p is not read after this
+				var wake bool
+				if asking { // the target of an ASK serves the slot right after ASKING only
+					wake = c.pushLocked(Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
+					c.pushLocked(req)
+					c.q.at(c.q.end() - 1).asking = true
+				} else {
+					wake = c.pushLocked(req)
+				}
+				c.q.at(c.q.end() - 1).extra = extra // a merged call stays one
+				c.grouped += extra
+				c.resentEnd = c.q.end()
+				c.mu.Unlock()
+				if wake {
+					c.wakeWriter()
+				}
+				continue
+			}
+		}
+		c.popLocked()
+		c.mu.Unlock()
+		if !done {
+			cb.Complete(tag, rep, nil)
+		}
+	}
+}
+
+// failFront completes the oldest pending request with err. It reports
+// false when nothing was pending.
+func (c *Conn) failFront(err error) bool {
+	c.mu.Lock()
+	if c.q.len() == 0 {
+		c.mu.Unlock()
+		return false
+	}
+	p := c.q.front()
+	cb, tag, done := p.cb, p.tag, p.done
+	c.popLocked()
+	c.mu.Unlock()
+	if !done {
+		cb.Complete(tag, resp.Reply{}, err)
+	}
+	return true
+}
+
+// expireLoop fails requests whose deadline passed, even when the master
+// sends nothing at all.
+func (c *Conn) expireLoop() {
+	defer c.wg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var fired []pending
+	for {
+		select {
+		case <-c.done:
+			t.Stop()
+			return
+		case <-c.rearm:
+		case <-t.C:
+		}
+		var next time.Time
+		var stalled error
+		fired, next, stalled = c.expire(time.Now(), fired[:0])
+		if stalled != nil {
+			c.breakSession(stalled)
+		}
+		for i := range fired {
+			fired[i].cb.Complete(fired[i].tag, resp.Reply{}, ErrTimeout)
+			fired[i].cb = nil
+		}
+		c.timeouts.Add(uint64(len(fired)))
+		if !next.IsZero() {
+			t.Reset(time.Until(next))
+		}
+	}
+}
+
+// breakSession closes the current session's socket for cause (the reader
+// fails, the session ends with cause, everything in flight fails, the Conn
+// reconnects).
+func (c *Conn) breakSession(cause error) {
+	c.mu.Lock()
+	nc := c.nc
+	if nc != nil && c.kill == nil {
+		c.kill = cause
+	}
+	c.mu.Unlock()
+	if nc != nil {
+		nc.Close()
+	}
+}
+
+// expire marks the requests whose deadline is not after now as done and
+// returns them, with the earliest deadline still queued (or the instant
+// the oldest unanswered request makes the session stalled). stalled is
+// non-nil when the oldest request is unanswered StallTimeout after its
+// deadline.
+func (c *Conn) expire(now time.Time, fired []pending) (_ []pending, next time.Time, stalled error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prefixDone := true
+	start := max(c.firstLive, c.q.seq)
+	for s := start; s < c.q.end(); s++ {
+		p := c.q.at(s)
+		switch {
+		case p.done:
+		case p.deadline.IsZero():
+			prefixDone = false
+		case !p.deadline.After(now):
+			p.done = true
+			fired = append(fired, pending{cb: p.cb, tag: p.tag})
+		default:
+			prefixDone = false
+			if next.IsZero() || p.deadline.Before(next) {
+				next = p.deadline
+			}
+		}
+		if prefixDone {
+			c.firstLive = s + 1
+		}
+	}
+	// Members held for merging (their write may wait for a slow one).
+	fired, next = c.expireMergesLocked(now, fired, next)
+	if st := c.cfg.StallTimeout; st > 0 && c.q.len() > 0 && c.up {
+		// The front is the oldest request; done means it timed out and is
+		// still waiting for its reply.
+		if f := c.q.front(); f.done && !f.deadline.IsZero() {
+			at := f.deadline.Add(st)
+			if !at.After(now) {
+				stalled = fmt.Errorf("%w: no reply for %v after a request's deadline (%d requests in flight)", ErrStalled, st, c.q.len())
+			} else if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	c.nextDeadline = next
+	return fired, next, stalled
+}
