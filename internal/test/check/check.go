@@ -1,0 +1,43 @@
+// Package check holds the test assertions several packages share: waiting
+// for a condition, and checking that goroutines end.
+package check
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Eventually polls cond every millisecond until it holds, and fails t when
+// timeout passes first, naming what it waited for.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// NoLeak fails t unless the goroutine count drops to at most before+slack
+// within 5 s (goroutines that were ending when the test returned get that
+// long). before is runtime.NumGoroutine() taken before the code under
+// test started; slack allows for goroutines the test does not own (a
+// pool's idle workers, a library's background reader). The failure shows
+// every goroutine's stack.
+func NoLeak(t testing.TB, before, slack int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	now := runtime.NumGoroutine()
+	for now > before+slack && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		now = runtime.NumGoroutine()
+	}
+	if now > before+slack {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("goroutines: %d before, %d after (slack %d)\n%s", before, now, slack, buf[:runtime.Stack(buf, true)])
+	}
+}
