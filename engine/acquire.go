@@ -67,7 +67,7 @@ func (e *Engine) lockTTL(ttl time.Duration) (time.Duration, error) {
 var (
 	errBadTTL       = fmt.Errorf("%w: ttl must be at least 1ms", ErrBadArgument)
 	errEmptyKey     = fmt.Errorf("%w: empty key", ErrBadArgument)
-	errUnlocked     = fmt.Errorf("%w: already unlocked", ErrUnlocked)
+	errUnlocked     = ErrUnlocked
 	errBadTokenSize = fmt.Errorf("%w: token longer than 512 bytes", ErrBadArgument)
 )
 

@@ -256,8 +256,8 @@ func TestExtend(t *testing.T) {
 		if l.Valid() {
 			t.Error("Valid() = true after Unlock")
 		}
-		if err := l.Unlock(ctx); !errors.Is(err, engine.ErrLockLost) {
-			t.Fatalf("second Unlock: %v, want ErrLockLost", err)
+		if err := l.Unlock(ctx); !errors.Is(err, engine.ErrUnlocked) {
+			t.Fatalf("second Unlock: %v, want ErrUnlocked", err)
 		}
 	})
 
