@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -117,5 +118,5 @@ func TestAuthRefusedWhileDown(t *testing.T) {
 	if err := c.DownErr(); !errors.Is(err, conn.ErrAuth) {
 		t.Errorf("DownErr: %v, want ErrAuth", err)
 	}
-	waitFor(t, 5*time.Second, "a second attempt", func() bool { return len(f.dialTimes()) >= 2 })
+	check.Eventually(t, 5*time.Second, "a second attempt", func() bool { return len(f.dialTimes()) >= 2 })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -175,7 +176,7 @@ func TestDeadline(t *testing.T) {
 					}
 				}
 				// Timeouts is counted right after the callbacks return.
-				waitFor(t, 5*time.Second, "Stats.Timeouts", func() bool { return c.Stats().Timeouts == uint64(nTimeouts) })
+				check.Eventually(t, 5*time.Second, "Stats.Timeouts", func() bool { return c.Stats().Timeouts == uint64(nTimeouts) })
 				if st := c.Stats(); st.Pending != len(tc.reqs) {
 					t.Errorf("stats while stalled: %+v (want %d pending)", st, len(tc.reqs))
 				}
@@ -257,7 +258,7 @@ func TestBadReply(t *testing.T) {
 // checks that it works there.
 func checkReconnects(t *testing.T, c *conn.Conn, f *fake, wantSessions int) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "reconnect", func() bool { return c.Stats().Connects >= uint64(wantSessions) })
+	check.Eventually(t, 5*time.Second, "reconnect", func() bool { return c.Stats().Connects >= uint64(wantSessions) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.WaitConnected(ctx); err != nil {
@@ -324,7 +325,7 @@ func TestServerClosesMidPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 5*time.Second, "fake to read all requests", func() bool { return len(f.session(0).commands()) >= n+1 })
+	check.Eventually(t, 5*time.Second, "fake to read all requests", func() bool { return len(f.session(0).commands()) >= n+1 })
 	errDialRefused := errors.New("fake: connection refused")
 	f.setDialErr(errDialRefused)
 	dialsBefore := len(f.dialTimes())
@@ -375,7 +376,7 @@ func TestServerClosesMidPipeline(t *testing.T) {
 	// Reconnect attempts back off: gaps at least ReconnectMin/2 (full
 	// jitter), growing to at most ReconnectMax. Only lower bounds on gaps
 	// are checked: a loaded machine makes timers late, never early.
-	waitFor(t, 10*time.Second, "6 reconnect attempts", func() bool { return len(f.dialTimes())-dialsBefore >= 6 })
+	check.Eventually(t, 10*time.Second, "6 reconnect attempts", func() bool { return len(f.dialTimes())-dialsBefore >= 6 })
 	err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec})
 	if !errors.Is(err, conn.ErrDown) || !errors.Is(err, errDialRefused) {
 		t.Errorf("Do while down: %v, want ErrDown wrapping the dial error", err)
@@ -735,7 +736,7 @@ func TestMaxPending(t *testing.T) {
 			t.Errorf("tag %d: %v %v", o.tag, o.rep, o.err)
 		}
 	}
-	waitFor(t, 5*time.Second, "pending to drain", func() bool { return c.Stats().Pending == 0 })
+	check.Eventually(t, 5*time.Second, "pending to drain", func() bool { return c.Stats().Pending == 0 })
 	if err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: rec}); err != nil {
 		t.Errorf("Do after the stall: %v", err)
 	}
@@ -867,13 +868,7 @@ func TestClose(t *testing.T) {
 			}
 			rec.wait(t, 10, 5*time.Second) // all timed out; their replies never come
 		}()
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if after := runtime.NumGoroutine(); after > before {
-			t.Errorf("goroutines: %d before, %d after", before, after)
-		}
+		check.NoLeak(t, before, 0)
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -177,18 +178,6 @@ func retryTiming(t *testing.T, attempt func() (violations []string)) {
 	}
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // ---------------------------------------------------------------------------
 // Scripted fake master over net.Pipe.
 
@@ -259,7 +248,7 @@ func (f *fake) numSessions() int {
 // session returns the i-th session (0-based), waiting for it to exist.
 func (f *fake) session(i int) *fakeSession {
 	f.t.Helper()
-	waitFor(f.t, 5*time.Second, fmt.Sprintf("fake session %d", i), func() bool { return f.numSessions() > i })
+	check.Eventually(f.t, 5*time.Second, fmt.Sprintf("fake session %d", i), func() bool { return f.numSessions() > i })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sessions[i]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/netgate"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -235,7 +236,7 @@ func TestMergePending(t *testing.T) {
 	}
 	release()
 	rec.wait(t, 4, 5*time.Second)
-	waitFor(t, 5*time.Second, "pending to drain", func() bool { return c.Stats().Pending == 0 })
+	check.Eventually(t, 5*time.Second, "pending to drain", func() bool { return c.Stats().Pending == 0 })
 }
 
 // TestMergeBadReply: a merged call answered with an array of the wrong

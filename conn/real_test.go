@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -175,7 +176,7 @@ func TestRealMasterDies(t *testing.T) {
 				}
 			}
 			// (BLPOP blocks the whole connection: nothing else can be asked on it.)
-			waitFor(t, 5*time.Second, "BLPOPs to be written", func() bool { return c.Stats().Writes > 0 })
+			check.Eventually(t, 5*time.Second, "BLPOPs to be written", func() bool { return c.Stats().Writes > 0 })
 			time.Sleep(10 * time.Millisecond)
 			if err := tc.halt(m); err != nil {
 				t.Fatal(err)
@@ -447,7 +448,7 @@ func TestRealExactlyOnceAcrossKill(t *testing.T) {
 	phase("after restart", 150*time.Millisecond)
 	close(stop)
 	wg.Wait()
-	waitFor(t, 10*time.Second, "all accepted requests to complete", func() bool {
+	check.Eventually(t, 10*time.Second, "all accepted requests to complete", func() bool {
 		return tr.completed.Load() == nAccepted.Load()
 	})
 	c.Close()

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -93,7 +95,7 @@ func TestClusterMembers(t *testing.T) {
 	}
 	for i, l := range locks {
 		for m := range v.direct {
-			waitFor(t, func() bool { return v.get(t, m, "GET", l.Key()).Text() == l.Token() }, "lock %d on member %d", i, m)
+			check.Eventually(t, 2*time.Second, fmt.Sprintf("lock %d on member %d", i, m), func() bool { return v.get(t, m, "GET", l.Key()).Text() == l.Token() })
 		}
 	}
 	if _, err := v.e.TryLock(ctx, locks[0].Key(), time.Second); !errors.Is(err, engine.ErrNotAcquired) {
@@ -118,7 +120,7 @@ func TestClusterMembers(t *testing.T) {
 			t.Errorf("Unlock %d: %v", i, err)
 		}
 		for m := range v.direct {
-			waitFor(t, func() bool { return v.get(t, m, "EXISTS", locks[i].Key()).Int == 0 }, "lock %d gone from member %d", i, m)
+			check.Eventually(t, 2*time.Second, fmt.Sprintf("lock %d gone from member %d", i, m), func() bool { return v.get(t, m, "EXISTS", locks[i].Key()).Int == 0 })
 		}
 	}
 	// Fencing: the counter beside the key (same slot, FenceKey{tag});
@@ -218,18 +220,6 @@ func TestClusterReshardUnderContention(t *testing.T) {
 	}
 	if st.ClusterMoved == 0 || st.ClusterAsked == 0 {
 		t.Errorf("redirects followed: moved %d, asked %d; want both", st.ClusterMoved, st.ClusterAsked)
-	}
-}
-
-// waitFor polls cond for up to 2 s.
-func waitFor(t *testing.T, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for "+format, args...)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
 )
@@ -572,18 +572,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	e.Close()
 
-	deadline := time.Now().Add(2 * time.Second)
-	after := runtime.NumGoroutine()
-	for after > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-		after = runtime.NumGoroutine()
-	}
-	if after > before {
-		var b strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&b, 1)
-		t.Fatalf("%d goroutines before New, %d after Close:\n%s", before, after, b.String())
-	}
-	t.Logf("goroutines: %d before New, %d after Close", before, after)
+	check.NoLeak(t, before, 0)
 }
 
 // TestManyGoroutines: thousands of concurrent callers on distinct keys all

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -85,14 +86,7 @@ func TestCloseWithQueuedWork(t *testing.T) {
 		m.Close()
 	}
 	e.masters = nil
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+10 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before+10 {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines after Close (%d before):\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	check.NoLeak(t, before, 10)
 }
 
 // TestDirectAndPipelined: a client that waits for each reply (served on

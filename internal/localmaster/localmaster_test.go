@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/internal/test/check"
 )
 
 // client is a minimal RESP client for tests.
@@ -81,21 +83,6 @@ func expect(t *testing.T, got, want string) {
 	if got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-}
-
-// checkGoroutines fails t if the goroutine count does not drop back to
-// before within a short while.
-func checkGoroutines(t *testing.T, before int) {
-	t.Helper()
-	var now int
-	for range 100 {
-		if now = runtime.NumGoroutine(); now <= before {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	buf := make([]byte, 1<<16)
-	t.Fatalf("goroutines: %d before, %d after\n%s", before, now, buf[:runtime.Stack(buf, true)])
 }
 
 func TestEmbedded(t *testing.T) {
@@ -171,7 +158,7 @@ func TestEmbedded(t *testing.T) {
 	if err := m.Restart(t.Context()); err == nil {
 		t.Fatal("Restart after Close succeeded")
 	}
-	checkGoroutines(t, before)
+	check.NoLeak(t, before, 0)
 }
 
 func TestFallbackAndRequireReal(t *testing.T) {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/internal/test/check"
 )
 
 // requireServer skips the test unless redis-server is available; with
@@ -165,7 +167,7 @@ func TestReal(t *testing.T) {
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
 		t.Errorf("temp dir %s not removed: %v", s.dir, err)
 	}
-	checkGoroutines(t, before)
+	check.NoLeak(t, before, 0)
 }
 
 func TestRealStartFailureShowsLog(t *testing.T) {
@@ -175,7 +177,7 @@ func TestRealStartFailureShowsLog(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no-such-directive") || !strings.HasPrefix(err.Error(), "localmaster: ") {
 		t.Fatalf("err = %v, want the redis-server log tail", err)
 	}
-	checkGoroutines(t, before)
+	check.NoLeak(t, before, 0)
 }
 
 func TestRealStartCanceled(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/testcerts"
 )
 
@@ -147,7 +148,7 @@ func TestRealTLS(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	checkGoroutines(t, before)
+	check.NoLeak(t, before, 0)
 }
 
 func TestRealPassword(t *testing.T) {

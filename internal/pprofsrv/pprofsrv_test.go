@@ -6,7 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/redlock-dev/redlock/internal/test/check"
 )
 
 // TestServe: the index and a goroutine profile are served; after Close the
@@ -36,11 +37,5 @@ func TestServe(t *testing.T) {
 	if _, err := http.Get(base); err == nil {
 		t.Fatal("still serving after Close")
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	check.NoLeak(t, before, 0)
 }
