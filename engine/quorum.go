@@ -41,7 +41,7 @@ type op struct {
 	// retry: a release retried after an Unlock without quorum; "not held"
 	// counts as released (the earlier release may have deleted it).
 	retry bool
-	cix   uint32 // connection index used on every master (see nextConn)
+	cix   uint32 // connection index used on every master (connFor; nextConn for broadcasts)
 	khash uint64 // conn.Request.KeyHash of the op's key
 	key   string // the op's key (conn.Request.Key: cluster members route by it)
 	// merge, when set, lets each master's Conn merge this op's request
