@@ -1,13 +1,9 @@
 package metrics_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,38 +11,10 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/metrics"
 )
-
-// scrape GETs url and returns every sample, keyed by name{labels} as
-// printed (labels in the exposition's order).
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %s", url, resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad sample line %q", line)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
 
 // TestMetricsMove: after a load with every kind of outcome, the main
 // series moved, each by what the load did.
@@ -76,7 +44,7 @@ func TestMetricsMove(t *testing.T) {
 	if _, err := e.WaitReady(ctx); err != nil { // every master's first connect
 		t.Fatal(err)
 	}
-	before := scrape(t, url)
+	before := check.Scrape(t, url)
 	if before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`] != 1 || before["redlock_quorum"] != 2 || before["redlock_masters_voting"] != 3 {
 		t.Fatalf("state gauges at start: up=%v quorum=%v voting=%v", before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`], before["redlock_quorum"], before["redlock_masters_voting"])
 	}
@@ -147,7 +115,7 @@ func TestMetricsMove(t *testing.T) {
 		l.Unlock(ctx)
 	}
 
-	after := scrape(t, url)
+	after := check.Scrape(t, url)
 	moved := func(name string) float64 { return after[name] - before[name] }
 	for _, c := range []struct {
 		name string
@@ -229,7 +197,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := scrape(t, url)
+	before := check.Scrape(t, url)
 	if before["redlock_cluster_map_reloads_total"] < 1 {
 		t.Errorf("map reloads %v, want ≥ 1", before["redlock_cluster_map_reloads_total"])
 	}
@@ -246,7 +214,7 @@ func TestClusterMetrics(t *testing.T) {
 	const moved = `redlock_cluster_redirects_total{kind="moved"}`
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		after := scrape(t, url)
+		after := check.Scrape(t, url)
 		if after[moved] > before[moved] {
 			break
 		}
@@ -276,7 +244,7 @@ func TestProxySeries(t *testing.T) {
 	url := "http://" + addr.String() + "/metrics"
 	check := func(add float64) {
 		t.Helper()
-		got := scrape(t, url)
+		got := check.Scrape(t, url)
 		for i, name := range []string{"redlock_proxy_clients", "redlock_proxy_connections_accepted_total", "redlock_proxy_connections_rejected_total",
 			"redlock_proxy_commands_total", "redlock_proxy_protocol_errors_total", "redlock_proxy_auth_failures_total",
 			"redlock_proxy_memory_refusals_total", "redlock_proxy_panics_recovered_total"} {

@@ -1,15 +1,14 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/metrics"
 )
 
@@ -50,32 +49,7 @@ func startMetricsEnv(t *testing.T, mod func(*Config)) *metricsEnv {
 }
 
 // scrape reads /metrics: each series (name and labels) and its value.
-func (e *metricsEnv) scrape(t *testing.T) map[string]float64 {
-	t.Helper()
-	res, err := http.Get(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func (e *metricsEnv) scrape(t *testing.T) map[string]float64 { return check.Scrape(t, e.url) }
 
 // infoFields parses an INFO reply into its fields.
 func infoFields(t *testing.T, reply string) map[string]int64 {

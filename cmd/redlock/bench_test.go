@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -341,23 +342,30 @@ func TestParseBenchFlags(t *testing.T) {
 		{name: "bad sweep", args: []string{"--sweep", "keys=1,2"}, err: `unknown sweep variable "keys"`},
 		{name: "positional argument", args: []string{"now"}, err: `unexpected arguments: ["now"]`},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var stdout bytes.Buffer
-			o, err := parseBenchFlags(tt.args, &stdout)
-			if stdout.Len() != 0 {
-				t.Errorf("stdout: %q", stdout.String())
-			}
-			if tt.err != "" {
-				var ue usageError
-				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v; want a usage error with %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, o)
-		})
+		t.Run(tt.name, func(t *testing.T) { checkParse(t, parseBenchFlags, tt.args, tt.err, tt.check) })
 	}
+}
+
+// checkParse runs a subcommand's flag parser on args as the table tests of
+// parseBenchFlags and parseProxyFlags do: nothing may be printed; with
+// wantErr, the error must be a usage error containing it; otherwise there
+// is no error and check inspects the result.
+func checkParse[O any](t *testing.T, parse func([]string, io.Writer) (O, error), args []string, wantErr string, check func(*testing.T, O)) {
+	t.Helper()
+	var stdout bytes.Buffer
+	o, err := parse(args, &stdout)
+	if stdout.Len() != 0 {
+		t.Errorf("stdout: %q", stdout.String())
+	}
+	if wantErr != "" {
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v; want a usage error with %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, o)
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -393,22 +392,7 @@ func TestParseProxyFlags(t *testing.T) {
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			var stdout bytes.Buffer
-			o, err := parseProxyFlags(tt.args, &stdout)
-			if stdout.Len() != 0 {
-				t.Errorf("stdout: %q", stdout.String())
-			}
-			if tt.err != "" {
-				var ue usageError
-				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("error %v; want a usage error with %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, o)
+			checkParse(t, parseProxyFlags, tt.args, tt.err, tt.check)
 		})
 	}
 }

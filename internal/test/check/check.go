@@ -3,7 +3,11 @@
 package check
 
 import (
+	"bufio"
+	"net/http"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,4 +44,37 @@ func NoLeak(t testing.TB, before, slack int) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutines: %d before, %d after (slack %d)\n%s", before, now, slack, buf[:runtime.Stack(buf, true)])
 	}
+}
+
+// Scrape GETs a Prometheus text exposition at url and returns every
+// sample, keyed by name{labels} as printed (labels in the exposition's
+// order). It fails t on a non-200 answer or a line that is not a sample.
+func Scrape(t testing.TB, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if i < 0 || err != nil {
+			t.Fatalf("%s: not a sample line: %q", url, line)
+		}
+		out[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
