@@ -27,10 +27,10 @@ const (
 	DefaultTTL           = 30 * time.Second
 )
 
-// EmbeddedMasterTimeout is the per-master timeout used with embedded
+// embeddedMasterTimeout is the per-master timeout used with embedded
 // masters unless Config.MasterTimeout is set: miniredis runs each script in
 // a fresh Lua state, so replies take milliseconds, not microseconds.
-const EmbeddedMasterTimeout = time.Second
+const embeddedMasterTimeout = time.Second
 
 // hasCluster reports whether a master address is a Redis Cluster member.
 func hasCluster(addrs []string) bool {
@@ -127,7 +127,7 @@ type Config struct {
 	Hold time.Duration
 	// MasterTimeout is the engine's per-master timeout (0: the engine's
 	// default, max(5ms, min(50ms, ttl/100)); with embedded masters, which
-	// are far slower than redis-server, [EmbeddedMasterTimeout]).
+	// are far slower than redis-server, embeddedMasterTimeout).
 	MasterTimeout time.Duration
 	// MergeMax is the engine's Config.MergeMax: releases (and extensions)
 	// for one master merged into one script call when queued for the same
@@ -477,7 +477,7 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 		cfg.FreshMasters = true
 		res.Embedded = set.Embedded()
 		if res.Embedded && cfg.MasterTimeout == 0 {
-			cfg.MasterTimeout = EmbeddedMasterTimeout
+			cfg.MasterTimeout = embeddedMasterTimeout
 		}
 	}
 	res.Masters = len(addrs)

@@ -224,7 +224,7 @@ func TestRunCompareAndCeiling(t *testing.T) {
 	if c == nil || c.CyclesPerSec <= 0 || len(c.PerMaster) != 3 || c.Errors != 0 {
 		t.Fatalf("ceiling = %+v", c)
 	}
-	if c.SlowestPerSec <= 0 || c.SlowestPerSec > c.CyclesPerSec || c.Window != CeilingWindow {
+	if c.SlowestPerSec <= 0 || c.SlowestPerSec > c.CyclesPerSec || c.Window != ceilingWindow {
 		t.Fatalf("ceiling slowest %.0f vs quorum-th %.0f, window %d", c.SlowestPerSec, c.CyclesPerSec, c.Window)
 	}
 	if want := r.CyclesPerSec / c.CyclesPerSec; r.CeilingFraction != want {
@@ -405,7 +405,7 @@ func TestRunProfiles(t *testing.T) {
 			t.Errorf("profile %s: %v", p, err)
 		}
 	}
-	if len(r.TopFlat) == 0 || len(r.TopFlat) > TopN || len(r.TopCum) == 0 {
+	if len(r.TopFlat) == 0 || len(r.TopFlat) > topN || len(r.TopCum) == 0 {
 		t.Fatalf("top flat=%d cum=%d", len(r.TopFlat), len(r.TopCum))
 	}
 	for i := 1; i < len(r.TopCum); i++ {

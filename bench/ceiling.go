@@ -15,15 +15,15 @@ import (
 	"github.com/redlock-dev/redlock/resp"
 )
 
-// CeilingWindow is the minimum number of SET+release pairs each master
+// ceilingWindow is the minimum number of SET+release pairs each master
 // has in flight while the ceiling is measured; the window is
-// max(CeilingWindow, Config.Concurrency), so the masters see at least the
+// max(ceilingWindow, Config.Concurrency), so the masters see at least the
 // pipeline depth the measured target gave them.
-const CeilingWindow = 256
+const ceilingWindow = 256
 
 // CeilingInfo is the masters' own capacity for the work of one lock cycle:
 // a SET NX PX and a compare-and-delete EVALSHA on the same key, pipelined
-// max(CeilingWindow, Config.Concurrency) deep on every master at once.
+// max(ceilingWindow, Config.Concurrency) deep on every master at once.
 type CeilingInfo struct {
 	// CyclesPerSec is the pairs per second of the quorum-th fastest
 	// master (the 3rd of 5): a Redlock client needs a quorum of masters
@@ -113,7 +113,7 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 		pumps[i] = &pump{c: c, stop: &stop, ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10),
 			rng: rand.New(rand.NewPCG(uint64(i), 7)), nkeys: cfg.Keys, prefix: "redlock:ceiling:"}
 	}
-	window := max(CeilingWindow, cfg.Concurrency)
+	window := max(ceilingWindow, cfg.Concurrency)
 	start := time.Now()
 	for _, p := range pumps {
 		for range window {

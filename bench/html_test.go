@@ -108,7 +108,7 @@ func reportFixture(waited bool) Result {
 	}
 	return Result{Phase: ph(TargetEngine, 12345), Peers: []Phase{ph(PeerRedsync, 2345)},
 		Masters: 5, MastersUp: 5, Concurrency: 64, Keys: 1000, TTLMillis: 10000, HoldMillis: 0.5, Workload: WorkloadCycle,
-		Ceiling: &CeilingInfo{CyclesPerSec: 34567, SlowestPerSec: 30000, Window: CeilingWindow}, CeilingFraction: 12345.0 / 34567,
+		Ceiling: &CeilingInfo{CyclesPerSec: 34567, SlowestPerSec: 30000, Window: ceilingWindow}, CeilingFraction: 12345.0 / 34567,
 		Sweep: &SweepResult{Var: SweepConcurrency, Points: []SweepPoint{
 			{Value: 16, Phases: []Phase{ph(TargetEngine, 11000)}}, {Value: 64, Phases: []Phase{ph(TargetEngine, 12345)}}}},
 		Env: Env{CPU: "Some CPU", NumCPU: 2, GOMAXPROCS: 2, GoVersion: "go1.99", OS: "linux", Arch: "amd64", RedisVersion: "7.2.4",

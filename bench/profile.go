@@ -18,8 +18,8 @@ import (
 	"github.com/redlock-dev/redlock/internal/pprofsrv"
 )
 
-// TopN is the number of functions listed by [TopFunctions] in results.
-const TopN = 10
+// topN is the number of functions listed by [TopFunctions] in results.
+const topN = 10
 
 // FuncStat is one function's share of a CPU profile.
 type FuncStat struct {
@@ -243,7 +243,7 @@ func (p *profiler) stop() (files []string, top *Top, err error) {
 		errs = append(errs, err)
 		if written && err == nil {
 			files = append(files, p.cfg.CPUProfile)
-			t, terr := TopFunctions(p.cfg.CPUProfile, TopN)
+			t, terr := TopFunctions(p.cfg.CPUProfile, topN)
 			errs = append(errs, terr)
 			top = t
 		}
