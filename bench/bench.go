@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/members"
 	"github.com/redlock-dev/redlock/metrics"
 )
 
@@ -31,16 +32,6 @@ const (
 // masters unless Config.MasterTimeout is set: miniredis runs each script in
 // a fresh Lua state, so replies take milliseconds, not microseconds.
 const embeddedMasterTimeout = time.Second
-
-// hasCluster reports whether a master address is a Redis Cluster member.
-func hasCluster(addrs []string) bool {
-	for _, a := range addrs {
-		if strings.HasPrefix(a, engine.ClusterPrefix) {
-			return true
-		}
-	}
-	return false
-}
 
 // Targets and peers.
 const (
@@ -223,7 +214,7 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("a proxy address needs target %s", TargetProxy)
 	case c.Target == TargetProxy && (c.Ceiling || len(c.Compare) > 0) && len(c.Masters) == 0:
 		return bad("target %s with peers or ceiling needs the proxy's masters", TargetProxy)
-	case c.Ceiling && hasCluster(c.Masters):
+	case c.Ceiling && members.HasCluster(c.Masters):
 		return bad("the ceiling is measured on standalone masters, not on Redis Cluster members")
 	case c.Target == TargetProxy && c.SweepVar == SweepMasters:
 		return bad("cannot sweep masters behind a proxy")
@@ -607,7 +598,11 @@ func (c Config) masterConn(scripts ...*conn.Script) conn.Config {
 // cfg.Notice, and the run is refused without a quorum or with one server
 // listed under two addresses. It returns the masters connected.
 func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) {
-	e, err := engine.New(engine.Config{Addrs: addrs, Conn: cfg.masterConn()})
+	ec := engine.Config{Conn: cfg.masterConn()}
+	if err := members.Apply(&ec, addrs); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	e, err := engine.New(ec)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/members"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -31,8 +32,11 @@ type engineLocker struct {
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
-	ec := engine.Config{Addrs: addrs, ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
+	ec := engine.Config{ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
 		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: max(cfg.TTL, engine.DefaultMaxTTL)}
+	if err := members.Apply(&ec, addrs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
 	if cfg.metrics != nil {
 		ec.Observer = cfg.metrics
 	}

@@ -10,12 +10,26 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 )
 
-// ClusterPrefix marks a member of [Config.Addrs] that is a whole Redis
-// Cluster, given by seed nodes separated by '+':
-// "cluster:10.0.1.1:7000+10.0.1.2:7000". The member grants a lock when
-// the node serving the key's hash slot grants it; the quorum is still
-// counted over members. Standalone and cluster members can be mixed.
+// ClusterMember is one member of [Config.Clusters]: a whole Redis Cluster.
+// The member grants a lock when the node serving the key's hash slot grants
+// it; the quorum is still counted over members, standalone and cluster
+// alike.
+type ClusterMember struct {
+	// Seeds are host:port addresses of some of the cluster's nodes (at
+	// least one). The slot map is loaded from them and kept current by
+	// following -MOVED and -ASK replies and by periodic reloads.
+	Seeds []string
+}
+
+// ClusterPrefix starts the name of a cluster member in logs, errors,
+// [MasterStatus.Addr] and [Engine.Masters]: "cluster:" and the seeds joined
+// by '+', e.g. "cluster:10.0.1.1:7000+10.0.1.2:7000" (also the syntax of
+// the redlock command's --masters flag).
 const ClusterPrefix = "cluster:"
+
+// String returns the member's name: [ClusterPrefix] and the seeds joined
+// by '+'.
+func (m ClusterMember) String() string { return ClusterPrefix + strings.Join(m.Seeds, "+") }
 
 // errUnfenceable refuses WithFencing, with cluster members, for a key
 // whose hashed part cannot be wrapped in a hash tag.
@@ -35,21 +49,6 @@ func (e *Engine) fenceKeyFor(key string) (string, error) {
 		return "", errUnfenceable
 	}
 	return e.cfg.FenceKey + "{" + tag + "}", nil
-}
-
-// clusterSeeds returns the seed nodes of a cluster member address.
-func clusterSeeds(addr string) ([]string, bool) {
-	rest, ok := strings.CutPrefix(addr, ClusterPrefix)
-	if !ok {
-		return nil, false
-	}
-	var seeds []string
-	for _, s := range strings.Split(rest, "+") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	return seeds, true
 }
 
 // member i's cluster, or nil for a standalone master.

@@ -37,7 +37,7 @@ func newClusterEnv(t *testing.T, n, shards int, cfg engine.Config) *clusterEnv {
 	for range n {
 		c := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: shards})
 		v.clusters = append(v.clusters, c)
-		cfg.Addrs = append(cfg.Addrs, engine.ClusterPrefix+strings.Join(c.Addrs()[:2], "+"))
+		cfg.Clusters = append(cfg.Clusters, engine.ClusterMember{Seeds: c.Addrs()[:2]})
 		d := conn.NewCluster(c.Addrs()[:1], conn.Config{})
 		t.Cleanup(func() { d.Close() })
 		if err := d.WaitLoaded(ctx); err != nil {
@@ -236,9 +236,8 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 	defer cancel()
 	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3, Replicas: 1})
 	set := mastertest.Start(t, 2)
-	addrs := append([]string{engine.ClusterPrefix + strings.Join(lc.Addrs()[:2], "+")}, set.Addrs()...)
 	cfg := functional
-	cfg.Addrs = addrs
+	cfg.Addrs, cfg.Clusters = set.Addrs(), []engine.ClusterMember{{Seeds: lc.Addrs()[:2]}}
 	e, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -305,9 +304,9 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	// Wait for the failover and for the engine to see the new owner.
 	// (Its map is reloaded when the dead master's connection drops.)
-	for !e.Status()[0].Quarantined {
+	for !e.Status()[len(cfg.Addrs)].Quarantined {
 		if time.Now().After(deadline) {
-			t.Fatalf("member 0 not quarantined after the failover: %+v", e.Status()[0])
+			t.Fatalf("the cluster member not quarantined after the failover: %+v", e.Status()[len(cfg.Addrs)])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -334,7 +333,7 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		t.Fatalf("a second holder during the quarantine (token %s) while %s holds it", l2.Token(), l.Token())
 	}
 	off := functional
-	off.Addrs, off.DisableQuarantine = addrs, true
+	off.Addrs, off.Clusters, off.DisableQuarantine = cfg.Addrs, cfg.Clusters, true
 	e2, err := engine.New(off)
 	if err != nil {
 		t.Fatal(err)
@@ -358,11 +357,13 @@ func TestClusterDuplicateMember(t *testing.T) {
 	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	set := mastertest.Start(t, 1)
 	a := lc.Addrs()
-	for _, addrs := range [][]string{
-		{engine.ClusterPrefix + a[0], engine.ClusterPrefix + a[1], set.Addrs()[0]},
-		{engine.ClusterPrefix + a[0], a[2], set.Addrs()[0]},
+	for _, cfg := range []engine.Config{
+		{Addrs: []string{set.Addrs()[0]}, Clusters: []engine.ClusterMember{{Seeds: a[:1]}, {Seeds: a[1:2]}}},
+		{Addrs: []string{a[2], set.Addrs()[0]}, Clusters: []engine.ClusterMember{{Seeds: a[:1]}}},
 	} {
-		e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs})
+		cfg.FreshMasters = true
+		addrs := cfg.Addrs
+		e, err := engine.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -26,7 +27,8 @@ const (
 	// timeout ttl/100.
 	MinMasterTimeout = 5 * time.Millisecond
 	MaxMasterTimeout = 50 * time.Millisecond
-	// MaxMasters bounds the number of masters (Config.Addrs).
+	// MaxMasters bounds the number of members (Config.Addrs and
+	// Config.Clusters together).
 	MaxMasters = 64
 	// DefaultMergeMax is the default Config.MergeMax (see
 	// docs/benchmarks.md for how it was chosen).
@@ -40,9 +42,16 @@ const (
 
 // Config configures an [Engine].
 type Config struct {
-	// Addrs are the masters' host:port addresses (required, at least one).
-	// Use an odd number: N=2k+1 tolerates k failed masters.
+	// Addrs are the standalone masters' host:port addresses. Addrs and
+	// Clusters together are the members (at least one); the quorum is a
+	// majority of members. Use an odd number: N=2k+1 tolerates k failed
+	// members. Members are numbered Addrs first, in order, then Clusters
+	// ([MasterError.Master], [MasterStatus.Index], metrics labels).
 	Addrs []string
+	// Clusters are members that are each a whole Redis Cluster, so that
+	// lock throughput grows with the clusters' shards
+	// (docs/operations.md). Default none.
+	Clusters []ClusterMember
 	// Conn configures each master connection (AUTH, TLS, timeouts...).
 	// The engine adds its scripts to Conn.Scripts.
 	Conn conn.Config
@@ -137,24 +146,40 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if len(c.Addrs) == 0 {
+	n := len(c.Addrs) + len(c.Clusters)
+	if n == 0 {
 		return c, fmt.Errorf("%w: no masters", ErrBadArgument)
 	}
-	if len(c.Addrs) > MaxMasters {
-		return c, fmt.Errorf("%w: %d masters, at most %d", ErrBadArgument, len(c.Addrs), MaxMasters)
+	if n > MaxMasters {
+		return c, fmt.Errorf("%w: %d members, at most %d", ErrBadArgument, n, MaxMasters)
 	}
 	seen := map[string]bool{}
-	for _, a := range c.Addrs {
-		if a == "" {
-			return c, fmt.Errorf("%w: empty master address", ErrBadArgument)
-		}
-		if seen[a] {
-			return c, fmt.Errorf("%w: master %s listed twice", ErrBadArgument, a)
-		}
-		if seeds, ok := clusterSeeds(a); ok && len(seeds) == 0 {
-			return c, fmt.Errorf("%w: cluster member %q has no seed nodes (want %shost:port+host:port)", ErrBadArgument, a, ClusterPrefix)
+	node := func(a string) error {
+		switch {
+		case a == "":
+			return fmt.Errorf("%w: empty master address", ErrBadArgument)
+		case strings.HasPrefix(a, ClusterPrefix):
+			return fmt.Errorf("%w: %q: a Redis Cluster member goes in Config.Clusters", ErrBadArgument, a)
+		case seen[a]:
+			return fmt.Errorf("%w: master %s listed twice", ErrBadArgument, a)
 		}
 		seen[a] = true
+		return nil
+	}
+	for _, a := range c.Addrs {
+		if err := node(a); err != nil {
+			return c, err
+		}
+	}
+	for _, m := range c.Clusters {
+		if len(m.Seeds) == 0 {
+			return c, fmt.Errorf("%w: a cluster member has no seed nodes", ErrBadArgument)
+		}
+		for _, a := range m.Seeds {
+			if err := node(a); err != nil {
+				return c, err
+			}
+		}
 	}
 	if c.ConnsPerMaster <= 0 {
 		c.ConnsPerMaster = 1
@@ -191,6 +216,18 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// members returns every member's name (see [ClusterMember.String]) and,
+// for a cluster member, its seeds: Addrs first, then Clusters.
+func (c *Config) members() (names []string, seeds [][]string) {
+	for _, a := range c.Addrs {
+		names, seeds = append(names, a), append(seeds, nil)
+	}
+	for _, m := range c.Clusters {
+		names, seeds = append(names, m.String()), append(seeds, m.Seeds)
+	}
+	return names, seeds
 }
 
 // masterTimeout returns the per-master timeout for an operation on a ttl.

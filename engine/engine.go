@@ -71,7 +71,8 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, addrs: cfg.Addrs, n: len(cfg.Addrs), epoch: time.Now()}
+	names, members := cfg.members()
+	e := &Engine{cfg: cfg, addrs: names, n: len(names), epoch: time.Now()}
 	e.q = e.n/2 + 1
 	e.release = scripts.Release
 	releaseMulti, releaseArgs := scripts.ReleaseMulti, 1
@@ -100,7 +101,7 @@ func New(cfg Config) (*Engine, error) {
 	e.conns = make([][]*conn.Conn, e.n)
 	e.fan = make([][]master, e.n)
 	e.obs = cfg.Observer
-	for i, a := range cfg.Addrs {
+	for i, a := range names {
 		cc := cfg.Conn
 		if obs := cfg.Observer; obs != nil {
 			user := cc.OnWrite
@@ -120,7 +121,7 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 		sub := a
-		if seeds, ok := clusterSeeds(a); ok {
+		if seeds := members[i]; seeds != nil {
 			if e.clusters == nil {
 				e.clusters = make([]*conn.Cluster, e.n)
 			}
@@ -162,7 +163,8 @@ func New(cfg Config) (*Engine, error) {
 // Quorum returns N/2+1.
 func (e *Engine) Quorum() int { return e.q }
 
-// Masters returns the master addresses.
+// Masters returns every member's name in member order: a master's
+// address, or a cluster member's [ClusterMember.String].
 func (e *Engine) Masters() []string { return append([]string(nil), e.addrs...) }
 
 // closeDrain bounds how long Close waits for requests in flight.
@@ -293,7 +295,7 @@ type Stats struct {
 	// QuarantinedUntil is, per master, when its restart quarantine ends
 	// (zero time: not quarantined).
 	QuarantinedUntil []time.Time
-	// Cluster members (ClusterPrefix): -MOVED and -ASK replies followed,
+	// Cluster members (Config.Clusters): -MOVED and -ASK replies followed,
 	// and slot map reloads, summed over members.
 	ClusterMoved, ClusterAsked, ClusterRefreshes uint64
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -433,6 +434,12 @@ func TestBadArguments(t *testing.T) {
 			{"empty-addrs", engine.Config{FreshMasters: true, Addrs: []string{}}},
 			{"empty-addr", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1", ""}}},
 			{"duplicate", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:1"}}},
+			{"cluster-string-in-addrs", engine.Config{FreshMasters: true, Addrs: []string{"cluster:127.0.0.1:1+127.0.0.1:2"}}},
+			{"cluster-no-seeds", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, Clusters: []engine.ClusterMember{{}}}},
+			{"cluster-empty-seed", engine.Config{FreshMasters: true, Clusters: []engine.ClusterMember{{Seeds: []string{"127.0.0.1:1", ""}}}}},
+			{"cluster-seed-is-master", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, Clusters: []engine.ClusterMember{{Seeds: []string{"127.0.0.1:1"}}}}},
+			{"cluster-seed-twice", engine.Config{FreshMasters: true, Clusters: []engine.ClusterMember{{Seeds: []string{"127.0.0.1:2"}}, {Seeds: []string{"127.0.0.1:2"}}}}},
+			{"too-many-members", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, Clusters: slices.Repeat([]engine.ClusterMember{{Seeds: []string{"127.0.0.1:2"}}}, engine.MaxMasters)}},
 			{"negative-timeout", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, MasterTimeout: -1}},
 			{"drift-factor-1", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, DriftFactor: 1}},
 			{"negative-drift", engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}, DriftMin: -1}},

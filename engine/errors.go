@@ -74,7 +74,7 @@ var ErrDuplicateMaster = errors.New("engine: one server listed under two address
 
 // MasterError is one master's failure inside an operation.
 type MasterError struct {
-	Master int    // index in Config.Addrs
+	Master int    // member index: Config.Addrs, then Config.Clusters
 	Addr   string // master address
 	Err    error  // cause: ErrHeld, ErrNotHeld, conn.ErrTimeout, *resp.Error, ...
 }

@@ -13,6 +13,10 @@ import (
 func (e *Engine) Config() Config {
 	c := e.cfg
 	c.Addrs = append([]string(nil), c.Addrs...)
+	c.Clusters = append([]ClusterMember(nil), c.Clusters...)
+	for i := range c.Clusters {
+		c.Clusters[i].Seeds = append([]string(nil), c.Clusters[i].Seeds...)
+	}
 	return c
 }
 

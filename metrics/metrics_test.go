@@ -177,7 +177,7 @@ func TestClusterMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: append([]string{engine.ClusterPrefix + lc.Addrs()[0]}, set.Addrs()...), MasterTimeout: time.Second, Observer: m})
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), Clusters: []engine.ClusterMember{{Seeds: lc.Addrs()[:1]}}, MasterTimeout: time.Second, Observer: m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 	if q := s.eng.Quorum(); answered < q {
 		// The whole story, with addresses and the masters' own texts, for
 		// the operator's log (the client's reply has neither).
-		addrs := s.eng.Config().Addrs
+		addrs := s.eng.Masters()
 		var b strings.Builder
 		for i, r := range reps {
 			if err := replyErr(r); err != nil && i < len(addrs) {

@@ -49,7 +49,8 @@ const freeClientBytes = 16 << 10
 // not read for this long is closed.
 const writeTimeout = 10 * time.Second
 
-// Config configures a [Server]. EngineConfig.Addrs (or Engine) is required.
+// Config configures a [Server]. EngineConfig's members (Addrs, Clusters) or
+// Engine are required.
 type Config struct {
 	// EngineConfig configures the engine the server creates (and closes) for its
 	// masters: EngineConfig.Addrs, master AUTH/TLS in EngineConfig.Conn, per-master
@@ -57,7 +58,7 @@ type Config struct {
 	// the engine's ([engine.Config]). Ignored when Engine is set.
 	EngineConfig engine.Config
 	// Engine, if set, is the engine the server drives instead of creating
-	// one; the server does not close it. AllowScripts needs EngineConfig.Addrs.
+	// one; the server does not close it. AllowScripts needs EngineConfig's members.
 	Engine *engine.Engine
 	// Listen is the address ListenAndServe listens on (default [DefaultListen]).
 	Listen string
@@ -134,14 +135,15 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Engine == nil && len(c.EngineConfig.Addrs) == 0 {
-		return c, fmt.Errorf("%w: no masters (EngineConfig.Addrs or Engine)", ErrBadConfig)
+	members := len(c.EngineConfig.Addrs) + len(c.EngineConfig.Clusters)
+	if c.Engine == nil && members == 0 {
+		return c, fmt.Errorf("%w: no masters (EngineConfig.Addrs, EngineConfig.Clusters or Engine)", ErrBadConfig)
 	}
 	if c.EngineConfig.KeyPrefix != "" || (c.Engine != nil && c.Engine.Config().KeyPrefix != "") {
 		return c, fmt.Errorf("%w: set the proxy's KeyPrefix, not the engine's", ErrBadConfig)
 	}
-	if c.AllowScripts && len(c.EngineConfig.Addrs) == 0 {
-		return c, fmt.Errorf("%w: AllowScripts needs EngineConfig.Addrs.for its own master connections", ErrBadConfig)
+	if c.AllowScripts && members == 0 {
+		return c, fmt.Errorf("%w: AllowScripts needs EngineConfig's members for its own master connections", ErrBadConfig)
 	}
 	for _, v := range []struct {
 		p    *int

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,16 +57,16 @@ func TestTwoProxies(t *testing.T) {
 // client libraries as with standalone members.
 func TestClusterMemberProxy(t *testing.T) {
 	ctx := context.Background()
-	var members []string
+	var members []engine.ClusterMember
 	var first *localmaster.Cluster
 	for range 3 {
 		lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 		if first == nil {
 			first = lc
 		}
-		members = append(members, engine.ClusterPrefix+strings.Join(lc.Addrs()[:2], "+"))
+		members = append(members, engine.ClusterMember{Seeds: lc.Addrs()[:2]})
 	}
-	e := startEnvOn(t, first.Set, func(c *Config) { c.EngineConfig.Addrs = members })
+	e := startEnvOn(t, first.Set, func(c *Config) { c.EngineConfig.Addrs, c.EngineConfig.Clusters = nil, members })
 	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
 	defer c.Close()
 	release := redis.NewScript(libTable[0].Source)

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/members"
 )
 
 // newFlagSet returns a FlagSet that prints nothing itself: run prints a
@@ -188,24 +188,14 @@ func wrapWords(s string, width int) []string {
 
 // checkAddrs validates the host:port list of flag name: syntax, port
 // range, and two entries that resolve to the same address (one server
-// would vote twice). A Redis Cluster member (engine.ClusterPrefix) is
+// would vote twice). A Redis Cluster member (cluster:host:port+…) is
 // checked seed by seed. Names are resolved with a short timeout.
 func checkAddrs(name string, addrs []string) error {
-	var flat []string
-	for _, a := range addrs {
-		rest, ok := strings.CutPrefix(a, engine.ClusterPrefix)
-		if !ok {
-			flat = append(flat, a)
-			continue
-		}
-		seeds := strings.Split(rest, "+")
-		for _, s := range seeds {
-			if s == "" {
-				return usageError{fmt.Errorf("--%s: %q: want %shost:port+host:port", name, a, engine.ClusterPrefix)}
-			}
-		}
-		flat = append(flat, seeds...)
+	standalone, clusters, err := members.Parse(addrs)
+	if err != nil {
+		return usageError{fmt.Errorf("--%s: %w", name, err)}
 	}
+	flat := members.Nodes(standalone, clusters)
 	seen := map[string]string{}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

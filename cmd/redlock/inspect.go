@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/inspect"
+	"github.com/redlock-dev/redlock/internal/members"
 )
 
 // exitFindings: `redlock inspect` found anomalies (or could not scan every
@@ -61,10 +61,8 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkAddrs("masters", addrs); err != nil {
 		return err
 	}
-	for _, a := range addrs {
-		if strings.HasPrefix(a, engine.ClusterPrefix) {
-			return usageError{fmt.Errorf("--masters: %q: inspect does not scan Redis Cluster members yet", a)}
-		}
+	if members.HasCluster(addrs) {
+		return usageError{errors.New("--masters: inspect does not scan Redis Cluster members yet")}
 	}
 	var cc conn.Config
 	if err := mf.apply(&cc); err != nil {

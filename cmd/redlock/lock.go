@@ -17,6 +17,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/members"
 )
 
 // Exit codes of `redlock lock` other than the command's own status.
@@ -204,13 +205,14 @@ func cutDash(args []string) (before, after []string, found bool) {
 // engineAcquire takes the lock over the masters with an engine of its own:
 // fenced, extended by the engine's watchdog.
 func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.Config, log *slog.Logger) (heldLock, func(), error) {
-	ec.Addrs = mf.list()
-	if len(ec.Addrs) == 0 {
+	list := mf.list()
+	if len(list) == 0 {
 		return nil, nil, usageError{errors.New("--masters (or $" + envMasters + ") is required, or --proxy")}
 	}
-	if err := checkAddrs("masters", ec.Addrs); err != nil {
+	if err := checkAddrs("masters", list); err != nil {
 		return nil, nil, err
 	}
+	ec.Addrs, ec.Clusters, _ = members.Parse(list) // checked by checkAddrs
 	if err := mf.apply(&ec.Conn); err != nil {
 		return nil, nil, err
 	}

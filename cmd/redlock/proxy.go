@@ -16,6 +16,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/members"
 	"github.com/redlock-dev/redlock/internal/pprofsrv"
 	"github.com/redlock-dev/redlock/metrics"
 	"github.com/redlock-dev/redlock/proxy"
@@ -118,13 +119,14 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 		"auth-timeout", "request-timeout"); err != nil {
 		return proxyOptions{}, err
 	}
-	ec.Addrs = mf.list()
-	if len(ec.Addrs) == 0 {
+	list := mf.list()
+	if len(list) == 0 {
 		return proxyOptions{}, usageError{errors.New("--masters is required")}
 	}
-	if err := checkAddrs("masters", ec.Addrs); err != nil {
+	if err := checkAddrs("masters", list); err != nil {
 		return proxyOptions{}, err
 	}
+	ec.Addrs, ec.Clusters, _ = members.Parse(list) // checked by checkAddrs
 	if err := mf.apply(&ec.Conn); err != nil {
 		return proxyOptions{}, err
 	}
@@ -214,7 +216,8 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 			log.Warn("master unreachable at start", "master", m.Index, "addr", m.Addr, "err", m.Err)
 		}
 	}
-	if w := topologyWarning(len(ec.Addrs)); w != "" {
+	names := members.Names(*ec)
+	if w := topologyWarning(len(names)); w != "" {
 		log.Warn(w)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -229,7 +232,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		ln, scheme = tls.NewListener(ln, o.tls), " (TLS)"
 	}
 	fmt.Fprintf(stdout, "redlock proxy listening on %s%s, masters %s (quorum %d)\n",
-		ln.Addr(), scheme, strings.Join(ec.Addrs, ","), len(ec.Addrs)/2+1)
+		ln.Addr(), scheme, strings.Join(names, ","), len(names)/2+1)
 	if cfg.AllowScripts {
 		log.Warn("--allow-scripts: every client may run any script on every master")
 	}

@@ -358,6 +358,13 @@ func TestParseProxyFlags(t *testing.T) {
 				t.Errorf("options: %+v", o)
 			}
 		}},
+		{name: "cluster members", args: []string{"--masters", "127.0.0.1:7001,cluster:127.0.0.1:7101+127.0.0.1:7102,127.0.0.1:7002"}, check: func(t *testing.T, o proxyOptions) {
+			ec := o.EngineConfig
+			if !slices.Equal(ec.Addrs, []string{"127.0.0.1:7001", "127.0.0.1:7002"}) || len(ec.Clusters) != 1 ||
+				!slices.Equal(ec.Clusters[0].Seeds, []string{"127.0.0.1:7101", "127.0.0.1:7102"}) {
+				t.Errorf("members: addrs %q, clusters %v", ec.Addrs, ec.Clusters)
+			}
+		}},
 		{name: "requirepass from a file", args: []string{"--masters", masters, "--requirepass-file", pwFile}, check: func(t *testing.T, o proxyOptions) {
 			if o.RequirePass != "from-file" {
 				t.Errorf("RequirePass %q", o.RequirePass)
@@ -381,6 +388,7 @@ func TestParseProxyFlags(t *testing.T) {
 		{name: "negative duration", args: []string{"--masters", masters, "--shutdown-timeout", "-1s"}, err: "must not be negative"},
 		{name: "not a number", args: []string{"--masters", masters, "--max-args", "many"}, err: `invalid value "many" for flag -max-args`},
 		{name: "bad master address", args: []string{"--masters", "127.0.0.1:0"}, err: "port must be a number from 1 to 65535"},
+		{name: "cluster member without seeds", args: []string{"--masters", masters + ",cluster:127.0.0.1:7101+"}, err: "want cluster:host:port+host:port"},
 		{name: "password twice", args: []string{"--masters", masters, "--requirepass", "a", "--requirepass-file", pwFile}, err: "are exclusive"},
 		{name: "missing password file", args: []string{"--masters", masters, "--requirepass-file", pwFile + ".none"}, err: "--requirepass-file: open"},
 		{name: "tls key without cert", args: []string{"--masters", masters, "--tls-key", pwFile}, err: "--tls-cert and --tls-key go together"},
