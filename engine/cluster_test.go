@@ -362,13 +362,12 @@ func TestClusterDuplicateMember(t *testing.T) {
 		{Addrs: []string{a[2], set.Addrs()[0]}, Clusters: []engine.ClusterMember{{Seeds: a[:1]}}},
 	} {
 		cfg.FreshMasters = true
-		addrs := cfg.Addrs
 		e, err := engine.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.WaitReady(ctx); !errors.Is(err, engine.ErrDuplicateMaster) {
-			t.Errorf("Probe of %v: %v, want ErrDuplicateMaster", addrs, err)
+			t.Errorf("WaitReady with masters %v and clusters %v: %v, want ErrDuplicateMaster", cfg.Addrs, cfg.Clusters, err)
 		}
 		e.Close()
 	}

@@ -216,7 +216,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 			log.Warn("master unreachable at start", "master", m.Index, "addr", m.Addr, "err", m.Err)
 		}
 	}
-	names := members.Names(*ec)
+	names := srv.Engine().Masters()
 	if w := topologyWarning(len(names)); w != "" {
 		log.Warn(w)
 	}

@@ -61,13 +61,3 @@ func HasCluster(list []string) bool {
 	}
 	return false
 }
-
-// Names returns cfg's member names in the engine's order (as
-// [engine.Engine.Masters] does once the engine exists).
-func Names(cfg engine.Config) []string {
-	out := append([]string(nil), cfg.Addrs...)
-	for _, m := range cfg.Clusters {
-		out = append(out, m.String())
-	}
-	return out
-}

@@ -3,8 +3,6 @@ package members
 import (
 	"slices"
 	"testing"
-
-	"github.com/redlock-dev/redlock/engine"
 )
 
 func TestParse(t *testing.T) {
@@ -39,15 +37,6 @@ func TestParse(t *testing.T) {
 			}
 			if !slices.Equal(addrs, tc.addrs) || !slices.EqualFunc(seeds, tc.clusters, slices.Equal) {
 				t.Errorf("Parse(%q) = %q, %q; want %q, %q", tc.list, addrs, seeds, tc.addrs, tc.clusters)
-			}
-			// Names gives the engine's member order and the flag syntax back.
-			cfg := engine.Config{Addrs: addrs, Clusters: clusters}
-			want := slices.Clone(tc.addrs)
-			for _, s := range tc.clusters {
-				want = append(want, engine.ClusterMember{Seeds: s}.String())
-			}
-			if got := Names(cfg); !slices.Equal(got, want) {
-				t.Errorf("Names = %q, want %q", got, want)
 			}
 			if got := Nodes(addrs, clusters); len(got) != len(tc.addrs)+len(slices.Concat(tc.clusters...)) {
 				t.Errorf("Nodes = %q", got)
