@@ -123,6 +123,9 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		crand.Read(raw[:])
 		hex.Encode(l.tokenBuf[:], raw[:])
 		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
+		if co.tokenPrefix != "" {
+			l.token = co.tokenPrefix + l.token
+		}
 	}
 	kind, script := opAcquire, (*conn.Script)(nil)
 	if co.fencing {

@@ -250,6 +250,7 @@ type Option func(*callOpts)
 
 type callOpts struct {
 	token         string
+	tokenPrefix   string // each attempt's token is tokenPrefix + a random one (Reentrant's owner)
 	retryDelay    time.Duration
 	maxTries      int
 	masterTimeout time.Duration

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // Lock is an acquired lock. Its methods are safe for concurrent use.
@@ -65,7 +66,7 @@ type lockLife struct {
 	mu    sync.Mutex
 	done  chan struct{}          // made by the first Done, closed at the end
 	err   error                  // why it ended; nil while held
-	hooks map[uint64]func(error) // Context cancellations
+	hooks map[uint64]func(error) // onEnd hooks (Context cancellations, LockSet)
 	next  uint64
 }
 
@@ -145,25 +146,35 @@ func (l *Lock) Err() error {
 // is lost. It starts no goroutine.
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
+	remove := l.onEnd(cancel)
+	return ctx, func() {
+		remove()
+		cancel(context.Canceled)
+	}
+}
+
+// onEnd calls f with the lock's Err when its life ends — at once when it
+// already has — and hands the lock to the keeper, which ends it when the
+// validity runs out. The returned func unregisters f.
+func (l *Lock) onEnd(f func(error)) (remove func()) {
 	l.life.mu.Lock()
 	if err := l.life.err; err != nil {
 		l.life.mu.Unlock()
-		cancel(err)
-		return ctx, func() {}
+		f(err)
+		return func() {}
 	}
 	if l.life.hooks == nil {
 		l.life.hooks = map[uint64]func(error){}
 	}
 	id := l.life.next
 	l.life.next++
-	l.life.hooks[id] = cancel
+	l.life.hooks[id] = f
 	l.life.mu.Unlock()
 	l.e.keep.watch(l)
-	return ctx, func() {
+	return func() {
 		l.life.mu.Lock()
 		delete(l.life.hooks, id)
 		l.life.mu.Unlock()
-		cancel(context.Canceled)
 	}
 }
 
@@ -381,6 +392,24 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	return o
 }
 
+// sendReenter starts a Reentrant's re-acquisition of l for ttl (ms in
+// milliseconds): the masters that hold l's token raise its TTL to ttl if it
+// is lower. Since no master's TTL is lowered, the deadline is not lowered
+// at sending, and a success moves it to the later of the two.
+func (l *Lock) sendReenter(ttl time.Duration, ms int64) *op {
+	e := l.e
+	o := e.getOp(opExtend, false, l.cix, l.first)
+	o.khash, o.key, o.raise = l.khash, l.key, true
+	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
+	o.seq = l.extSent.Add(1)
+	o.cmd = scripts.Reenter.AppendEvalSha(o.cmd[:0], 1, 2)
+	o.cmd = resp.AppendBulkString(o.cmd, l.key)
+	o.cmd = resp.AppendBulkString(o.cmd, l.token)
+	o.cmd = resp.AppendBulkInt(o.cmd, ms)
+	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), scripts.Reenter)
+	return o
+}
+
 // extendDone applies the decided extension o to the lock and releases o.
 //
 // Sending an extension already lowered the deadline to what it leaves
@@ -405,11 +434,16 @@ func (l *Lock) extendDone(o *op) error {
 	latest := o.seq == l.extSent.Load()
 	if ok {
 		if latest {
+			if o.raise {
+				newUntil = max(newUntil, l.until.Load())
+			}
 			l.until.Store(newUntil)
 			l.granted.Store(int64(o.t1.Sub(e.epoch)))
 			e.keep.extended(l)
 		}
-		l.extensions.Add(1)
+		if !o.raise {
+			l.extensions.Add(1)
+		}
 		e.extended.Add(1)
 		if e.obs != nil {
 			e.obs.Extend(true, o.notify != nil)
@@ -419,12 +453,20 @@ func (l *Lock) extendDone(o *op) error {
 		}
 		return nil
 	}
-	l.lowerUntil(newUntil)
 	err := o.quorumError(ErrLockLost, extra)
 	e.extendFailed.Add(1)
 	if e.obs != nil {
 		e.obs.Extend(false, o.notify != nil)
 	}
+	if o.raise {
+		// A re-acquisition lowered no master's TTL: the hold keeps its
+		// deadline unless a quorum said the key no longer holds its token.
+		if extra == nil && !errors.Is(err, ErrUnavailable) {
+			l.end(err)
+		}
+		return err
+	}
+	l.lowerUntil(newUntil)
 	if o.notify != nil && extra == nil && errors.Is(err, ErrUnavailable) && e.keep.retry(l, err) {
 		return err
 	}

@@ -77,6 +77,9 @@ type op struct {
 	t1   time.Time
 	ttl  time.Duration
 	seq  uint64 // an extension's number among its lock's (Lock.extSent)
+	// raise: the extension is a Reentrant's re-acquisition (scripts.Reenter),
+	// which raises the TTL and never lowers it.
+	raise bool
 	// notify, when set, receives the op at its decision instead of done
 	// (the watchdog's extensions: nobody blocks on them).
 	notify func(*op)
@@ -100,7 +103,7 @@ func (o *op) unref() {
 	o.decided.Store(false)
 	o.yes.Store(0)
 	o.fence.Store(0)
-	o.retry = false
+	o.retry, o.raise = false, false
 	o.lock, o.notify, o.t1 = nil, nil, time.Time{}
 	o.khash, o.merge, o.key = 0, nil, ""
 	clear(o.results)

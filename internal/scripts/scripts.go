@@ -68,6 +68,14 @@ var (
 	ReleaseNotifyMulti = load("engine", "release_notify_multi")
 	// ExtendMulti is Extend over n keys (token ARGV[2i-1], TTL ARGV[2i] ms).
 	ExtendMulti = load("engine", "extend_multi")
+
+	// Reenter is a Reentrant's re-acquisition: if KEYS[1] holds ARGV[1],
+	// it raises the key's TTL to ARGV[2] ms when it is lower (never
+	// lowers it) and returns 1; otherwise 0.
+	Reenter = load("engine", "reenter")
+	// Holder reads KEYS[1]: {value, PTTL} in one step, nil when the key
+	// does not exist (engine.Holder's quorum read).
+	Holder = load("engine", "holder")
 )
 
 // The proxy's own scripts.

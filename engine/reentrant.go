@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Reentrant is a lock on one key that its holder may take again while
+// holding it: each Lock or TryLock while held adds one to the hold count,
+// each Unlock takes one away, and the key is released on the masters when
+// the count reaches zero.
+//
+// The Reentrant value is the owner: share it between the goroutines that
+// act as one holder. Each acquisition from zero is a plain lock's (a
+// quorum of SET NX PX, the same validity, cleanup, restart quarantine,
+// [WithAutoExtend] and [WithFencing]); its token is the owner label, a
+// colon, and a random part, so [Engine.Holder] shows the owner and every
+// attempt's token is unique (see [WithToken]). A re-acquisition costs one
+// script per master: where the key still holds the hold's token, its TTL
+// is raised to the new ttl if that is longer — never lowered — and it
+// succeeds when a quorum did so within the new validity. A failed
+// re-acquisition leaves the count and the deadline as they were, except
+// when a quorum answered that the key no longer holds the token: the hold
+// was lost, and it ends (Done closes, Err says why).
+//
+// Its methods are safe for concurrent use.
+type Reentrant struct {
+	e     *Engine
+	key   string
+	owner string
+
+	mu    sync.Mutex
+	l     *Lock // the hold; nil at count 0
+	count int
+}
+
+// errOwner refuses an owner label that could not prefix a token.
+var errOwner = fmt.Errorf("%w: owner longer than 256 bytes or containing a colon", ErrBadArgument)
+
+// NewReentrant returns a reentrant lock on key, not held, owned by owner (a
+// label shown in its tokens; "" for none). It does not contact the masters.
+func (e *Engine) NewReentrant(key, owner string) (*Reentrant, error) {
+	if key == "" {
+		return nil, errEmptyKey
+	}
+	if len(owner) > 256 || strings.Contains(owner, ":") {
+		return nil, errOwner
+	}
+	return &Reentrant{e: e, key: key, owner: owner}, nil
+}
+
+// Key returns the key, as passed to NewReentrant.
+func (r *Reentrant) Key() string { return r.key }
+
+// Count returns the hold count: 0 when not held.
+func (r *Reentrant) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count
+}
+
+// Lock acquires the key, waiting while another holder has it, as
+// [Engine.Lock] does; when r holds it already, it re-acquires it for ttl
+// (one try, no waiting: options are ignored) and adds one to the count.
+func (r *Reentrant) Lock(ctx context.Context, ttl time.Duration, opts ...Option) error {
+	return r.acquire(ctx, ttl, opts, true)
+}
+
+// TryLock is Lock with one try when the key is not held by r, as
+// [Engine.TryLock]: an error matching [ErrNotAcquired] when it is held
+// elsewhere.
+func (r *Reentrant) TryLock(ctx context.Context, ttl time.Duration, opts ...Option) error {
+	return r.acquire(ctx, ttl, opts, false)
+}
+
+func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Option, wait bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.l != nil && r.l.Err() != nil {
+		// The hold ended (lost, or its validity ran out): the count goes
+		// with it, and this is an acquisition from zero.
+		r.l, r.count = nil, 0
+	}
+	if r.l != nil {
+		return r.reenter(ctx, ttl)
+	}
+	opts = append(opts[:len(opts):len(opts)], func(o *callOpts) { o.tokenPrefix = r.owner + ":" })
+	if len(opts) > 1 {
+		if co := applyOpts(opts); co.token != "" {
+			return fmt.Errorf("%w: a Reentrant's token is its owner's (WithToken does not apply)", ErrBadArgument)
+		}
+	}
+	var l *Lock
+	var err error
+	if wait {
+		l, err = r.e.Lock(ctx, r.key, ttl, opts...)
+	} else {
+		l, err = r.e.TryLock(ctx, r.key, ttl, opts...)
+	}
+	if err != nil {
+		return err
+	}
+	r.l, r.count = l, 1
+	return nil
+}
+
+// reenter re-acquires the hold (r.mu held).
+func (r *Reentrant) reenter(ctx context.Context, ttl time.Duration) error {
+	l, e := r.l, r.e
+	ttl, err := e.lockTTL(ttl)
+	if err != nil {
+		return err
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := l.sendReenter(ttl, ttl.Milliseconds())
+	if err := o.wait(ctx); err != nil {
+		o.unref()
+		return err
+	}
+	if err := l.extendDone(o); err != nil {
+		return err
+	}
+	r.count++
+	return nil
+}
+
+// Unlock takes one from the hold count and, when it reaches zero, releases
+// the key as [Lock.Unlock] does (its errors are Unlock's; the count is
+// zero whatever the release's outcome, and a release without a quorum can
+// be retried by calling Unlock again). It returns an error matching
+// [ErrUnlocked] when r does not hold the key.
+func (r *Reentrant) Unlock(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.count > 1 {
+		r.count--
+		return nil
+	}
+	l := r.l
+	if l == nil {
+		return errUnlocked
+	}
+	if r.count == 1 {
+		r.count = 0
+	}
+	err := l.Unlock(ctx)
+	if err == nil || !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		r.l = nil // released, or lost: nothing to retry
+	}
+	return err
+}
+
+// Held returns the current hold — for its Done, Err, Context, Remaining,
+// Valid, Token and FencingToken —, or nil when r does not hold the key.
+// Unlock the hold with r.Unlock, not with the Lock's own Unlock, which
+// would release it whatever the count.
+func (r *Reentrant) Held() *Lock {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.count == 0 {
+		return nil
+	}
+	return r.l
+}
+
+// Done returns the current hold's [Lock.Done], or a closed channel when r
+// does not hold the key.
+func (r *Reentrant) Done() <-chan struct{} {
+	if l := r.Held(); l != nil {
+		return l.Done()
+	}
+	return closedChan
+}
+
+// Err returns the current hold's [Lock.Err], or [ErrUnlocked] when r does
+// not hold the key.
+func (r *Reentrant) Err() error {
+	if l := r.Held(); l != nil {
+		return l.Err()
+	}
+	return ErrUnlocked
+}
+
+// Context returns the current hold's [Lock.Context]; when r does not hold
+// the key, a copy of parent already cancelled with [ErrUnlocked].
+func (r *Reentrant) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if l := r.Held(); l != nil {
+		return l.Context(parent)
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	cancel(ErrUnlocked)
+	return ctx, func() {}
+}
