@@ -128,14 +128,24 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 		}
 	}
 	kind, script := opAcquire, (*conn.Script)(nil)
-	if co.fencing {
+	switch {
+	case co.fencing:
 		kind, script = opFenced, scripts.FenceAcquire
+	case co.rw != rwNone:
+		kind, script = opRW, scripts.WriteAcquire
+		if co.rw == rwRead {
+			script = scripts.ReadAcquire
+			l.read, l.key = true, key+readersSuffix
+		}
 	}
 	o := e.getOp(kind, false, l.cix, l.first)
 	o.khash, o.key = l.khash, l.key
-	if co.fencing {
+	switch {
+	case co.fencing:
 		o.cmd = appendFencedSet(o.cmd[:0], key, fenceKey, l.token, ms)
-	} else {
+	case co.rw != rwNone:
+		o.cmd = appendRWAcquire(o.cmd[:0], script, key, l.token, ms, co.waiterID, co.rw == rwWrite)
+	default:
 		o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	}
 	mt := co.masterTimeout
@@ -151,11 +161,11 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 // finish waits for the decision of a begun acquisition and completes it:
 // the lock, or an error after the cleanup.
 func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
-	l, o, t1, mt, ttl, co, key := a.l, a.o, a.t1, a.mt, a.ttl, a.co, a.l.key
+	l, o, t1, mt, ttl, co := a.l, a.o, a.t1, a.mt, a.ttl, a.co
 	if err := o.wait(ctx); err != nil {
 		e.cancelled.Add(1)
 		e.observeAcquire(err, o, t1, ttl)
-		e.cleanup(o, key, l.token, l.cix)
+		e.cleanup(o, l)
 		o.unref()
 		return nil, err
 	}
@@ -173,7 +183,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 			// A grant without a token that later holders are sure to
 			// exceed is not handed out.
 			e.observeAcquire(err, o, t1, ttl)
-			e.cleanup(o, key, l.token, l.cix)
+			e.cleanup(o, l)
 			o.unref()
 			return nil, err
 		}
@@ -196,7 +206,7 @@ func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
 	}
 	// cleanup waits for every master's answer (bounded by the per-master
 	// timeout): the error then tells "held" from "unavailable" on all of them.
-	e.cleanup(o, key, l.token, l.cix)
+	e.cleanup(o, l)
 	qerr := o.quorumError(ErrNotAcquired, extra)
 	if errors.Is(qerr, ErrUnavailable) {
 		e.unavailable.Add(1)
@@ -251,10 +261,10 @@ func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
 // proxy passes clients' values through). Every other master is released,
 // including those that timed out (their SET may still execute; the release
 // is queued behind it on the same connection).
-func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
+func (e *Engine) cleanup(acq *op, l *Lock) {
 	<-acq.all
-	o := e.getOp(opRelease, true, cix, acq.first)
-	o.khash, o.merge, o.key = acq.khash, e.releaseMerge, key
+	o := e.getOp(opRelease, true, l.cix, acq.first)
+	o.khash, o.key = acq.khash, l.key
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		if r.state == -1 && r.err == ErrHeld {
@@ -262,8 +272,8 @@ func (e *Engine) cleanup(acq *op, key, token string, cix uint32) {
 		}
 	}
 	acq.mu.Unlock()
-	o.cmd = e.appendRelease(o.cmd[:0], key, token)
-	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), e.release)
+	script := l.appendRelease(o)
+	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), script)
 	<-o.done
 	o.unref()
 }
@@ -320,6 +330,25 @@ func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
 	return resp.AppendBulkInt(dst, ms)
 }
 
+// appendRWAcquire encodes a read (write false) or write acquisition of the
+// RWLock whose writer key is key.
+func appendRWAcquire(dst []byte, script *conn.Script, key, token string, ms int64, waiter string, write bool) []byte {
+	argc := 2
+	if write {
+		argc = 3
+	}
+	dst = script.AppendEvalSha(dst, 3, argc)
+	dst = resp.AppendBulkString(dst, key)
+	dst = resp.AppendBulkString(dst, key+readersSuffix)
+	dst = resp.AppendBulkString(dst, key+intentSuffix)
+	dst = resp.AppendBulkString(dst, token)
+	dst = resp.AppendBulkInt(dst, ms)
+	if write {
+		dst = resp.AppendBulkString(dst, waiter)
+	}
+	return dst
+}
+
 func appendSet(dst []byte, key, token string, ms int64) []byte {
 	dst = append(dst, "*6\r\n$3\r\nSET\r\n"...)
 	dst = resp.AppendBulkString(dst, key)
@@ -340,8 +369,8 @@ func (e *Engine) appendRelease(dst []byte, key, token string) []byte {
 	return resp.AppendBulkString(dst, e.cfg.ReleaseChannel)
 }
 
-func appendExtend(dst []byte, key, token string, ms int64) []byte {
-	dst = scripts.Extend.AppendEvalSha(dst, 1, 2)
+func appendExtend(dst []byte, script *conn.Script, key, token string, ms int64) []byte {
+	dst = script.AppendEvalSha(dst, 1, 2)
 	dst = resp.AppendBulkString(dst, key)
 	dst = resp.AppendBulkString(dst, token)
 	return resp.AppendBulkInt(dst, ms)

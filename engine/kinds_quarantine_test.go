@@ -39,6 +39,13 @@ func TestKindsQuarantine(t *testing.T) {
 		if _, err := e.TryLockAll(ctx, []string{"q:a", "q:key"}, time.Second); !errors.Is(err, engine.ErrUnavailable) {
 			t.Fatalf("TryLockAll: %v; want ErrUnavailable", err)
 		}
+		rw, _ := e.NewRWLock("q:rw")
+		if _, err := rw.TryRLock(ctx, time.Second); !errors.Is(err, engine.ErrUnavailable) {
+			t.Fatalf("RWLock.TryRLock: %v; want ErrUnavailable", err)
+		}
+		if _, err := rw.TryLock(ctx, time.Second); !errors.Is(err, engine.ErrUnavailable) {
+			t.Fatalf("RWLock.TryLock: %v; want ErrUnavailable", err)
+		}
 		s, _ := e.NewSemaphore("q:sem", 2)
 		if _, err := s.TryAcquire(ctx, time.Second); !errors.Is(err, engine.ErrUnavailable) {
 			t.Fatalf("Semaphore.TryAcquire: %v; want ErrUnavailable", err)

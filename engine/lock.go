@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -19,6 +21,7 @@ type Lock struct {
 	token      string
 	ttl        time.Duration
 	fence      int64  // fencing token (WithFencing), 0 without
+	read       bool   // an RWLock's read lock: key is the readers' set, token its member
 	cix        uint32 // connection index on every master (see Engine.connFor)
 	khash      uint64 // Engine.keyHash(key)
 	first      int    // master every fan-out starts with (see Engine.firstMaster)
@@ -74,7 +77,12 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // Key returns the locked key, as passed to Lock or TryLock (without
 // [Config.KeyPrefix]).
-func (l *Lock) Key() string { return l.key[len(l.e.cfg.KeyPrefix):] }
+func (l *Lock) Key() string {
+	if l.read {
+		return strings.TrimSuffix(l.key, readersSuffix)[len(l.e.cfg.KeyPrefix):]
+	}
+	return l.key[len(l.e.cfg.KeyPrefix):]
+}
 
 // Token returns the lock's token: the value stored on the masters.
 func (l *Lock) Token() string { return l.token }
@@ -266,11 +274,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.relState = append(l.relState, make([]int8, e.n)...) // no allocation for n ≤ 8
 	}
 	o := e.getOp(opRelease, false, l.cix, l.first)
-	o.khash, o.merge, o.key = l.khash, e.releaseMerge, l.key
+	o.khash, o.key = l.khash, l.key
 	o.retry = retry
 	copy(o.preset, l.relState)
-	o.cmd = e.appendRelease(o.cmd[:0], l.key, l.token)
-	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), e.release)
+	script := l.appendRelease(o)
+	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), script)
 	defer o.unref()
 	if e.waits.n.Load() > 0 {
 		// Hand-off: a waiter of this engine tries now; its acquire follows
@@ -381,15 +389,34 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 	if async {
 		o.notify = e.keep.decided
 	}
-	o.cmd = appendExtend(o.cmd[:0], l.key, l.token, ms)
+	script := scripts.Extend
+	if l.read {
+		o.merge, script = nil, scripts.ReadExtend
+	}
+	o.cmd = appendExtend(o.cmd[:0], script, l.key, l.token, ms)
 	// From the moment it is sent, any master may apply this TTL, and a
 	// later extension may reach only some of them: never count on more
 	// than this one leaves. (Extend(1s) answered by all, then Extend(30s)
 	// by two of five: three masters let the key go after 1s.) Only a later
 	// extension's success moves the deadline up again (extendDone).
 	l.lowerUntil(e.untilAfter(o.t1, ttl))
-	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), scripts.Extend)
+	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), script)
 	return o
+}
+
+// appendRelease encodes l's release into o.cmd, sets o's merge, and
+// returns the script o.cmd calls.
+func (l *Lock) appendRelease(o *op) *conn.Script {
+	if l.read {
+		o.merge = nil
+		o.cmd = scripts.ReadRelease.AppendEvalSha(o.cmd[:0], 1, 1)
+		o.cmd = resp.AppendBulkString(o.cmd, l.key)
+		o.cmd = resp.AppendBulkString(o.cmd, l.token)
+		return scripts.ReadRelease
+	}
+	o.merge = l.e.releaseMerge
+	o.cmd = l.e.appendRelease(o.cmd[:0], l.key, l.token)
+	return l.e.release
 }
 
 // sendReenter starts a Reentrant's re-acquisition of l for ttl (ms in

@@ -21,9 +21,10 @@ const (
 	opExtend
 	opFenced // acquire with a fencing token (scripts.FenceAcquire)
 	opRaise  // fencing counter write-back (scripts.FenceRaise): yes where the key holds the token
+	opRW     // read or write acquire of an RWLock (scripts.ReadAcquire/WriteAcquire): 1 granted, 0 held
 )
 
-var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend", opFenced: "acquire", opRaise: "fence"}
+var opNames = [...]string{opAcquire: "acquire", opRelease: "release", opExtend: "extend", opFenced: "acquire", opRaise: "fence", opRW: "acquire"}
 
 // masterResult is one master's answer inside an op.
 type masterResult struct {
@@ -164,6 +165,13 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 		}
 		if r.IsNull() {
 			return false, ErrHeld
+		}
+	case opRW:
+		if r.Type == resp.TypeInteger {
+			if r.Int == 1 {
+				return true, nil
+			}
+			return false, ErrHeld // nothing written
 		}
 	case opRaise:
 		if r.Type == resp.TypeInteger {

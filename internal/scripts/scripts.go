@@ -76,6 +76,29 @@ var (
 	// Holder reads KEYS[1]: {value, PTTL} in one step, nil when the key
 	// does not exist (engine.Holder's quorum read).
 	Holder = load("engine", "holder")
+
+	// The read-write lock's scripts. KEYS are the writer key (a plain
+	// lock's string, token as value), the readers' sorted set (member:
+	// token, score: its expiry in the master's milliseconds) and the
+	// waiting writer's intent key; every script reads the master's TIME.
+	//
+	// ReadAcquire (KEYS writer, readers, intent; ARGV token, ttl ms)
+	// returns 0 while a writer holds the key or waits for it, else drops
+	// expired readers, adds ARGV[1] expiring in ttl, keeps the set's TTL at
+	// least ttl and returns 1.
+	ReadAcquire = load("engine", "read_acquire")
+	// ReadRelease (KEYS readers; ARGV token) removes the reader: 1 or 0.
+	ReadRelease = load("engine", "read_release")
+	// ReadExtend (KEYS readers; ARGV token, ttl ms) moves an unexpired
+	// reader's expiry to now + ttl: 1, or 0 when it holds none.
+	ReadExtend = load("engine", "read_extend")
+	// WriteAcquire (KEYS writer, readers, intent; ARGV token, ttl ms,
+	// waiter id or "") returns 0 while the writer key exists; while
+	// unexpired readers hold it, it returns 0 and — for a waiting writer
+	// (ARGV[3] set) — sets or refreshes the intent key to its id for ttl,
+	// which makes new readers wait; otherwise it sets the writer key to the
+	// token for ttl, deletes its own intent and returns 1.
+	WriteAcquire = load("engine", "write_acquire")
 )
 
 // The proxy's own scripts.

@@ -163,3 +163,109 @@ func (c *Checker) violation(format string, args ...any) {
 func (r Result) Violations() int {
 	return r.Overlaps + r.OrderViolations + r.StaleAccepted + r.LegitRejected
 }
+
+// Crowd checks locks that admit several holders at once: a semaphore (at
+// most limit valid holders inside) and a read-write lock (any number of
+// valid readers, or one valid writer alone). Like Checker, a holder past
+// its own validity no longer counts. Its methods are safe for concurrent
+// use.
+type Crowd struct {
+	Margin time.Duration // validity a holder must have left to enter
+
+	mu   sync.Mutex
+	keys map[string]map[int64]crowdEntry
+	r    CrowdResult
+}
+
+type crowdEntry struct {
+	until time.Time
+	write bool
+}
+
+// CrowdResult is what a Crowd saw.
+type CrowdResult struct {
+	Entries        int // holders that entered
+	Writers        int // of which writers
+	Skipped        int // holders with less than Margin validity left
+	Excess         int // entries beyond the limit of valid holders
+	Mixed          int // a writer with another valid holder, or a reader with a valid writer
+	MaxInside      int // the most valid holders inside one key at once
+	FirstViolation string
+}
+
+// Violations returns the number of safety violations in r.
+func (r CrowdResult) Violations() int { return r.Excess + r.Mixed }
+
+// Enter is called by holder id of key, valid until until, a writer or
+// not, where at most limit holders may be valid at once (0: no limit). It
+// reports whether the holder entered; then it must call Leave.
+func (c *Crowd) Enter(key string, id int64, until time.Time, write bool, limit int) bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Add(c.Margin).After(until) {
+		c.r.Skipped++
+		return false
+	}
+	if c.keys == nil {
+		c.keys = map[string]map[int64]crowdEntry{}
+	}
+	in := c.keys[key]
+	if in == nil {
+		in = map[int64]crowdEntry{}
+		c.keys[key] = in
+	}
+	valid, writers := 0, 0
+	for hid, e := range in {
+		if !now.Before(e.until) {
+			delete(in, hid) // overstayed its validity: no longer a holder
+			continue
+		}
+		valid++
+		if e.write {
+			writers++
+		}
+	}
+	c.r.Entries++
+	if write {
+		c.r.Writers++
+	}
+	if limit > 0 && valid >= limit {
+		c.r.Excess++
+		c.violation("%s: holder %d entered with %d valid holders inside (limit %d)", key, id, valid, limit)
+	}
+	if write && valid > 0 || !write && writers > 0 {
+		c.r.Mixed++
+		c.violation("%s: holder %d (writer %v) entered with %d valid holders inside, %d of them writers", key, id, write, valid, writers)
+	}
+	in[id] = crowdEntry{until: until, write: write}
+	c.r.MaxInside = max(c.r.MaxInside, valid+1)
+	return true
+}
+
+// Leave ends id's stay in key.
+func (c *Crowd) Leave(key string, id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.keys[key], id)
+}
+
+// Result returns what the crowd checker saw so far.
+func (c *Crowd) Result() CrowdResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.r
+}
+
+// Entries returns the number of entries so far.
+func (c *Crowd) Entries() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.r.Entries
+}
+
+func (c *Crowd) violation(format string, args ...any) {
+	if c.r.FirstViolation == "" {
+		c.r.FirstViolation = fmt.Sprintf(format, args...)
+	}
+}

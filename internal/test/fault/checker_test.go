@@ -94,3 +94,47 @@ func TestCheckerSeesViolations(t *testing.T) {
 		}
 	})
 }
+
+// TestCrowdSeesViolations: the crowd checker counts a holder beyond the
+// limit and a writer mixed with other holders, and nothing on a correct
+// history or past a holder's validity.
+func TestCrowdSeesViolations(t *testing.T) {
+	now := time.Now()
+	later, gone := now.Add(time.Hour), now.Add(-time.Millisecond)
+	var c Crowd
+	for id := int64(1); id <= 3; id++ {
+		c.Enter("sem", id, later, false, 3)
+	}
+	if r := c.Result(); r.Violations() != 0 || r.MaxInside != 3 {
+		t.Fatalf("3 of 3 permits: %+v", r)
+	}
+	c.Enter("sem", 4, later, false, 3)
+	if r := c.Result(); r.Excess != 1 || r.FirstViolation == "" {
+		t.Fatalf("4 of 3 permits: %+v", r)
+	}
+	var rw Crowd
+	rw.Enter("rw", 1, later, false, 0)
+	rw.Enter("rw", 2, later, false, 0)
+	if r := rw.Result(); r.Violations() != 0 {
+		t.Fatalf("two readers: %+v", r)
+	}
+	rw.Enter("rw", 3, later, true, 0)
+	rw.Leave("rw", 1)
+	rw.Leave("rw", 2)
+	rw.Enter("rw", 4, later, false, 0)
+	if r := rw.Result(); r.Mixed != 2 {
+		t.Fatalf("a writer with readers, then a reader with the writer: %+v", r)
+	}
+	var ok Crowd
+	ok.Enter("rw", 1, gone.Add(time.Millisecond/2), true, 0) // skipped: no validity left
+	ok.Margin = 0
+	if ok.Enter("rw", 2, now.Add(2*time.Millisecond), true, 0) {
+		time.Sleep(3 * time.Millisecond) // overstays: no longer a holder
+	}
+	if !ok.Enter("rw", 3, later, true, 0) {
+		t.Fatal("writer 3 did not enter")
+	}
+	if r := ok.Result(); r.Violations() != 0 || r.Skipped != 1 {
+		t.Fatalf("an expired writer counted: %+v", r)
+	}
+}

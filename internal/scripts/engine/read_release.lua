@@ -1,0 +1,1 @@
+return redis.call("zrem",KEYS[1],ARGV[1])

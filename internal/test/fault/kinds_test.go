@@ -1,0 +1,283 @@
+package fault_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/fault"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+)
+
+// The lock kinds' fault suite: contended holders of each kind through two
+// engines over five real masters that are stopped and restarted empty
+// (restartSteps: up to three at once, which only the quarantine covers).
+// REDLOCK_FAULT_KIND_OPS sets the acquisitions per kind (make fault sets
+// it; docs/safety.md has a run of ≥ 100k per kind).
+const defaultKindOps = 2000
+
+type kindScenario struct {
+	name string
+	// hold makes one try and, when granted, enters the checkers, holds
+	// and leaves; it returns whether it entered, or the try's error.
+	hold func(k *kindRun, rng *rand.Rand, w int) (bool, error)
+}
+
+// kindRun is one kind scenario's state shared by its workers.
+type kindRun struct {
+	ctx     context.Context
+	engines []*engine.Engine
+	chk     *fault.Checker // exclusive kinds: reentrant, LockAll
+	crowd   *fault.Crowd   // shared kinds: semaphore, read-write
+	ids     atomic.Int64
+	mu      sync.Mutex
+	re      map[string]*engine.Reentrant // per worker and key
+	ops     atomic.Int64                 // entries, and re-entries of reentrant locks
+}
+
+func (k *kindRun) engine(w int) *engine.Engine { return k.engines[w%len(k.engines)] }
+
+func (k *kindRun) reentrant(w int, key string) *engine.Reentrant {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	name := fmt.Sprintf("%d/%s", w, key)
+	r := k.re[name]
+	if r == nil {
+		r, _ = k.engine(w).NewReentrant(key, fmt.Sprintf("w%d", w))
+		k.re[name] = r
+	}
+	return r
+}
+
+func hotKey(rng *rand.Rand, prefix string, n int) string {
+	return fmt.Sprintf("%s:%d", prefix, rng.IntN(n))
+}
+
+var kindScenarios = []kindScenario{
+	// Reentrant: a holder re-enters (one script per master, raising the
+	// TTL) and leaves once inside; the checker counts the raised validity.
+	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		key := hotKey(rng, "kinds:re", hotKeys)
+		r := k.reentrant(w, key)
+		if err := r.TryLock(k.ctx, ttl); err != nil {
+			return false, err
+		}
+		id := k.ids.Add(1)
+		l := r.Held()
+		entered := k.chk.Enter(key, id, l.Until(), 0)
+		if entered {
+			k.ops.Add(1)
+			if rng.IntN(2) == 0 && r.TryLock(k.ctx, ttl) == nil {
+				k.ops.Add(1)
+				k.chk.Extend(key, id, l.Until())
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+				r.Unlock(k.ctx) // count 2 → 1: still held
+			}
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			k.chk.Leave(key, id)
+		}
+		for r.Count() > 0 {
+			r.Unlock(k.ctx)
+		}
+		return entered, nil
+	}},
+	// LockAll: two or three hot keys at once, every key entered.
+	{name: "lockall", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		keys := []string{hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys)}
+		s, err := k.engine(w).TryLockAll(k.ctx, keys[:2+rng.IntN(2)], ttl)
+		if err != nil {
+			return false, err
+		}
+		defer s.Unlock(k.ctx)
+		id := k.ids.Add(1)
+		var in []string
+		for _, l := range s.Locks() {
+			if k.chk.Enter(l.Key(), id, l.Until(), 0) {
+				in = append(in, l.Key())
+			}
+		}
+		if len(in) > 0 {
+			k.ops.Add(1)
+		}
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		for _, key := range in {
+			k.chk.Leave(key, id)
+		}
+		return len(in) > 0, nil
+	}},
+	// Semaphore: three permits on each of two keys, 32 workers.
+	{name: "semaphore", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		key := hotKey(rng, "kinds:sem", 2)
+		s, _ := k.engine(w).NewSemaphore(key, 3)
+		l, err := s.TryAcquire(k.ctx, ttl)
+		if err != nil {
+			return false, err
+		}
+		defer l.Unlock(k.ctx)
+		id := k.ids.Add(1)
+		if !k.crowd.Enter(key, id, l.Until(), false, 3) {
+			return false, nil
+		}
+		k.ops.Add(1)
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Microsecond)
+		k.crowd.Leave(key, id)
+		return true, nil
+	}},
+	// Read-write: one try in ten is a writer's.
+	{name: "rwlock", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		key := hotKey(rng, "kinds:rw", 4)
+		rw, _ := k.engine(w).NewRWLock(key)
+		write := rng.IntN(10) == 0
+		var l *engine.Lock
+		var err error
+		if write {
+			// A waiting writer (its intent makes new readers wait), for a
+			// short while: TryLock alone would rarely find no reader.
+			wctx, cancel := context.WithTimeout(k.ctx, 100*time.Millisecond)
+			l, err = rw.Lock(wctx, ttl, engine.WithRetryDelay(time.Millisecond))
+			cancel()
+		} else {
+			l, err = rw.TryRLock(k.ctx, ttl)
+		}
+		if err != nil {
+			return false, err
+		}
+		defer l.Unlock(k.ctx)
+		id := k.ids.Add(1)
+		if !k.crowd.Enter(key, id, l.Until(), write, 0) {
+			return false, nil
+		}
+		k.ops.Add(1)
+		if rng.IntN(4) == 0 {
+			if err := l.Extend(k.ctx, ttl); err == nil {
+				// The crowd keeps the entry's first deadline: a shorter
+				// window, never a missed overlap on its side.
+				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		k.crowd.Leave(key, id)
+		return true, nil
+	}},
+}
+
+// kindSteps: two masters stopped and continued, then restartSteps.
+func kindSteps(rng *rand.Rand) []step {
+	a := rng.IntN(5)
+	b := (a + 1 + rng.IntN(4)) % 5
+	return append([]step{
+		{0.03, fmt.Sprintf("SIGSTOP masters %d,%d", a, b), func(f *fixture) { f.stop(a, b) }},
+		{0.06, fmt.Sprintf("SIGCONT masters %d,%d", a, b), func(f *fixture) { f.cont(a, b) }},
+	}, restartSteps(rng)...)
+}
+
+// TestFaultKinds runs each lock kind's holders through kindSteps against
+// real masters and checks each kind's guarantee: one holder per key
+// (reentrant, LockAll), at most the permits (semaphore), writers alone and
+// readers never with a writer (read-write).
+func TestFaultKinds(t *testing.T) {
+	target := envInt("REDLOCK_FAULT_KIND_OPS", defaultKindOps)
+	seed := uint64(envInt("REDLOCK_FAULT_SEED", defaultSeed))
+	t.Logf("lock kinds: seed %d, %d operations per kind, %d workers, ttl %v", seed, target, workers, ttl)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n| kind | operations | writers | most inside | overlaps | permits exceeded | reader with writer | busy tries | unavailable tries | seconds |\n")
+	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, ks := range kindScenarios {
+		t.Run(ks.name, func(t *testing.T) {
+			row := runKind(t, ks, seed+100+uint64(i), target)
+			fmt.Fprintf(&b, "%s\n", row)
+		})
+	}
+	t.Log(b.String())
+}
+
+func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	f := &fixture{t: t, set: set}
+	t.Cleanup(func() {
+		for _, m := range set.Masters() {
+			m.Resume()
+		}
+	})
+	limit := scenarioLimit + time.Duration(target/1000)*time.Second // ≥ 100k for docs/safety.md: longer
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cfg := engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: ttl, MasterTimeout: masterTimeout,
+		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
+	k := &kindRun{ctx: ctx, engines: []*engine.Engine{newEngine(t, ctx, cfg), newEngine(t, ctx, cfg)},
+		chk: &fault.Checker{Margin: margin}, crowd: &fault.Crowd{Margin: margin}, re: map[string]*engine.Reentrant{}}
+	var busy, unavailable atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)+1))
+			for ctx.Err() == nil && k.ops.Load() < int64(target) {
+				_, err := ks.hold(k, rng, w)
+				switch {
+				case err == nil:
+				case errors.Is(err, engine.ErrNotAcquired):
+					busy.Add(1)
+					time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
+				default:
+					unavailable.Add(1)
+					time.Sleep(time.Duration(2+rng.IntN(3)) * time.Millisecond)
+				}
+			}
+		}()
+	}
+	injected := 0
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for _, s := range kindSteps(rng) {
+		for ctx.Err() == nil && float64(k.ops.Load()) < s.at*float64(target) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		t.Logf("%6.2fs at %5d operations: %s", time.Since(start).Seconds(), k.ops.Load(), s.desc)
+		s.do(f)
+		injected++
+	}
+	wg.Wait()
+	ex, cr := k.chk.Result(), k.crowd.Result()
+	if ex.Violations() != 0 {
+		t.Errorf("%d overlaps; first: %s", ex.Violations(), ex.FirstViolation)
+	}
+	if cr.Violations() != 0 {
+		t.Errorf("%d permits exceeded, %d readers with a writer; first: %s", cr.Excess, cr.Mixed, cr.FirstViolation)
+	}
+	if n := k.ops.Load(); n < int64(target) {
+		t.Errorf("only %d operations of %d within %v", n, target, limit)
+	}
+	if injected == 0 {
+		t.Error("no fault was injected")
+	}
+	switch ks.name {
+	case "semaphore":
+		if cr.MaxInside < 2 {
+			t.Errorf("at most %d holder inside: the permits were not shared", cr.MaxInside)
+		}
+	case "rwlock":
+		if cr.Writers == 0 || cr.MaxInside < 2 {
+			t.Errorf("%d writers, at most %d inside: readers and writers were not both exercised", cr.Writers, cr.MaxInside)
+		}
+	}
+	most := cr.MaxInside
+	if ks.name == "reentrant" || ks.name == "lockall" {
+		most = 1
+	}
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,
+		ex.Overlaps, cr.Excess, cr.Mixed, busy.Load(), unavailable.Load(), time.Since(start).Seconds())
+}
