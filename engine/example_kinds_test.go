@@ -1,0 +1,125 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+)
+
+// A reentrant lock may be taken again by its holder: nested calls that
+// each lock and unlock the same key work, and the key is released when
+// the outermost Unlock brings the count to zero.
+func ExampleEngine_NewReentrant() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	r, _ := e.NewReentrant("account:7", "billing")
+	r.Lock(ctx, 10*time.Second)
+	r.Lock(ctx, 10*time.Second) // a nested call: one script per master
+	fmt.Println("count:", r.Count(), "owner in token:", strings.HasPrefix(r.Held().Token(), "billing:"))
+
+	other, _ := e.NewReentrant("account:7", "reports")
+	fmt.Println("another owner refused:", errors.Is(other.TryLock(ctx, time.Second), engine.ErrNotAcquired))
+
+	r.Unlock(ctx)
+	fmt.Println("after one Unlock, count:", r.Count())
+	r.Unlock(ctx)
+	fmt.Println("released:", r.Count() == 0 && other.TryLock(ctx, time.Second) == nil)
+	// Output:
+	// count: 2 owner in token: true
+	// another owner refused: true
+	// after one Unlock, count: 1
+	// released: true
+}
+
+// A semaphore admits up to its number of permits at once; each permit is
+// a Lock.
+func ExampleEngine_NewSemaphore() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	s, _ := e.NewSemaphore("exports", 2)
+	a, _ := s.TryAcquire(ctx, 10*time.Second)
+	b, _ := s.TryAcquire(ctx, 10*time.Second)
+	_, err = s.TryAcquire(ctx, 10*time.Second)
+	fmt.Println("third refused:", errors.Is(err, engine.ErrNotAcquired))
+	a.Unlock(ctx)
+	c, err := s.TryAcquire(ctx, 10*time.Second)
+	fmt.Println("after an Unlock:", err == nil, c.Key() == a.Key())
+	b.Unlock(ctx)
+	c.Unlock(ctx)
+	// Output:
+	// third refused: true
+	// after an Unlock: true true
+}
+
+// Any number of readers, or one writer.
+func ExampleEngine_NewRWLock() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	rw, _ := e.NewRWLock("catalog")
+	r1, _ := rw.TryRLock(ctx, 10*time.Second)
+	r2, err := rw.TryRLock(ctx, 10*time.Second)
+	fmt.Println("two readers:", err == nil)
+	_, err = rw.TryLock(ctx, 10*time.Second)
+	fmt.Println("writer refused while they read:", errors.Is(err, engine.ErrNotAcquired))
+	r1.Unlock(ctx)
+	r2.Unlock(ctx)
+	w, err := rw.TryLock(ctx, 10*time.Second)
+	fmt.Println("writer after them:", err == nil)
+	w.Unlock(ctx)
+	// Output:
+	// two readers: true
+	// writer refused while they read: true
+	// writer after them: true
+}
+
+// LockAll takes several keys, all or none, in an order every caller
+// shares; Holder tells who holds a key.
+func ExampleEngine_LockAll() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	s, err := e.LockAll(ctx, []string{"stock:b", "stock:a"}, 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, l := range s.Locks() {
+		h, _ := e.Holder(ctx, l.Key())
+		fmt.Println(l.Key(), "held by its token:", h.Token == l.Token())
+	}
+	fmt.Println("released:", s.Unlock(ctx) == nil)
+	h, _ := e.Holder(ctx, "stock:a")
+	fmt.Printf("holder now: %q\n", h.Token)
+	// Output:
+	// stock:a held by its token: true
+	// stock:b held by its token: true
+	// released: true
+	// holder now: ""
+}
