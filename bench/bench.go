@@ -40,6 +40,7 @@ const (
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
 	PeerFencing  = "fencing" // the embedded engine taking fencing tokens (engine.WithFencing)
 	PeerNoMerge  = "nomerge" // the embedded engine without merged releases (engine.Config.MergeMax -1)
+	PeerPlain    = "plain"   // the embedded engine's plain lock, beside a lock-kind workload
 )
 
 // Workloads.
@@ -54,7 +55,21 @@ const (
 	// WorkloadContended is the cycle on a small key space (default
 	// DefaultContendedKeys keys), so most attempts are refused.
 	WorkloadContended = "contended"
+	// WorkloadReentrant is the cycle with an engine.Reentrant lock
+	// acquired, re-acquired once (nested), and unlocked twice.
+	WorkloadReentrant = "reentrant"
+	// WorkloadRW is the cycle with an engine.RWLock's read lock.
+	WorkloadRW = "rw"
+	// WorkloadSemaphore is the cycle with a permit of an engine.Semaphore
+	// of 4 permits per key.
+	WorkloadSemaphore = "semaphore"
 )
+
+// isKind reports whether w is a lock-kind workload (target engine only;
+// PeerPlain is its same-run comparison).
+func isKind(w string) bool {
+	return w == WorkloadReentrant || w == WorkloadRW || w == WorkloadSemaphore
+}
 
 // Sweep variables.
 const (
@@ -218,8 +233,11 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("the ceiling is measured on standalone masters, not on Redis Cluster members")
 	case c.Target == TargetProxy && c.SweepVar == SweepMasters:
 		return bad("cannot sweep masters behind a proxy")
-	case c.Workload != WorkloadCycle && c.Workload != WorkloadAcquire && c.Workload != WorkloadContended:
-		return bad("unknown workload %q (known: %s, %s, %s)", c.Workload, WorkloadCycle, WorkloadAcquire, WorkloadContended)
+	case c.Workload != WorkloadCycle && c.Workload != WorkloadAcquire && c.Workload != WorkloadContended && !isKind(c.Workload):
+		return bad("unknown workload %q (known: %s, %s, %s, %s, %s, %s)", c.Workload, WorkloadCycle, WorkloadAcquire, WorkloadContended,
+			WorkloadReentrant, WorkloadRW, WorkloadSemaphore)
+	case isKind(c.Workload) && c.Target != TargetEngine:
+		return bad("workload %s runs on target %s", c.Workload, TargetEngine)
 	case c.Duration < 0:
 		return bad("negative duration %v", c.Duration)
 	case c.Warmup < 0:
@@ -247,7 +265,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Compare {
-		ok := p == PeerRedsync || p == PeerFencing || p == PeerNoMerge || (p == TargetEngine && c.Target == TargetProxy)
+		if isKind(c.Workload) != (p == PeerPlain) {
+			return bad("peer %q with workload %s (a lock-kind workload compares with peer %s only)", p, c.Workload, PeerPlain)
+		}
+		ok := p == PeerRedsync || p == PeerFencing || p == PeerNoMerge || p == PeerPlain || (p == TargetEngine && c.Target == TargetProxy)
 		if !ok {
 			return bad("unknown peer %q (known: %s, %s, %s; %s with target %s)", p, PeerRedsync, PeerFencing, PeerNoMerge, TargetEngine, TargetProxy)
 		}
@@ -567,6 +588,12 @@ func runTargets(ctx context.Context, cfg Config, targets, addrs []string, label 
 func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (locker, error) {
 	switch target {
 	case TargetEngine:
+		l, err := newEngineLocker(ctx, addrs, cfg)
+		if l != nil && isKind(cfg.Workload) {
+			l.kind = cfg.Workload
+		}
+		return l, err
+	case PeerPlain:
 		return newEngineLocker(ctx, addrs, cfg)
 	case PeerFencing:
 		l, err := newEngineLocker(ctx, addrs, cfg)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -38,6 +39,9 @@ func TestConfigValidation(t *testing.T) {
 		{"hold vs ttl", Config{Hold: time.Second, TTL: time.Second}, "shorter than the ttl"},
 		{"peer", Config{Compare: []string{"bsm"}}, `unknown peer "bsm"`},
 		{"engine peer of engine", Config{Compare: []string{"engine"}}, `unknown peer "engine"`},
+		{"kind on the proxy", Config{Target: TargetProxy, ProxyAddr: "x:1", Workload: WorkloadRW}, "runs on target engine"},
+		{"kind with redsync", Config{Workload: WorkloadSemaphore, Compare: []string{"redsync"}}, "compares with peer plain only"},
+		{"plain without a kind", Config{Compare: []string{"plain"}}, `peer "plain" with workload cycle`},
 		{"peer twice", Config{Compare: []string{"redsync", "redsync"}}, "listed twice"},
 		{"sweep var", Config{SweepVar: "keys", SweepValues: []int{1}}, `unknown sweep variable "keys"`},
 		{"sweep no values", Config{SweepVar: SweepConcurrency}, "at least one value"},
@@ -115,6 +119,39 @@ func TestRunWorkloads(t *testing.T) {
 		// The client uses some CPU, and less than 2 s per cycle.
 		if r.ClientCPUPerCycle <= 0 || r.ClientCPUPerCycle > 2e6 {
 			t.Errorf("client CPU per cycle %.1fµs", r.ClientCPUPerCycle)
+		}
+	})
+	t.Run("kinds", func(t *testing.T) {
+		for _, w := range []string{WorkloadReentrant, WorkloadRW, WorkloadSemaphore} {
+			c := base
+			c.Workload, c.Compare = w, []string{PeerPlain}
+			r, err := Run(t.Context(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPhase(t, r.Phase)
+			if len(r.Peers) != 1 || r.Peers[0].Target != PeerPlain {
+				t.Fatalf("%s: peers %+v; want plain", w, r.Peers)
+			}
+			for _, p := range r.phases() {
+				// Uncontended keys: every acquisition granted and released.
+				if p.Cycle.Count == 0 || p.Release.Count == 0 || p.FailedAcquires*10 > p.Acquired {
+					t.Fatalf("%s, phase %s: cycles %d releases %d failed %d acquired %d", w, p.Target, p.Cycle.Count, p.Release.Count, p.FailedAcquires, p.Acquired)
+				}
+			}
+		}
+		// Nothing left on the masters: every kind's release reached them.
+		time.Sleep(100 * time.Millisecond)
+		for _, a := range set.Addrs() {
+			c, err := conn.Dial(t.Context(), a, conn.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.Exec(t.Context(), "DBSIZE")
+			c.Close()
+			if err != nil || r.Int != 0 {
+				t.Fatalf("master %s: DBSIZE %d, %v; want 0", a, r.Int, err)
+			}
 		}
 	})
 	t.Run("acquire", func(t *testing.T) {

@@ -29,6 +29,7 @@ type engineLocker struct {
 	e    *engine.Engine
 	ttl  time.Duration
 	opts []engine.Option // per acquisition (PeerFencing: WithFencing)
+	kind string          // a lock-kind workload (WorkloadReentrant, …); "" for the plain lock
 }
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
@@ -60,7 +61,35 @@ func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLo
 }
 
 func (l *engineLocker) acquire(ctx context.Context, key string) (any, bool, error) {
-	lk, err := l.e.TryLock(ctx, key, l.ttl, l.opts...)
+	var lk *engine.Lock
+	var err error
+	switch l.kind {
+	case WorkloadReentrant:
+		r, err := l.e.NewReentrant(key, "")
+		if err == nil {
+			err = r.TryLock(ctx, l.ttl)
+		}
+		if err != nil {
+			return nil, errors.Is(err, engine.ErrNotAcquired), err
+		}
+		if err := r.TryLock(ctx, l.ttl); err != nil { // nested: one script per master
+			r.Unlock(ctx)
+			return nil, false, err
+		}
+		return r, false, nil
+	case WorkloadRW:
+		var rw *engine.RWLock
+		if rw, err = l.e.NewRWLock(key); err == nil {
+			lk, err = rw.TryRLock(ctx, l.ttl)
+		}
+	case WorkloadSemaphore:
+		var s *engine.Semaphore
+		if s, err = l.e.NewSemaphore(key, 4); err == nil {
+			lk, err = s.TryAcquire(ctx, l.ttl)
+		}
+	default:
+		lk, err = l.e.TryLock(ctx, key, l.ttl, l.opts...)
+	}
 	if err != nil {
 		return nil, errors.Is(err, engine.ErrNotAcquired), err
 	}
@@ -77,6 +106,10 @@ func (l *engineLocker) wait(ctx context.Context, key string) (any, error) {
 }
 
 func (l *engineLocker) release(ctx context.Context, h any) error {
+	if r, ok := h.(*engine.Reentrant); ok {
+		r.Unlock(ctx) // the nested hold: no master traffic
+		return r.Unlock(ctx)
+	}
 	return h.(*engine.Lock).Unlock(ctx)
 }
 
