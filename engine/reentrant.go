@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 )
@@ -18,8 +17,9 @@ import (
 // act as one holder. Each acquisition from zero is a plain lock's (a
 // quorum of SET NX PX, the same validity, cleanup, restart quarantine,
 // [WithAutoExtend] and [WithFencing]); its token is the owner label, a
-// colon, and a random part, so [Engine.Holder] shows the owner and every
-// attempt's token is unique (see [WithToken]). A re-acquisition costs one
+// colon, and a random part (no colon), so [Engine.Holder] shows the owner
+// (the token up to its last colon) and every attempt's token is unique
+// (see [WithToken]). A re-acquisition costs one
 // script per master: where the key still holds the hold's token, its TTL
 // is raised to the new ttl if that is longer — never lowered — and it
 // succeeds when a quorum did so within the new validity. A failed
@@ -38,8 +38,8 @@ type Reentrant struct {
 	count int
 }
 
-// errOwner refuses an owner label that could not prefix a token.
-var errOwner = fmt.Errorf("%w: owner longer than 256 bytes or containing a colon", ErrBadArgument)
+// errOwner refuses an owner label that would make tokens too long.
+var errOwner = fmt.Errorf("%w: owner longer than 256 bytes", ErrBadArgument)
 
 // NewReentrant returns a reentrant lock on key, not held, owned by owner (a
 // label shown in its tokens; "" for none). It does not contact the masters.
@@ -47,7 +47,7 @@ func (e *Engine) NewReentrant(key, owner string) (*Reentrant, error) {
 	if key == "" {
 		return nil, errEmptyKey
 	}
-	if len(owner) > 256 || strings.Contains(owner, ":") {
+	if len(owner) > 256 {
 		return nil, errOwner
 	}
 	return &Reentrant{e: e, key: key, owner: owner}, nil

@@ -142,7 +142,7 @@ func TestReentrantFailures(t *testing.T) {
 
 func TestReentrantBadArguments(t *testing.T) {
 	v := newEnv(t, 3, functional)
-	for _, c := range []struct{ key, owner string }{{"", "o"}, {"k", "a:b"}, {"k", strings.Repeat("o", 257)}} {
+	for _, c := range []struct{ key, owner string }{{"", "o"}, {"k", strings.Repeat("o", 257)}} {
 		if _, err := v.e.NewReentrant(c.key, c.owner); !errors.Is(err, engine.ErrBadArgument) {
 			t.Fatalf("NewReentrant(%q, %.10q): %v; want ErrBadArgument", c.key, c.owner, err)
 		}
