@@ -49,6 +49,10 @@ type client struct {
 
 	held      atomic.Int64 // bytes of unanswered requests and unwritten replies
 	unwritten atomic.Int64 // calls queued for the writer and not yet written
+	// msgs, once the connection subscribed (pubsub.go), queues pushed
+	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
+	msgs  atomic.Pointer[msgQueue]
+	shard map[string]bool
 
 	// Owned by the reader goroutine:
 	direct bool // the command being dispatched runs on the reader (pool.go)
@@ -64,6 +68,7 @@ type client struct {
 	lastByKey map[uint64]*call // last command per key hash (see order)
 	sweepAt   int              // len(lastByKey) at which finished entries are swept
 	authBy    time.Time        // with a password: when an unauthenticated connection is closed
+	sub       *subState        // subscriptions (pubsub.go); nil before the first SUBSCRIBE
 }
 
 // call is one command's reply slot.
@@ -137,6 +142,7 @@ func (c *client) serve() {
 	}
 	go c.writeLoop()
 	c.guard("reader", c.readLoop)
+	c.unsubscribeAll()
 	close(c.calls)
 	<-c.wdone
 	c.nc.Close()
@@ -223,7 +229,9 @@ func (c *client) readLoop() {
 		// the command runs here and the reader writes its reply (pool.go).
 		c.batch++
 		end := c.rd.Buffered() == 0
-		c.direct = end && c.batch == 1 && c.alone && c.unwritten.Load() == 0
+		// (Never once subscribed: the writer may be writing a pushed
+		// message at any moment.)
+		c.direct = end && c.batch == 1 && c.alone && c.unwritten.Load() == 0 && c.sub == nil
 		if end {
 			c.alone, c.batch = c.batch == 1, 0
 		}
@@ -440,7 +448,28 @@ func (c *client) writeLoop() {
 				case cl, ok = <-c.calls:
 				default:
 					flush()
-					cl, ok = <-c.calls
+					if q := c.msgs.Load(); q == nil {
+						cl, ok = <-c.calls
+					} else {
+						select {
+						case cl, ok = <-c.calls:
+						case frame := <-q.ch:
+							// A pushed frame (subscribed mode): written with
+							// whatever else is ready.
+							if !broken {
+								if bb == nil {
+									bb = getBatch()
+								}
+								bb.B = append(bb.B, frame...)
+							}
+							c.hold(-int64(len(frame)), false)
+							select {
+							case c.drained <- struct{}{}:
+							default:
+							}
+							continue
+						}
+					}
 				}
 			}
 			if !ok {

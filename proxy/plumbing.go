@@ -220,6 +220,7 @@ func (c *client) cmdQuit(args [][]byte) *call {
 }
 
 func (c *client) cmdReset(args [][]byte) *call {
+	c.unsubscribeAll()
 	c.name, c.lib = "", ""
 	c.authed = c.s.cfg.RequirePass == ""
 	return reply([]byte("+RESET\r\n"))

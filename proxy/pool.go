@@ -167,8 +167,11 @@ func (c *client) runDirect(cl *call) bool {
 // so only while no earlier reply is unwritten (c.unwritten == 0). It
 // reports whether the connection stays open.
 func (c *client) writeDirect(cl *call) bool {
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := c.nc.Write(cl.out)
+	var err error
+	if len(cl.out) > 0 { // empty: SUBSCRIBE's, whose frames the writer writes
+		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		_, err = c.nc.Write(cl.out)
+	}
 	c.hold(-cl.size-cl.replyBytes(), false)
 	cl.release()
 	if err != nil || cl.closeAfter {

@@ -223,6 +223,9 @@ type Server struct {
 
 	lib libCounts // lock operations run as broadcasts, for INFO
 
+	hub                    hub           // lock wake-up subscriptions (pubsub.go)
+	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
+
 	// Log budgets (logBurst lines per logWindow each): what clients cause
 	// (any client, authenticated or not, can spend it), and the masters'
 	// failures behind clients' error replies (engineErr), which clients

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/tidwall/redcon"
+
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -36,6 +38,11 @@ var commandTable = []*command{
 	// Opted-in passthrough only (passthrough.go).
 	{name: "fcall", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdFcall},
 	{name: "fcall_ro", arity: -3, flags: []string{"noscript", "movablekeys"}, run: (*client).cmdFcall},
+	// Lock wake-ups (pubsub.go).
+	{name: "subscribe", arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, run: (*client).cmdSubscribe},
+	{name: "ssubscribe", arity: -2, flags: []string{"pubsub", "noscript", "loading", "stale"}, run: (*client).cmdSubscribe},
+	{name: "unsubscribe", arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, run: (*client).cmdUnsubscribe},
+	{name: "sunsubscribe", arity: -1, flags: []string{"pubsub", "noscript", "loading", "stale"}, run: (*client).cmdUnsubscribe},
 	// Connection plumbing (plumbing.go).
 	{name: "ping", arity: -1, flags: []string{"fast"}, run: (*client).cmdPing},
 	{name: "echo", arity: 2, flags: []string{"fast"}, run: (*client).cmdEcho},
@@ -81,6 +88,16 @@ func (c *client) dispatch(args [][]byte) *call {
 	}
 	if !c.authed && !cmd.noAuth {
 		return errCall(msgNoAuth)
+	}
+	if c.sub != nil {
+		switch {
+		case c.subscribed() && !subscribedAllowed[name]:
+			return c.pushFrame(redcon.AppendError(nil, "ERR Can't execute '"+name+"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
+		case c.subscribed() && name == "ping":
+			return c.pingSubscribed(args)
+		case !c.subscribed() && !c.framesWritten():
+			return errReply(msgShuttingDown, true)
+		}
 	}
 	var charged int64
 	if p := c.s.cfg.KeyPrefix; p != "" {

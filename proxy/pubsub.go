@@ -1,0 +1,318 @@
+package proxy
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/tidwall/redcon"
+)
+
+// Pub/sub for lock wake-ups. A client library that waits for a lock
+// subscribes to the lock's channel and tries again when the holder's
+// unlock publishes on it (Redisson: redisson_lock__channel:{name}). The
+// proxy serves SUBSCRIBE and SSUBSCRIBE (and their UNSUBSCRIBE) on those
+// channels only, and publishes itself when a lock it serves is released:
+// messages never come from clients or masters. A wake-up is an
+// optimisation — the waiter also retries at the lock's TTL —, so a
+// subscriber whose queue is full loses it (counted).
+
+// wakePrefix is the prefix of the channels a client may subscribe to.
+const wakePrefix = "redisson_lock__channel"
+
+// Bounds of a connection's subscriptions and of its undelivered messages.
+const (
+	maxSubscriptions = 1024
+	maxChannelLen    = 1024
+	msgQueueLen      = 128
+)
+
+// hub maps channels to their subscribed connections.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[*client]struct{} // guarded by mu
+}
+
+// msgQueue carries a subscribed connection's pushed frames (messages and
+// its subscription replies) to its writer, in order.
+type msgQueue struct {
+	ch chan []byte
+}
+
+// subState is a connection's subscriptions (reader-owned).
+type subState struct {
+	q     *msgQueue
+	chans map[string]bool // channel → subscribed with SSUBSCRIBE
+}
+
+func (h *hub) add(ch string, c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs == nil {
+		h.subs = map[string]map[*client]struct{}{}
+	}
+	m := h.subs[ch]
+	if m == nil {
+		m = map[*client]struct{}{}
+		h.subs[ch] = m
+	}
+	m[c] = struct{}{}
+}
+
+func (h *hub) remove(ch string, c *client) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if m := h.subs[ch]; m != nil {
+		delete(m, c)
+		if len(m) == 0 {
+			delete(h.subs, ch)
+		}
+	}
+}
+
+// publish sends msg on ch to every subscriber and returns how many got it.
+func (s *Server) publish(ch, msg string) int {
+	s.hub.mu.Lock()
+	subs := make([]*client, 0, len(s.hub.subs[ch]))
+	for c := range s.hub.subs[ch] {
+		subs = append(subs, c)
+	}
+	s.hub.mu.Unlock()
+	n := 0
+	for _, c := range subs {
+		q := c.msgs.Load()
+		if q == nil {
+			continue
+		}
+		kind := "message"
+		if c.shardSub(ch) {
+			kind = "smessage"
+		}
+		frame := redcon.AppendArray(nil, 3)
+		frame = redcon.AppendBulkString(frame, kind)
+		frame = redcon.AppendBulkString(frame, ch)
+		frame = redcon.AppendBulkString(frame, msg)
+		if !c.hold(int64(len(frame)), true) {
+			s.wakeDropped.Add(1)
+			continue
+		}
+		select {
+		case q.ch <- frame:
+			n++
+		default:
+			c.hold(-int64(len(frame)), false)
+			s.wakeDropped.Add(1)
+		}
+	}
+	s.wakesSent.Add(uint64(n))
+	return n
+}
+
+// shardSub reports whether c subscribed to ch with SSUBSCRIBE. Publishers
+// call it; the map is guarded by the hub's lock for them.
+func (c *client) shardSub(ch string) bool {
+	c.s.hub.mu.Lock()
+	defer c.s.hub.mu.Unlock()
+	return c.shard[ch]
+}
+
+// subscribed reports whether the connection is in subscribed mode.
+func (c *client) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0 }
+
+// cmdSubscribe answers SUBSCRIBE / SSUBSCRIBE channel [channel ...].
+func (c *client) cmdSubscribe(args [][]byte) *call {
+	shard := lower(args[0]) == "ssubscribe"
+	for _, a := range args[1:] {
+		if len(a) > maxChannelLen || !strings.HasPrefix(string(a), wakePrefix) {
+			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves the lock wake-up channels " + wakePrefix + ":{name} only")
+		}
+	}
+	if c.sub == nil {
+		// Replies from now on go through the message queue, after every
+		// reply already queued: wait until those are written.
+		if !c.waitWritten() {
+			return errReply(msgShuttingDown, true)
+		}
+		c.sub = &subState{q: &msgQueue{ch: make(chan []byte, msgQueueLen)}, chans: map[string]bool{}}
+		c.msgs.Store(c.sub.q)
+		// The writer may be waiting for a call with no queue to watch: an
+		// empty call makes it look again.
+		c.queue(&call{done: closedChan})
+	}
+	kind := "subscribe"
+	if shard {
+		kind = "ssubscribe"
+	}
+	for _, a := range args[1:] {
+		ch := string(a)
+		if _, ok := c.sub.chans[ch]; !ok {
+			if len(c.sub.chans) >= maxSubscriptions {
+				return c.pushFrame(redcon.AppendError(nil, "ERR redlock proxy: more than 1024 subscriptions on one connection"))
+			}
+			c.sub.chans[ch] = shard
+			c.s.hub.mu.Lock()
+			if shard {
+				if c.shard == nil {
+					c.shard = map[string]bool{}
+				}
+				c.shard[ch] = true
+			}
+			c.s.hub.mu.Unlock()
+			c.s.hub.add(ch, c)
+		}
+		frame := redcon.AppendArray(nil, 3)
+		frame = redcon.AppendBulkString(frame, kind)
+		frame = redcon.AppendBulkString(frame, ch)
+		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
+		if cl := c.pushFrame(frame); cl.closeAfter {
+			return cl
+		}
+	}
+	return &call{done: closedChan}
+}
+
+// cmdUnsubscribe answers UNSUBSCRIBE / SUNSUBSCRIBE [channel ...] (none:
+// every channel of that kind).
+func (c *client) cmdUnsubscribe(args [][]byte) *call {
+	shard := lower(args[0]) == "sunsubscribe"
+	kind := "unsubscribe"
+	if shard {
+		kind = "sunsubscribe"
+	}
+	var chans []string
+	if len(args) > 1 {
+		for _, a := range args[1:] {
+			chans = append(chans, string(a))
+		}
+	} else if c.sub != nil {
+		for ch, sh := range c.sub.chans {
+			if sh == shard {
+				chans = append(chans, ch)
+			}
+		}
+	}
+	if c.sub == nil {
+		// Never subscribed: the replies are ordinary ones.
+		if len(chans) == 0 {
+			out := redcon.AppendArray(nil, 3)
+			out = redcon.AppendBulkString(out, kind)
+			out = redcon.AppendNull(out)
+			return reply(redcon.AppendInt(out, 0))
+		}
+		var out []byte
+		for _, ch := range chans {
+			out = redcon.AppendArray(out, 3)
+			out = redcon.AppendBulkString(out, kind)
+			out = redcon.AppendBulkString(out, ch)
+			out = redcon.AppendInt(out, 0)
+		}
+		return reply(out)
+	}
+	if len(chans) == 0 {
+		frame := redcon.AppendArray(nil, 3)
+		frame = redcon.AppendBulkString(frame, kind)
+		frame = redcon.AppendNull(frame)
+		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
+		return c.pushFrame(frame)
+	}
+	for _, ch := range chans {
+		c.unsubscribe(ch)
+		frame := redcon.AppendArray(nil, 3)
+		frame = redcon.AppendBulkString(frame, kind)
+		frame = redcon.AppendBulkString(frame, ch)
+		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
+		if cl := c.pushFrame(frame); cl.closeAfter {
+			return cl
+		}
+	}
+	return &call{done: closedChan}
+}
+
+func (c *client) unsubscribe(ch string) {
+	if _, ok := c.sub.chans[ch]; !ok {
+		return
+	}
+	delete(c.sub.chans, ch)
+	c.s.hub.remove(ch, c)
+	c.s.hub.mu.Lock()
+	delete(c.shard, ch)
+	c.s.hub.mu.Unlock()
+}
+
+// unsubscribeAll leaves every channel (RESET, and the connection's end).
+func (c *client) unsubscribeAll() {
+	if c.sub == nil {
+		return
+	}
+	for ch := range c.sub.chans {
+		c.unsubscribe(ch)
+	}
+}
+
+// pushFrame queues a reply frame of subscribed mode behind the messages
+// already queued, and returns the empty call dispatch hands on (or, when
+// the connection is closing, one that closes it).
+func (c *client) pushFrame(frame []byte) *call {
+	c.hold(int64(len(frame)), false)
+	select {
+	case c.sub.q.ch <- frame:
+		return &call{done: closedChan}
+	case <-c.wdone:
+	case <-c.wfail:
+	case <-c.s.baseCtx.Done():
+	}
+	c.hold(-int64(len(frame)), false)
+	return &call{done: closedChan, closeAfter: true}
+}
+
+// pingSubscribed answers PING in subscribed mode: ["pong", message].
+func (c *client) pingSubscribed(args [][]byte) *call {
+	frame := redcon.AppendArray(nil, 2)
+	frame = redcon.AppendBulkString(frame, "pong")
+	if len(args) > 1 {
+		frame = redcon.AppendBulk(frame, args[1])
+	} else {
+		frame = redcon.AppendBulkString(frame, "")
+	}
+	return c.pushFrame(frame)
+}
+
+// waitWritten waits until the writer wrote every queued reply; false when
+// the connection or the server is closing.
+func (c *client) waitWritten() bool {
+	for c.unwritten.Load() > 0 {
+		select {
+		case <-c.drained:
+		case <-c.wdone:
+			return false
+		case <-c.wfail:
+			return false
+		case <-c.s.baseCtx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// subscribedAllowed lists the commands of subscribed mode (RESP2).
+var subscribedAllowed = map[string]bool{
+	"subscribe": true, "ssubscribe": true, "unsubscribe": true, "sunsubscribe": true,
+	"psubscribe": true, "punsubscribe": true, "ping": true, "quit": true, "reset": true,
+}
+
+// framesWritten waits, after the connection left subscribed mode, until
+// the writer took every queued frame, so that a later reply follows them;
+// false when the connection or the server is closing.
+func (c *client) framesWritten() bool {
+	for len(c.sub.q.ch) > 0 {
+		select {
+		case <-c.drained:
+		case <-c.wdone:
+			return false
+		case <-c.wfail:
+			return false
+		case <-c.s.baseCtx.Done():
+			return false
+		}
+	}
+	return true
+}
