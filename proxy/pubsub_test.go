@@ -109,4 +109,3 @@ func TestSubscribeLimits(t *testing.T) {
 		t.Fatal("no message dropped for a subscriber that does not read")
 	}
 }
-
