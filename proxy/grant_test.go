@@ -18,9 +18,10 @@ type grantPath struct {
 }
 
 // grantPaths lists every command the proxy maps to a grant or an
-// extension: SET NX PX, REDLOCK.LOCK, PEXPIRE, and each recognised library
-// script of Op acquire or extend (redis-py's extend in both modes). A new
-// library script of those kinds is in the list by construction.
+// extension: SET NX PX, REDLOCK.LOCK, PEXPIRE, each recognised library
+// script of Op acquire or extend (redis-py's extend in both modes), and
+// each Redisson acquisition script. A new script of those kinds is in the
+// list by construction.
 func grantPaths() []grantPath {
 	paths := []grantPath{
 		{"SET NX PX", true, func(k, tok, ms string) []string { return []string{"SET", k, tok, "NX", "PX", ms} }},
@@ -56,6 +57,21 @@ func grantPaths() []grantPath {
 				return append([]string{"EVALSHA", ls.SHA, "1", k}, argv...)
 			}})
 		}
+	}
+	// Redisson's acquisitions (engine.Reentrant holds; renewals only
+	// extend holds the proxy granted, through Lock.Extend).
+	for i := range rTable {
+		rs := &rTable[i]
+		if rs.Kind != rTryLock && rs.Kind != rFencedTryLock && rs.Kind != rFencedTryLockToken {
+			continue
+		}
+		paths = append(paths, grantPath{rs.Name, true, func(k, tok, ms string) []string {
+			keys := []string{k}
+			if rs.Keys == 2 {
+				keys = append(keys, rTokenPrefix+k)
+			}
+			return append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), ms, tok)
+		}})
 	}
 	return paths
 }

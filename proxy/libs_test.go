@@ -219,12 +219,18 @@ func TestLibraryFilesAllRecognised(t *testing.T) {
 	for _, ls := range libTable {
 		inTable[ls.Source] = true
 	}
-	for _, name := range scripts.LibNames() {
-		if !inTable[scripts.Lib(name)] {
-			t.Errorf("internal/scripts/lib/%s.lua is not in libTable", name)
+	for _, rs := range rTable {
+		inTable[scripts.Lib(rs.File)] = true
+		if libBySHA[rs.SHA] != nil {
+			t.Errorf("%s shares its SHA1 with a library script", rs.Name)
 		}
 	}
-	if len(libBySHA) != len(libTable) {
-		t.Errorf("%d SHA1s for %d table entries", len(libBySHA), len(libTable))
+	for _, name := range scripts.LibNames() {
+		if !inTable[scripts.Lib(name)] {
+			t.Errorf("internal/scripts/lib/%s.lua is not in libTable or rTable", name)
+		}
+	}
+	if len(libBySHA) != len(libTable) || len(rBySHA) != len(rTable) {
+		t.Errorf("%d SHA1s for %d table entries, %d for %d Redisson scripts", len(libBySHA), len(libTable), len(rBySHA), len(rTable))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -211,6 +212,14 @@ func failureKind(err error) string {
 
 func (c *client) cmdGet(args [][]byte) *call {
 	key, s := args[1], c.s
+	if strings.HasPrefix(s.unprefixed(key), rTokenPrefix) {
+		// RFencedLock.getToken: the fencing token of the hold this proxy
+		// granted (redisson.go); nil when it holds none.
+		if tok, ok := s.rl.tokenOf(string(key)); ok {
+			return reply(redcon.AppendBulkString(nil, strconv.FormatInt(tok, 10)))
+		}
+		return reply(redcon.AppendNull(nil))
+	}
 	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
 }
 
@@ -222,6 +231,11 @@ func (c *client) cmdPTTL(args [][]byte) *call {
 // cmdCountKeys runs EXISTS and DEL.
 func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
+	if name == "del" && s.latchKeys(keys) {
+		// Redisson's DEL of its unlock latches after an unlock: the
+		// latches are the proxy's (redisson.go).
+		return reply(redcon.AppendInt(nil, s.rl.delLatches(keys)))
+	}
 	if name == "del" && !s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("DEL", "compare-and-delete (release)"))
 	}
@@ -276,6 +290,9 @@ func (c *client) cmdEval(args [][]byte) *call {
 	} else {
 		sha = strings.ToLower(string(args[1]))
 	}
+	if rs := rBySHA[sha]; rs != nil {
+		return c.runRedisson(rs, keys, argv)
+	}
 	if ls := libBySHA[sha]; ls != nil {
 		if !ls.fits(keys, argv) {
 			if !c.s.cfg.AllowScripts {
@@ -307,7 +324,7 @@ func (c *client) cmdScript(args [][]byte) *call {
 			return arityErr("script|load")
 		}
 		sha := sha1Hex(args[2])
-		if libBySHA[sha] == nil {
+		if libBySHA[sha] == nil && rBySHA[sha] == nil {
 			if !s.cfg.AllowScripts {
 				return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 			}

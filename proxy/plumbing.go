@@ -231,7 +231,7 @@ func (c *client) cmdInfo(args [][]byte) *call {
 }
 
 // infoSections are INFO's sections in order.
-var infoSections = []string{"server", "clients", "proxy", "masters"}
+var infoSections = []string{"server", "clients", "replication", "persistence", "proxy", "masters"}
 
 // info renders INFO [section ...]: the proxy's state and every master's
 // health. No section, "all", "default" or "everything" select all.
@@ -262,6 +262,15 @@ func (s *Server) info(sections [][]byte) string {
 		fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nclient_memory_bytes:%d\r\nmax_client_memory:%d\r\n\r\n",
 			ps.ConnectedClients, s.cfg.MaxClients, s.mem.Load(), s.cfg.MaxClientMemory)
 	}
+	if want["replication"] {
+		// Redisson (other than single-server mode) reads connected_slaves
+		// to decide whether to send WAIT after its lock scripts: none
+		// behind the proxy, whose writes are quorum writes.
+		b.WriteString("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n")
+	}
+	if want["persistence"] {
+		b.WriteString("# Persistence\r\nloading:0\r\naof_enabled:0\r\n\r\n")
+	}
 	if want["proxy"] {
 		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
 			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
@@ -277,8 +286,10 @@ func (s *Server) info(sections [][]byte) string {
 		// The drift allowance (ttl·factor + min) that a lock's validity
 		// leaves out: `redlock lock --proxy` computes its validity with it.
 		ec := s.eng.Config()
-		fmt.Fprintf(&b, "drift_factor:%s\r\ndrift_min_us:%d\r\n\r\n",
+		fmt.Fprintf(&b, "drift_factor:%s\r\ndrift_min_us:%d\r\n",
 			strconv.FormatFloat(ec.DriftFactor, 'g', -1, 64), ec.DriftMin.Microseconds())
+		fmt.Fprintf(&b, "redisson_holds:%d\r\nwakeups_sent:%d\r\nwakeups_dropped:%d\r\n\r\n",
+			s.rl.count(), s.wakesSent.Load(), s.wakeDropped.Load())
 	}
 	if want["masters"] {
 		b.WriteString("# Masters\r\n")
@@ -307,4 +318,36 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// cmdWait answers WAIT numreplicas timeout: 0 at once. Lock writes are
+// quorum writes over independent masters; no replica is behind the proxy
+// (INFO replication says connected_slaves:0). Redisson probes it.
+func (c *client) cmdWait(args [][]byte) *call {
+	if _, ok := resp.ParseInt(args[1]); !ok {
+		return errCall(msgNotInteger)
+	}
+	if t, ok := resp.ParseInt(args[2]); !ok || t < 0 {
+		return errCall("ERR timeout is negative or not an integer")
+	}
+	return reply(redcon.AppendInt(nil, 0))
+}
+
+// cmdWaitAOF answers WAITAOF numlocal numreplicas timeout: [0, 0], or
+// Redis's error for numlocal > 0 (INFO persistence says aof_enabled:0).
+func (c *client) cmdWaitAOF(args [][]byte) *call {
+	local, ok1 := resp.ParseInt(args[1])
+	_, ok2 := resp.ParseInt(args[2])
+	t, ok3 := resp.ParseInt(args[3])
+	switch {
+	case !ok1 || !ok2 || !ok3:
+		return errCall(msgNotInteger)
+	case t < 0:
+		return errCall("ERR timeout is negative")
+	case local > 0:
+		return errCall("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.")
+	}
+	out := redcon.AppendArray(nil, 2)
+	out = redcon.AppendInt(out, 0)
+	return reply(redcon.AppendInt(out, 0))
 }

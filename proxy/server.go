@@ -224,6 +224,7 @@ type Server struct {
 	lib libCounts // lock operations run as broadcasts, for INFO
 
 	hub                    hub           // lock wake-up subscriptions (pubsub.go)
+	rl                     rLocks        // Redisson holds (redisson.go)
 	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
 
 	// Log budgets (logBurst lines per logWindow each): what clients cause

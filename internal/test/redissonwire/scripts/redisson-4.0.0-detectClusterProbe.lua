@@ -1,0 +1,1 @@
+redis.call('get', KEYS[1]) redis.call('get', KEYS[2])
