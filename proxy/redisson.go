@@ -57,7 +57,9 @@ type rScript struct {
 	Keys  int // exact KEYS count; 0 for a renewal batch (1..maxRenewKeys)
 	Argc  int // exact ARGV count; 0 for a renewal batch (KEYS + 1)
 	SHA   string
-	Latch bool // unlock with the latch key (3.24.0+)
+	// LatchArg is the ARGV index (0-based) of the unlock latch's TTL in
+	// ms, for an unlock with the latch key KEYS[3] (0: none).
+	LatchArg int
 }
 
 // maxRenewKeys bounds a batched renewal (Redisson sends up to 100).
@@ -72,13 +74,20 @@ var rTable = []rScript{
 	{Name: "Redisson tryLock (3.12.0-3.12.2)", File: "redisson-3.12.0-tryLock", Kind: rTryLock, Keys: 1, Argc: 2},
 	{Name: "Redisson RFencedLock tryLock (3.19.0+)", File: "redisson-3.19.0-fencedTryLock", Kind: rFencedTryLock, Keys: 2, Argc: 2},
 	{Name: "Redisson RFencedLock tryLockAndGetToken (3.19.0+)", File: "redisson-3.19.0-fencedTryLockAndGetToken", Kind: rFencedTryLockToken, Keys: 2, Argc: 2},
-	{Name: "Redisson unlock (3.24.0+)", File: "redisson-3.24.0-unlock", Kind: rUnlock, Keys: 3, Argc: 5, Latch: true},
+	{Name: "Redisson unlock (3.24.0+)", File: "redisson-3.24.0-unlock", Kind: rUnlock, Keys: 3, Argc: 5, LatchArg: 4},
 	{Name: "Redisson unlock (3.22.0-3.23.5)", File: "redisson-3.22.0-unlock", Kind: rUnlock, Keys: 2, Argc: 4},
 	{Name: "Redisson unlock (3.12.0-3.21.3)", File: "redisson-3.12.0-unlock", Kind: rUnlock, Keys: 2, Argc: 3},
 	{Name: "Redisson forceUnlock (3.22.0+)", File: "redisson-3.22.0-forceUnlock", Kind: rForceUnlock, Keys: 2, Argc: 2},
 	{Name: "Redisson forceUnlock (3.12.0-3.21.3)", File: "redisson-3.12.0-forceUnlock", Kind: rForceUnlock, Keys: 2, Argc: 1},
 	{Name: "Redisson watchdog renewal, batched (3.44.0+)", File: "redisson-3.44.0-renewLocksBatch", Kind: rRenew},
 	{Name: "Redisson watchdog renewal (3.12.0-3.43.0)", File: "redisson-3.12.0-renewExpiration", Kind: rRenew, Keys: 1, Argc: 2},
+
+	// npm node-redisson 1.0.4 (a Node port; its own texts, Pub/Sub mode:
+	// the unlock's latch TTL is ARGV[4], the publish is literal).
+	{Name: "node-redisson 1.0.4 tryLock", File: "node-redisson-1.0.4-rTryLockInner", Kind: rTryLock, Keys: 1, Argc: 2},
+	{Name: "node-redisson 1.0.4 unlock", File: "node-redisson-1.0.4-rUnlockInner", Kind: rUnlock, Keys: 3, Argc: 4, LatchArg: 3},
+	{Name: "node-redisson 1.0.4 renewal", File: "node-redisson-1.0.4-rRenewExpiration", Kind: rRenew, Keys: 1, Argc: 2},
+	{Name: "node-redisson 1.0.4 forceUnlock", File: "node-redisson-1.0.4-rForceUnlock", Kind: rForceUnlock, Keys: 2, Argc: 1},
 }
 
 // rBySHA indexes rTable by SHA1.
@@ -250,7 +259,7 @@ func (rs *rScript) fits(keys, argv [][]byte) bool {
 	case rTryLock, rFencedTryLock, rFencedTryLockToken:
 		return validOwner(argv[1]) && isMillis(argv[0])
 	case rUnlock:
-		return validOwner(argv[2]) && (!rs.Latch || isMillis(argv[4]))
+		return validOwner(argv[2]) && (rs.LatchArg == 0 || isMillis(argv[rs.LatchArg]))
 	case rRenew:
 		for _, o := range argv[1:] {
 			if !validOwner(o) {
@@ -348,9 +357,9 @@ func (s *Server) rTryLock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 
 func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
 	key, owner := string(keys[0]), string(argv[2])
-	latch := ""
-	if rs.Latch {
-		latch = string(keys[2])
+	latch, latchTTL := "", time.Duration(0)
+	if rs.LatchArg > 0 {
+		latch, latchTTL = string(keys[2]), millis(argv[rs.LatchArg])
 		if v, ok := s.rl.latch(latch); ok {
 			return redcon.AppendInt(dst, v) // a retried unlock: the first one's answer
 		}
@@ -362,7 +371,7 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	if h.r.Count() > 1 {
 		h.r.Unlock(ctx) // the count only: no master traffic
 		if latch != "" {
-			s.rl.setLatch(latch, 0, millis(argv[4]))
+			s.rl.setLatch(latch, 0, latchTTL)
 		}
 		return redcon.AppendInt(dst, 0)
 	}
@@ -372,7 +381,7 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 		s.rl.drop(key, h)
 		s.publish(s.unprefixed(keys[1]), "0")
 		if latch != "" {
-			s.rl.setLatch(latch, 1, millis(argv[4]))
+			s.rl.setLatch(latch, 1, latchTTL)
 		}
 		return redcon.AppendInt(dst, 1)
 	case errors.Is(err, engine.ErrUnavailable), ctx.Err() != nil:

@@ -3,6 +3,10 @@ package proxy
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +231,63 @@ func TestRedissonProbes(t *testing.T) {
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "30000"), "-ERR redlock proxy: Redisson tryLock (3.19.0+) called in a shape*")
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "0", "owner:1"), "-ERR redlock proxy: Redisson tryLock*")
 	checkReply(t, c.cmd("SCRIPT", "LOAD", redissonwire.Script("redisson-3.24.0-unlock")), "$40\r\n"+rBySHA[sha].SHA[:0]+"*")
+}
+
+// TestNodeRedisson drives npm node-redisson 1.0.4 (a Node port of
+// Redisson's RLock with Pub/Sub wake-ups, its own script texts) through
+// the proxy: lock with a lease, re-entry, another client refused while
+// the count is above zero, lock() woken by the unlock, forceUnlock.
+func TestNodeRedisson(t *testing.T) {
+	dir, _ := filepath.Abs("testdata/node")
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "node-redisson"))
+	requirePeer(t, "node and testdata/node/node_modules (npm ci --prefix proxy/testdata/node)", haveCmd("node") && err == nil)
+	e := startEnv(t, 5, nil)
+	ctx := context.Background()
+	held := func() int {
+		n := 0
+		for _, m := range e.masters {
+			if v, _ := m.Get(ctx, "nr:lock").Result(); v != "" {
+				n++
+			}
+		}
+		return n
+	}
+	gone := func(step string) {
+		t.Helper()
+		deadline := time.Now().Add(time.Second)
+		for held() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s: %d masters still hold nr:lock", step, held())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	p := startPeer(t, exec.Command("node", filepath.Join(dir, "redisson.js"), port(e.addr)))
+	p.step("LOCKED")
+	if n := held(); n < e.quorum() {
+		t.Fatalf("after lock and re-entry: %d masters hold the key", n)
+	}
+	p.next()
+	if f := p.step("REFUSED"); f[1] != "false" {
+		t.Fatalf("another client's tryLock: %v", f)
+	}
+	p.next()
+	if f := p.step("STILL"); f[1] != "false" {
+		t.Fatalf("tryLock at hold count 1: %v", f)
+	}
+	p.next()
+	f := p.step("WOKEN")
+	if ms, _ := strconv.Atoi(f[1]); ms <= 0 || ms > 5000 {
+		t.Fatalf("lock() waited %s ms: not woken by the unlock (the lease is 10 s)", f[1])
+	}
+	p.next()
+	p.step("RELEASED")
+	gone("the release")
+	p.next()
+	if f := p.step("FORCED"); f[1] != "true" {
+		t.Fatalf("forceUnlock: %v", f)
+	}
+	gone("forceUnlock")
+	p.next()
+	p.step("DONE")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/redissonwire"
 )
 
 // The lock kinds' fault suite: contended holders of each kind through two
@@ -25,7 +26,8 @@ import (
 const defaultKindOps = 2000
 
 type kindScenario struct {
-	name string
+	name  string
+	proxy bool // through the redlock proxy binary, with Redisson clients
 	// hold makes one try and, when granted, enters the checkers, holds
 	// and leaves; it returns whether it entered, or the try's error.
 	hold func(k *kindRun, rng *rand.Rand, w int) (bool, error)
@@ -41,6 +43,7 @@ type kindRun struct {
 	mu      sync.Mutex
 	re      map[string]*engine.Reentrant // per worker and key
 	ops     atomic.Int64                 // entries, and re-entries of reentrant locks
+	rc      []*redissonwire.Client       // Redisson clients (proxy scenarios)
 }
 
 func (k *kindRun) engine(w int) *engine.Engine { return k.engines[w%len(k.engines)] }
@@ -62,6 +65,9 @@ func hotKey(rng *rand.Rand, prefix string, n int) string {
 }
 
 var kindScenarios = []kindScenario{
+	// Redisson's RLock through the proxy: 24 clients replaying its exact
+	// traffic (every recognised release, in turn) on 8 hot keys.
+	{name: "redisson-rlock-via-proxy", proxy: true, hold: redissonHold},
 	// Reentrant: a holder re-enters (one script per master, raising the
 	// TTL) and leaves once inside; the checker counts the raised validity.
 	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
@@ -169,6 +175,54 @@ var kindScenarios = []kindScenario{
 	}},
 }
 
+// redissonClients is the number of Redisson clients of the proxy
+// scenario; the workers share them (a worker is a thread of one).
+const redissonClients = 24
+
+// redissonHold is one Redisson thread's turn: lock() (subscribe, then
+// retry on each wake-up or at the holder's TTL) on a hot key through the
+// proxy, re-enter one time in two, unlock to zero. The validity counts
+// from when the successful tryLock was sent, less the proxy's drift
+// allowance.
+func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+	key := hotKey(rng, "kinds:redisson", hotKeys)
+	c := k.rc[w%len(k.rc)]
+	thread := int64(w)
+	lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
+	t0, err := c.LockAt(lctx, key, thread, ttl)
+	waited := errors.Is(lctx.Err(), context.DeadlineExceeded)
+	cancel()
+	if err != nil {
+		if waited && k.ctx.Err() == nil {
+			return false, engine.ErrNotAcquired // waited its share: busy
+		}
+		return false, err
+	}
+	drift := ttl/100 + 2*time.Millisecond
+	id := k.ids.Add(1)
+	count := 1
+	entered := k.chk.Enter(key, id, t0.Add(ttl-drift), 0)
+	if entered {
+		k.ops.Add(1)
+		if rng.IntN(2) == 0 {
+			t1 := time.Now()
+			if ok, _, err := c.TryLock(k.ctx, key, thread, ttl); ok && err == nil {
+				count++
+				k.ops.Add(1)
+				k.chk.Extend(key, id, t1.Add(ttl-drift))
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		k.chk.Leave(key, id)
+	}
+	for range count {
+		if _, err := c.Unlock(k.ctx, key, thread); err != nil {
+			break
+		}
+	}
+	return entered, nil
+}
+
 // kindSteps: two masters stopped and continued, then restartSteps.
 func kindSteps(rng *rand.Rand) []step {
 	a := rng.IntN(5)
@@ -213,8 +267,21 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	defer cancel()
 	cfg := engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: ttl, MasterTimeout: masterTimeout,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
-	k := &kindRun{ctx: ctx, engines: []*engine.Engine{newEngine(t, ctx, cfg), newEngine(t, ctx, cfg)},
-		chk: &fault.Checker{Margin: margin}, crowd: &fault.Crowd{Margin: margin}, re: map[string]*engine.Reentrant{}}
+	k := &kindRun{ctx: ctx, chk: &fault.Checker{Margin: margin}, crowd: &fault.Crowd{Margin: margin}, re: map[string]*engine.Reentrant{}}
+	if ks.proxy {
+		addr := redlockProxy(t, set.Addrs(), "--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms",
+			"--dial-timeout", "300ms", "--max-ttl", ttl.String())
+		for i := range redissonClients {
+			c, err := redissonwire.Dial(ctx, addr, redissonwire.Profiles[i%len(redissonwire.Profiles)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			k.rc = append(k.rc, c)
+		}
+	} else {
+		k.engines = []*engine.Engine{newEngine(t, ctx, cfg), newEngine(t, ctx, cfg)}
+	}
 	var busy, unavailable atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -275,7 +342,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		}
 	}
 	most := cr.MaxInside
-	if ks.name == "reentrant" || ks.name == "lockall" {
+	if ks.name == "reentrant" || ks.name == "lockall" || ks.proxy {
 		most = 1
 	}
 	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,

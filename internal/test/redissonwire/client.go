@@ -119,7 +119,11 @@ func Dial(ctx context.Context, addr string, prof Profile) (*Client, error) {
 
 // Close closes the connections.
 func (c *Client) Close() {
-	c.nc.Close()
+	c.mu.Lock()
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	c.mu.Unlock()
 	c.smu.Lock()
 	if c.sub != nil {
 		c.sub.Close()
@@ -132,16 +136,29 @@ func (c *Client) Close() {
 func (c *Client) do(ctx context.Context, args ...string) (resp.Reply, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.nc == nil {
+		// The last command failed mid-way (its reply may still come):
+		// a new connection, as Redisson's pool replaces a broken one.
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, "tcp", c.addr)
+		if err != nil {
+			return resp.Reply{}, err
+		}
+		c.nc, c.rd = nc, resp.NewReader(nc)
+	}
 	dl, ok := ctx.Deadline()
 	if !ok {
 		dl = time.Now().Add(10 * time.Second)
 	}
 	c.nc.SetDeadline(dl)
-	if _, err := c.nc.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
-		return resp.Reply{}, err
+	_, err := c.nc.Write(resp.AppendCommandStrings(nil, args...))
+	var r resp.Reply
+	if err == nil {
+		r, err = c.rd.ReadReply()
 	}
-	r, err := c.rd.ReadReply()
 	if err != nil {
+		c.nc.Close()
+		c.nc = nil
 		return resp.Reply{}, err
 	}
 	if r.IsError() {
@@ -228,32 +245,42 @@ func (c *Client) TryLock(ctx context.Context, name string, thread int64, lease t
 // channel and try again after each message or when the TTL runs out,
 // until acquired or ctx ends; then unsubscribe.
 func (c *Client) Lock(ctx context.Context, name string, thread int64, lease time.Duration) error {
+	_, err := c.LockAt(ctx, name, thread, lease)
+	return err
+}
+
+// LockAt is Lock, also returning when the successful tryLock was sent
+// (the start of the lock's validity).
+func (c *Client) LockAt(ctx context.Context, name string, thread int64, lease time.Duration) (time.Time, error) {
+	t0 := time.Now()
 	ok, _, err := c.TryLock(ctx, name, thread, lease)
 	if err != nil || ok {
-		return err
+		return t0, err
 	}
 	ch := Channel(name)
 	w, err := c.subscribe(ctx, ch)
 	if err != nil {
-		return err
+		return t0, err
 	}
 	defer c.unsubscribe(ch)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
+		t0 = time.Now()
 		ok, ttl, err := c.TryLock(ctx, name, thread, lease)
 		if err != nil || ok {
-			return err
+			return t0, err
 		}
 		var tc <-chan time.Time
 		if ttl >= 0 {
-			t := time.NewTimer(time.Duration(ttl) * time.Millisecond)
+			t.Reset(time.Duration(ttl) * time.Millisecond)
 			tc = t.C
-			defer t.Stop()
 		}
 		select {
 		case <-w.wake:
 		case <-tc:
 		case <-ctx.Done():
-			return ctx.Err()
+			return t0, ctx.Err()
 		}
 	}
 }
