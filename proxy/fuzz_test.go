@@ -5,11 +5,13 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -45,9 +47,23 @@ func FuzzServe(f *testing.F) {
 		"PEXPIRE k 100\r\nPEXPIRE k 0\r\n",
 		"REDLOCK.LOCK k v 10000\r\nREDLOCK.LOCK k w 10000\r\nGET redlock:fence\r\nREDLOCK.LOCK k v +5\r\n",
 		"GET fence\r\nDEL fence{x} k\r\n", // odd length: the prefixed server, where these are fencing counters
+		// Lock wake-ups and Redisson's commands.
+		"SUBSCRIBE redisson_lock__channel:{k}\r\nPING\r\nGET k\r\nUNSUBSCRIBE\r\nPING\r\n",
+		"SSUBSCRIBE redisson_lock__channel:{k} redisson_lock__channel:{j}\r\nSUNSUBSCRIBE redisson_lock__channel:{k}\r\nRESET\r\n",
+		"HEXISTS k o:1\r\nHGET k o:1\r\nWAIT 0 0\r\nWAITAOF 0 0 0\r\nINFO ALL\r\nGET redisson_lock_token:{k}\r\nDEL redisson_unlock_latch:{k}:a\r\n",
 	} {
 		f.Add([]byte(s))
 	}
+	// Redisson's scripts in the shapes it sends (tryLock, re-entry, renewal,
+	// unlock with the latch, forceUnlock).
+	rs := func(file string, keys []string, args ...string) string {
+		argv := append([]string{"EVALSHA", sha1Hex([]byte(scripts.Lib(file))), strconv.Itoa(len(keys))}, keys...)
+		return string(resp.AppendCommandStrings(nil, append(argv, args...)...))
+	}
+	f.Add([]byte(rs("redisson-3.19.0-tryLock", []string{"k"}, "30000", "u:1") + rs("redisson-3.19.0-tryLock", []string{"k"}, "30000", "u:1") +
+		rs("redisson-3.44.0-renewLocksBatch", []string{"k", "j"}, "30000", "u:1", "u:2") +
+		rs("redisson-3.24.0-unlock", []string{"k", "redisson_lock__channel:{k}", "redisson_unlock_latch:{k}:ab"}, "0", "30000", "u:1", "publish", "17000") +
+		rs("redisson-3.22.0-forceUnlock", []string{"k", "redisson_lock__channel:{k}"}, "0", "publish")))
 	masters, err := localmaster.Start(context.Background(), localmaster.Options{N: 3, Embedded: true, Notice: io.Discard})
 	if err != nil {
 		f.Fatal(err)

@@ -293,6 +293,9 @@ func (c *client) cmdEval(args [][]byte) *call {
 	if rs := rBySHA[sha]; rs != nil {
 		return c.runRedisson(rs, keys, argv)
 	}
+	if what := rRefused[sha]; what != "" {
+		return errCall(msgRedissonKind(what))
+	}
 	if ls := libBySHA[sha]; ls != nil {
 		if !ls.fits(keys, argv) {
 			if !c.s.cfg.AllowScripts {
@@ -324,6 +327,9 @@ func (c *client) cmdScript(args [][]byte) *call {
 			return arityErr("script|load")
 		}
 		sha := sha1Hex(args[2])
+		if what := rRefused[sha]; what != "" {
+			return errCall(msgRedissonKind(what))
+		}
 		if libBySHA[sha] == nil && rBySHA[sha] == nil {
 			if !s.cfg.AllowScripts {
 				return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)

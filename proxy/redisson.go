@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	_ "embed"
 	"errors"
 	"strconv"
 	"strings"
@@ -519,4 +521,40 @@ func (rl *rLocks) count() int {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	return len(rl.holds)
+}
+
+// Redisson's other lock kinds — fair lock, read-write lock, semaphores,
+// count-down latch, spin lock — keep lists, per-reader keys or counters
+// whose per-master copies diverge (and the fair lock reads the client's
+// clock): translating their scripts one by one cannot make them
+// quorum-safe. The proxy refuses them by SHA1 (redisson_refused.tsv: every
+// text of releases 3.20.0 to 4.7.0) with an error that names what it
+// serves instead.
+//
+//go:embed redisson_refused.tsv
+var rRefusedTSV string
+
+// rRefused maps a refused script's SHA1 to "<class>.<method> (first-last)".
+var rRefused = func() map[string]string {
+	m := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(rRefusedTSV))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 5 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if rBySHA[f[0]] != nil {
+			panic("proxy: a served Redisson script is listed as refused: " + f[2])
+		}
+		m[f[0]] = f[2] + " (Redisson " + f[3] + "-" + f[4] + ", " + f[1] + ")"
+	}
+	return m
+}()
+
+// msgRedissonKind is the refusal of a Redisson script the proxy does not serve.
+func msgRedissonKind(what string) string {
+	return "ERR redlock proxy: " + what + " is not supported: Redisson's fair lock, read-write lock, semaphores, " +
+		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock or " +
+		"RFencedLock (reentrant, with the watchdog); read-write locks, semaphores and multi-key locks are the engine's " +
+		"RWLock, Semaphore and LockAll (docs/proxy.md)"
 }

@@ -291,3 +291,43 @@ func TestNodeRedisson(t *testing.T) {
 	p.next()
 	p.step("DONE")
 }
+
+// TestRedissonKindsRefused: Redisson's read-write lock, fair lock and
+// semaphore scripts — sent by text (EVAL), by SHA1 (EVALSHA) or loaded
+// (SCRIPT LOAD) — are refused with an error naming what the proxy serves;
+// every SHA1 of the refusal list is refused.
+func TestRedissonKindsRefused(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	c := dialRaw(t, e.addr)
+	files, _ := filepath.Glob("testdata/redisson-refused/*.lua")
+	if len(files) == 0 {
+		t.Fatal("no test scripts")
+	}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sha := sha1Hex(text)
+		if rRefused[sha] == "" {
+			t.Fatalf("%s (sha1 %s) is not in redisson_refused.tsv", f, sha)
+		}
+		for _, got := range []string{
+			c.cmd("EVAL", string(text), "1", "rw:k", "30000", "owner:1"),
+			c.cmd("EVALSHA", sha, "1", "rw:k", "30000", "owner:1"),
+			c.cmd("SCRIPT", "LOAD", string(text)),
+		} {
+			if !strings.Contains(got, "is not supported") || !strings.Contains(got, "RLock or RFencedLock") {
+				t.Fatalf("%s: %q", filepath.Base(f), got)
+			}
+		}
+	}
+	for sha := range rRefused {
+		if got := c.cmd("EVALSHA", sha, "1", "k", "1"); !strings.Contains(got, "is not supported") {
+			t.Fatalf("EVALSHA %s: %q", sha, got)
+		}
+	}
+	if len(rRefused) < 70 {
+		t.Fatalf("%d refused scripts; the list has 73", len(rRefused))
+	}
+}
