@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 

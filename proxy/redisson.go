@@ -53,12 +53,12 @@ const (
 
 // rScript is one Redisson script text the proxy recognises.
 type rScript struct {
-	Name  string
-	File  string // internal/scripts/lib file, named by the first release that sent it
-	Kind  rKind
-	Keys  int // exact KEYS count; 0 for a renewal batch (1..maxRenewKeys)
-	Argc  int // exact ARGV count; 0 for a renewal batch (KEYS + 1)
-	SHA   string
+	Name string
+	File string // internal/scripts/lib file, named by the first release that sent it
+	Kind rKind
+	Keys int // exact KEYS count; 0 for a renewal batch (1..maxRenewKeys)
+	Argc int // exact ARGV count; 0 for a renewal batch (KEYS + 1)
+	SHA  string
 	// LatchArg is the ARGV index (0-based) of the unlock latch's TTL in
 	// ms, for an unlock with the latch key KEYS[3] (0: none).
 	LatchArg int
