@@ -55,6 +55,7 @@ type Engine struct {
 	clusters []*conn.Cluster
 	// Merges of releases and extensions (Config.MergeMax); nil: off.
 	releaseMerge, extendMerge *conn.Merge
+	readReleaseMerge          *conn.Merge // RWLock readers' releases
 	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
 
 	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
@@ -88,6 +89,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.releaseMerge = conn.NewMerge(e.release, releaseMulti, releaseArgs, max)
 		e.extendMerge = conn.NewMerge(scripts.Extend, scripts.ExtendMulti, 2, max)
+		e.readReleaseMerge = conn.NewMerge(scripts.ReadRelease, scripts.ReadReleaseMulti, 1, max)
 		loaded = append(loaded, releaseMulti, scripts.ExtendMulti)
 	}
 	e.keep.init(e)

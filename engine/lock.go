@@ -408,7 +408,7 @@ func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
 // returns the script o.cmd calls.
 func (l *Lock) appendRelease(o *op) *conn.Script {
 	if l.read {
-		o.merge = nil
+		o.merge = l.e.readReleaseMerge
 		o.cmd = scripts.ReadRelease.AppendEvalSha(o.cmd[:0], 1, 1)
 		o.cmd = resp.AppendBulkString(o.cmd, l.key)
 		o.cmd = resp.AppendBulkString(o.cmd, l.token)

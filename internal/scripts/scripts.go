@@ -89,6 +89,9 @@ var (
 	ReadAcquire = load("engine", "read_acquire")
 	// ReadRelease (KEYS readers; ARGV token) removes the reader: 1 or 0.
 	ReadRelease = load("engine", "read_release")
+	// ReadReleaseMulti is ReadRelease over n keys (KEYS[i], token ARGV[i]);
+	// the engine merges readers' releases queued for the same write.
+	ReadReleaseMulti = load("engine", "read_release_multi")
 	// ReadExtend (KEYS readers; ARGV token, ttl ms) moves an unexpired
 	// reader's expiry to now + ttl: 1, or 0 when it holds none.
 	ReadExtend = load("engine", "read_extend")
