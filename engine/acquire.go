@@ -143,8 +143,11 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	switch {
 	case co.fencing:
 		o.cmd = appendFencedSet(o.cmd[:0], key, fenceKey, l.token, ms)
-	case co.rw != rwNone:
-		o.cmd = appendRWAcquire(o.cmd[:0], script, key, l.token, ms, co.waiterID, co.rw == rwWrite)
+	case co.rw == rwRead:
+		o.merge = e.readAcquireMerge
+		o.cmd = appendExtend(o.cmd[:0], script, l.key, l.token, ms) // the same shape: key, token, ms
+	case co.rw == rwWrite:
+		o.cmd = appendWriteAcquire(o.cmd[:0], key, l.token, ms, co.waiterID)
 	default:
 		o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	}
@@ -330,23 +333,16 @@ func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
 	return resp.AppendBulkInt(dst, ms)
 }
 
-// appendRWAcquire encodes a read (write false) or write acquisition of the
-// RWLock whose writer key is key.
-func appendRWAcquire(dst []byte, script *conn.Script, key, token string, ms int64, waiter string, write bool) []byte {
-	argc := 2
-	if write {
-		argc = 3
-	}
-	dst = script.AppendEvalSha(dst, 3, argc)
+// appendWriteAcquire encodes a write acquisition of the RWLock whose
+// writer key is key.
+func appendWriteAcquire(dst []byte, key, token string, ms int64, waiter string) []byte {
+	dst = scripts.WriteAcquire.AppendEvalSha(dst, 3, 3)
 	dst = resp.AppendBulkString(dst, key)
 	dst = resp.AppendBulkString(dst, key+readersSuffix)
 	dst = resp.AppendBulkString(dst, key+intentSuffix)
 	dst = resp.AppendBulkString(dst, token)
 	dst = resp.AppendBulkInt(dst, ms)
-	if write {
-		dst = resp.AppendBulkString(dst, waiter)
-	}
-	return dst
+	return resp.AppendBulkString(dst, waiter)
 }
 
 func appendSet(dst []byte, key, token string, ms int64) []byte {

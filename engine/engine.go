@@ -55,7 +55,8 @@ type Engine struct {
 	clusters []*conn.Cluster
 	// Merges of releases and extensions (Config.MergeMax); nil: off.
 	releaseMerge, extendMerge *conn.Merge
-	readReleaseMerge          *conn.Merge // RWLock readers' releases
+	readReleaseMerge          *conn.Merge        // RWLock readers' releases
+	readAcquireMerge          *conn.Merge        // and acquisitions
 	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
 
 	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
@@ -90,6 +91,7 @@ func New(cfg Config) (*Engine, error) {
 		e.releaseMerge = conn.NewMerge(e.release, releaseMulti, releaseArgs, max)
 		e.extendMerge = conn.NewMerge(scripts.Extend, scripts.ExtendMulti, 2, max)
 		e.readReleaseMerge = conn.NewMerge(scripts.ReadRelease, scripts.ReadReleaseMulti, 1, max)
+		e.readAcquireMerge = conn.NewMerge(scripts.ReadAcquire, scripts.ReadAcquireMulti, 2, max)
 		loaded = append(loaded, releaseMulti, scripts.ExtendMulti)
 	}
 	e.keep.init(e)

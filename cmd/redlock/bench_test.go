@@ -41,7 +41,7 @@ func TestBenchFlagValidation(t *testing.T) {
 		{"masters same server", []string{"--masters", "localhost:7601,127.0.0.1:7601,127.0.0.1:7602"}, "are the same server (127.0.0.1:7601)"},
 		{"masters listed twice", []string{"--masters", "127.0.0.1:7601,127.0.0.1:7601,127.0.0.1:7602"}, "127.0.0.1:7601 is listed twice"},
 		{"proxy address", []string{"--target", "proxy", "--proxy", "nope"}, `--proxy: "nope" is not host:port`},
-		{"bad workload", []string{"--workload", "burst"}, `unknown workload "burst" (known: cycle, acquire, contended)`},
+		{"bad workload", []string{"--workload", "burst"}, `unknown workload "burst" (known: cycle, acquire, contended, reentrant, rw, semaphore)`},
 		{"bad target", []string{"--target", "etcd"}, `unknown target "etcd"`},
 		{"proxy without address", []string{"--target", "proxy"}, "needs a proxy address"},
 		{"bad peer", []string{"--compare", "bsm"}, `unknown peer "bsm"`},

@@ -82,11 +82,17 @@ var (
 	// token, score: its expiry in the master's milliseconds) and the
 	// waiting writer's intent key; every script reads the master's TIME.
 	//
-	// ReadAcquire (KEYS writer, readers, intent; ARGV token, ttl ms)
-	// returns 0 while a writer holds the key or waits for it, else drops
+	// ReadAcquire (KEYS readers, the writer key + ":readers"; ARGV token,
+	// ttl ms) returns 0 while a writer holds the key or waits for it (the
+	// writer and intent keys are derived from KEYS[1], so that the call
+	// names one key and merges; they share its hash tag), else drops
 	// expired readers, adds ARGV[1] expiring in ttl, keeps the set's TTL at
 	// least ttl and returns 1.
 	ReadAcquire = load("engine", "read_acquire")
+	// ReadAcquireMulti is ReadAcquire over n keys (token ARGV[2i-1], TTL
+	// ARGV[2i]); the engine merges read acquisitions queued for the same
+	// write.
+	ReadAcquireMulti = load("engine", "read_acquire_multi")
 	// ReadRelease (KEYS readers; ARGV token) removes the reader: 1 or 0.
 	ReadRelease = load("engine", "read_release")
 	// ReadReleaseMulti is ReadRelease over n keys (KEYS[i], token ARGV[i]);
