@@ -147,6 +147,44 @@ func TestClusterMembers(t *testing.T) {
 	if _, err := v.e.TryLock(ctx, "cl:a}b", time.Second, engine.WithFencing()); !errors.Is(err, engine.ErrBadArgument) {
 		t.Errorf("fenced key with a stray brace: %v, want ErrBadArgument", err)
 	}
+	// A read-write lock: its three keys share the key's hash tag, and the
+	// read scripts (which derive the writer and intent keys) run on the
+	// node of that slot; merged read acquisitions and releases never
+	// cross slots.
+	if _, err := v.e.NewRWLock("cl:rw"); !errors.Is(err, engine.ErrBadArgument) {
+		t.Errorf("RWLock without a hash tag: %v, want ErrBadArgument", err)
+	}
+	var readers []*engine.Lock
+	var rwg sync.WaitGroup
+	var rmu sync.Mutex
+	for i := range 8 {
+		rw, _ := v.e.NewRWLock("{cl:rw" + strconv.Itoa(i%2) + "}")
+		rwg.Go(func() {
+			l, err := rw.TryRLock(ctx, 10*time.Second)
+			if err != nil {
+				t.Errorf("TryRLock: %v", err)
+				return
+			}
+			rmu.Lock()
+			readers = append(readers, l)
+			rmu.Unlock()
+		})
+	}
+	rwg.Wait()
+	rw0, _ := v.e.NewRWLock("{cl:rw0}")
+	if _, err := rw0.TryLock(ctx, time.Second); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Errorf("writer while readers hold: %v, want ErrNotAcquired", err)
+	}
+	for _, l := range readers {
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("reader Unlock: %v", err)
+		}
+	}
+	if w, err := rw0.TryLock(ctx, time.Second); err != nil {
+		t.Errorf("writer after the readers: %v", err)
+	} else {
+		w.Unlock(ctx)
+	}
 	st := v.e.Stats()
 	if st.ClusterRefreshes < 3 {
 		t.Errorf("stats %+v: want a slot map load per member", st)
