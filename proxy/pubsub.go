@@ -279,7 +279,13 @@ func (c *client) pingSubscribed(args [][]byte) *call {
 // waitWritten waits until the writer wrote every queued reply; false when
 // the connection or the server is closing.
 func (c *client) waitWritten() bool {
-	for c.unwritten.Load() > 0 {
+	return c.waitWriter(func() bool { return c.unwritten.Load() == 0 })
+}
+
+// waitWriter waits, woken each time the writer takes something, until
+// done holds; false when the connection or the server is closing.
+func (c *client) waitWriter(done func() bool) bool {
+	for !done() {
 		select {
 		case <-c.drained:
 		case <-c.wdone:
@@ -303,16 +309,5 @@ var subscribedAllowed = map[string]bool{
 // the writer took every queued frame, so that a later reply follows them;
 // false when the connection or the server is closing.
 func (c *client) framesWritten() bool {
-	for len(c.sub.q.ch) > 0 {
-		select {
-		case <-c.drained:
-		case <-c.wdone:
-			return false
-		case <-c.wfail:
-			return false
-		case <-c.s.baseCtx.Done():
-			return false
-		}
-	}
-	return true
+	return c.waitWriter(func() bool { return len(c.sub.q.ch) == 0 })
 }
