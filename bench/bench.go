@@ -170,6 +170,7 @@ type Config struct {
 	MetricsAddr string
 	metrics     *metrics.Metrics // set by Run from MetricsAddr
 	cpu         *cpuProfile      // set by Run from CPUProfile
+	probe       *probe           // set by runOnce: the processes whose CPU and syscalls a phase reads
 	// ReportDir, if set, receives index.html, result.json and the profiles.
 	ReportDir string
 	// Progress, if set, receives one line per second.
@@ -387,6 +388,19 @@ type Phase struct {
 	// one cycle, steadier than throughput on a shared host. It includes
 	// the masters when they are embedded.
 	ClientCPUPerCycle float64 `json:"client_cpu_us_per_cycle,omitempty"`
+	// ClientSyscallsPerCycle is the bench process's read and write
+	// syscalls per cycle (/proc/self/io; Linux).
+	ClientSyscallsPerCycle float64 `json:"client_syscalls_per_cycle,omitempty"`
+	// MasterCPUPerCycle is the masters' CPU time per cycle, all masters
+	// together, from each master's INFO cpu (used_cpu_user + used_cpu_sys)
+	// at the window's start and end: what a cycle costs the servers.
+	MasterCPUPerCycle float64 `json:"masters_cpu_us_per_cycle,omitempty"`
+	// MasterSyscallsPerCycle is the local masters' read and write syscalls
+	// per cycle, all together (/proc/<pid>/io; masters the bench started).
+	MasterSyscallsPerCycle float64 `json:"masters_syscalls_per_cycle,omitempty"`
+	// ProxyCPUPerCycle is, with TargetProxy, the proxy process's CPU time
+	// per cycle (its INFO cpu).
+	ProxyCPUPerCycle float64 `json:"proxy_cpu_us_per_cycle,omitempty"`
 	// RequestsPerWrite is the auto-pipelining batch size: commands sent to
 	// the masters per write syscall in the measured window (engine target).
 	RequestsPerWrite float64 `json:"requests_per_write,omitempty"`
@@ -404,6 +418,7 @@ type Phase struct {
 	// Raw window totals, for combining slices.
 	cycles, attempts, reqs, writes uint64
 	cpu, elapsed                   time.Duration
+	procs                          sample // the other processes' counters over the window (negative: unknown)
 }
 
 // pipeliner is implemented by lockers that can count their write batches.
@@ -479,8 +494,10 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Env: captureEnv(cfg.Args),
 	}
 	addrs := cfg.Masters
+	var set *localmaster.Set
 	if len(addrs) == 0 && cfg.Target == TargetEngine {
-		set, err := localmaster.Start(ctx, localmaster.Options{N: cfg.N, Embedded: cfg.Embedded, RequireReal: cfg.RequireReal, Notice: cfg.Notice})
+		var err error
+		set, err = localmaster.Start(ctx, localmaster.Options{N: cfg.N, Embedded: cfg.Embedded, RequireReal: cfg.RequireReal, Notice: cfg.Notice})
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: start local masters: %w", err)
 		}
@@ -491,6 +508,15 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 		if res.Embedded && cfg.MasterTimeout == 0 {
 			cfg.MasterTimeout = embeddedMasterTimeout
 		}
+	}
+	cfg.probe = &probe{masters: addrs, cc: cfg.masterConn()}
+	if set != nil {
+		for _, m := range set.Masters() {
+			cfg.probe.pids = append(cfg.probe.pids, m.PID())
+		}
+	}
+	if cfg.Target == TargetProxy {
+		cfg.probe.proxy = cfg.ProxyAddr
 	}
 	res.Masters = len(addrs)
 	if len(addrs) > 0 {
@@ -566,7 +592,13 @@ func runTargets(ctx context.Context, cfg Config, targets, addrs []string, label 
 			if cfg.Rounds > 1 {
 				name = fmt.Sprintf("%s %d/%d", name, round+1, cfg.Rounds)
 			}
-			p := runPhase(ctx, slice, name, lockers[i], recs[i], i == 0)
+			sl := slice
+			if t != TargetProxy && cfg.probe != nil {
+				pr := *cfg.probe
+				pr.proxy = "" // the proxy's CPU counts on its own phase only
+				sl.probe = &pr
+			}
+			p := runPhase(ctx, sl, name, lockers[i], recs[i], i == 0)
 			p.Target = t
 			if round == 0 {
 				phases = append(phases, p)

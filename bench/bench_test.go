@@ -116,9 +116,26 @@ func TestRunWorkloads(t *testing.T) {
 		if r.RequestsPerWrite < 1 || r.RequestsPerWrite > 8 {
 			t.Errorf("requests per write %.1f, want 1..8", r.RequestsPerWrite)
 		}
-		// The client uses some CPU, and less than 2 s per cycle.
+		// The client uses some CPU, and less than 2 s per cycle; so do the
+		// masters (INFO cpu); the client makes syscalls.
 		if r.ClientCPUPerCycle <= 0 || r.ClientCPUPerCycle > 2e6 {
 			t.Errorf("client CPU per cycle %.1fµs", r.ClientCPUPerCycle)
+		}
+		if requireReal() && (r.MasterCPUPerCycle <= 0 || r.MasterCPUPerCycle > 2e6) {
+			t.Errorf("masters' CPU per cycle %.1fµs", r.MasterCPUPerCycle)
+		}
+		if r.ClientSyscallsPerCycle <= 0 || r.MasterSyscallsPerCycle != 0 {
+			t.Errorf("syscalls per cycle: client %.2f, masters %.2f (not started by the bench: unknown)", r.ClientSyscallsPerCycle, r.MasterSyscallsPerCycle)
+		}
+	})
+	t.Run("own masters", func(t *testing.T) {
+		// Masters the bench starts: their syscalls are read too.
+		r, err := Run(t.Context(), Config{N: 3, RequireReal: requireReal(), Duration: 600 * time.Millisecond, Concurrency: 8, TTL: 5 * time.Second, MasterTimeout: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Embedded && (r.MasterSyscallsPerCycle <= 0 || r.MasterCPUPerCycle <= 0) {
+			t.Errorf("local masters: CPU %.1fµs, syscalls %.2f per cycle", r.MasterCPUPerCycle, r.MasterSyscallsPerCycle)
 		}
 	})
 	t.Run("kinds", func(t *testing.T) {
@@ -148,9 +165,10 @@ func TestRunWorkloads(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, err := c.Exec(t.Context(), "DBSIZE")
+			keys, _ := c.Exec(t.Context(), "KEYS", "*")
 			c.Close()
 			if err != nil || r.Int != 0 {
-				t.Fatalf("master %s: DBSIZE %d, %v; want 0", a, r.Int, err)
+				t.Fatalf("master %s: DBSIZE %d, %v; want 0 (keys %s)", a, r.Int, err, keys)
 			}
 		}
 	})
@@ -344,6 +362,9 @@ func TestRunProxyTarget(t *testing.T) {
 	}
 	checkPhase(t, r.Phase)
 	checkPhase(t, r.Peers[0])
+	if r.ProxyCPUPerCycle <= 0 || r.Peers[0].ProxyCPUPerCycle != 0 {
+		t.Errorf("proxy CPU per cycle: %.1fµs on its phase, %.1fµs on the engine's (want none)", r.ProxyCPUPerCycle, r.Peers[0].ProxyCPUPerCycle)
+	}
 
 	t.Run("contended", func(t *testing.T) {
 		r, err := Run(t.Context(), Config{Target: TargetProxy, ProxyAddr: set.Addrs()[1], Workload: WorkloadContended, Keys: 1,

@@ -54,6 +54,18 @@ func TestWriteReport(t *testing.T) {
 	html := string(page)
 	engineCycles := fmt.Sprintf(`<td id="engine-cycles">%.0f</td>`, r.CyclesPerSec)
 	engineCPU := fmt.Sprintf(`<td id="engine-cpu">%.1f</td>`, r.ClientCPUPerCycle)
+	// The per-process figures: the masters' CPU (INFO cpu) and the
+	// client's syscalls measured; the masters' syscalls unknown (not
+	// started by the bench), no proxy.
+	if r.MasterCPUPerCycle <= 0 || r.ClientSyscallsPerCycle <= 0 {
+		t.Errorf("masters' CPU %.1fµs, client syscalls %.2f per cycle", r.MasterCPUPerCycle, r.ClientSyscallsPerCycle)
+	}
+	for _, want := range []string{fmt.Sprintf(`<td id="engine-mcpu">%.1f</td>`, r.MasterCPUPerCycle), fmt.Sprintf(`<td id="engine-sys">%.1f</td>`, r.ClientSyscallsPerCycle),
+		`<td id="engine-msys">-</td>`, `<td id="engine-pcpu">-</td>`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("report lacks %s", want)
+		}
+	}
 	for _, want := range []string{engineCycles, engineCPU, `id="redsync-cycles"`, `id="ceiling-cycles"`, `id="throughput-chart"`,
 		`id="latency-chart"`, `id="top-flat"`, `id="env"`, r.Env.GoVersion, "<polyline", `<a href="cpu.pprof">cpu.pprof</a>`} {
 		if !strings.Contains(html, want) {
@@ -99,6 +111,7 @@ func reportFixture(waited bool) Result {
 		return Phase{Target: target, CyclesPerSec: cycles, AttemptsPerSec: 23456, AcquireP50: 234, AcquireP99: 1234,
 			Waited: waited, WaitP50: 345, WaitP99: 4567, CycleP50: 456, CycleP99: 2345,
 			Acquired: 123456, FailedAcquires: 12, Errors: 3, Missed: 7, ClientCPUPerCycle: 23.45,
+			ClientSyscallsPerCycle: 0.42, MasterCPUPerCycle: 38.5, MasterSyscallsPerCycle: 3.1,
 			Acquire:           Latency{Count: 100, P50: 234, P90: 500, P99: 1234, P999: 2000, Max: 3000, Mean: 260.5},
 			Release:           Latency{Count: 100, P50: 134, P90: 300, P99: 834, P999: 1000, Max: 2000, Mean: 160.5},
 			Cycle:             Latency{Count: 100, P50: 456, P90: 900, P99: 2345, P999: 4000, Max: 5000, Mean: 470.5},

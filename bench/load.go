@@ -35,6 +35,7 @@ type phaseState struct {
 
 	cycles, attempts, acquired, failed, errs atomic.Uint64
 	windowOpen                               counters    // when the measured window opened
+	procsOpen                                sample      // the other processes' counters then
 	cpu                                      *cpuProfile // profiles the window (the target's phase), or nil
 	firstErr                                 atomic.Pointer[string]
 }
@@ -138,7 +139,13 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 // profile (the target's phase), cfg's CPU profile covers the measured
 // window.
 func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recorder, profile bool) Phase {
-	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0, rec: rec}
+	var procs0 sample
+	if cfg.Warmup == 0 {
+		// The servers' counters before any load: reading them takes a few
+		// ms, before the phase's clock starts.
+		procs0 = cfg.probe.read(ctx)
+	}
+	s := &phaseState{cfg: cfg, l: l, base: time.Now(), open: cfg.Rate > 0, rec: rec, procsOpen: procs0}
 	if profile {
 		s.cpu = cfg.cpu
 	}
@@ -191,13 +198,16 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	}
 
 	if cfg.Warmup == 0 {
-		s.openWindow()
+		s.openWindow(ctx)
 	}
 	perSecond := s.progress(ctx, name)
 	end := s.now()
 	s.cpu.pause()
 	window := s.counters().since(s.windowOpen)
 	s.winEnd.Store(int64(end))
+	// After the window closed: reading the servers takes a few ms, and
+	// cycles completing meanwhile must not count.
+	procs := cfg.probe.read(ctx).minus(s.procsOpen)
 	stopped.Store(true)
 	close(stop)
 	if s.waiter != nil {
@@ -220,6 +230,7 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	}
 	p.cycles, p.attempts, p.reqs, p.writes = s.cycles.Load(), s.attempts.Load(), window.reqs, window.writes
 	p.cpu, p.elapsed = window.cpu, max(end-cfg.Warmup, 0)
+	p.procs = procs
 	p.derive()
 	return p
 }
@@ -238,6 +249,7 @@ func (p *Phase) derive() {
 	if p.cycles > 0 {
 		p.ClientCPUPerCycle = math.Round(float64(p.cpu.Microseconds())/float64(p.cycles)*100) / 100
 	}
+	p.perCycle()
 	p.AcquireP50, p.AcquireP99 = p.Acquire.P50, p.Acquire.P99
 	if p.Waited {
 		p.WaitP50, p.WaitP99 = p.Acquire.P50, p.Acquire.P99
@@ -262,6 +274,7 @@ func combine(acc, next Phase) Phase {
 	next.writes += acc.writes
 	next.cpu += acc.cpu
 	next.elapsed += acc.elapsed
+	next.procs = next.procs.plus(acc.procs)
 	next.RoundCyclesPerSec = acc.RoundCyclesPerSec
 	next.derive()
 	return next
@@ -284,7 +297,10 @@ func (s *phaseState) counters() counters {
 
 // openWindow records the counters when the measured window opens, and
 // starts its CPU profile.
-func (s *phaseState) openWindow() {
+func (s *phaseState) openWindow(ctx context.Context) {
+	if s.cfg.Warmup > 0 { // else read before the workers started
+		s.procsOpen = s.cfg.probe.read(ctx)
+	}
 	s.windowOpen = s.counters()
 	s.cpu.resume()
 }
@@ -310,7 +326,7 @@ func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
 			return nil
 		case <-t.C:
 		}
-		s.openWindow()
+		s.openWindow(ctx)
 	}
 	end := time.NewTimer(cfg.Warmup + cfg.Duration - s.now())
 	defer end.Stop()

@@ -176,7 +176,21 @@ func (r Result) columns(wide bool) []column {
 		column{Head: "acquired", cell: n(func(p Phase) uint64 { return p.Acquired })},
 		failed, errs,
 		column{Head: "missed", cell: n(func(p Phase) uint64 { return p.Missed })},
-		column{Head: "cpu µs/cycle", ID: "cpu", cell: func(p Phase) string { return fmt.Sprintf("%.1f", p.ClientCPUPerCycle) }})
+		column{Head: "cpu µs/cycle", ID: "cpu", cell: func(p Phase) string { return fmt.Sprintf("%.1f", p.ClientCPUPerCycle) }},
+		column{Head: "syscalls/cycle", ID: "sys", cell: f1(func(p Phase) float64 { return p.ClientSyscallsPerCycle })},
+		column{Head: "masters µs/cycle", ID: "mcpu", cell: f1(func(p Phase) float64 { return p.MasterCPUPerCycle })},
+		column{Head: "masters syscalls/cycle", ID: "msys", cell: f1(func(p Phase) float64 { return p.MasterSyscallsPerCycle })},
+		column{Head: "proxy µs/cycle", ID: "pcpu", cell: f1(func(p Phase) float64 { return p.ProxyCPUPerCycle })})
+}
+
+// f1 formats a per-cycle figure with one decimal, "-" when not measured.
+func f1(v func(Phase) float64) func(Phase) string {
+	return func(p Phase) string {
+		if x := v(p); x > 0 {
+			return fmt.Sprintf("%.1f", x)
+		}
+		return "-"
+	}
 }
 
 // mastersNote says how many masters were up at the start.

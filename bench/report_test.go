@@ -78,9 +78,11 @@ func TestTableHeaders(t *testing.T) {
 				}
 			}
 			if tc.wide {
-				cpu := fmt.Sprintf("%.1f", r.ClientCPUPerCycle)
-				if row := lines[head+1]; !strings.HasSuffix(row, " "+cpu) {
-					t.Errorf("engine row does not end with its cpu µs/cycle %s: %q", cpu, row)
+				// The per-process figures close the row: the client's CPU
+				// and syscalls, the masters', the proxy's ("-": not measured).
+				want := fmt.Sprintf(" %.1f %.1f %.1f %.1f -", r.ClientCPUPerCycle, r.ClientSyscallsPerCycle, r.MasterCPUPerCycle, r.MasterSyscallsPerCycle)
+				if row := strings.Join(strings.Fields(lines[head+1]), " "); !strings.HasSuffix(row, want) {
+					t.Errorf("engine row does not end with its per-process figures %q: %q", want, row)
 				}
 			}
 			// The legend says what failed and errors count.

@@ -117,7 +117,8 @@ func TestBenchJSONAndProfile(t *testing.T) {
 		t.Fatalf("last stdout line is not JSON: %v\n%s", err, stdout.String())
 	}
 	for _, k := range []string{"cycles_per_sec", "acquire_p50_us", "acquire_p99_us", "cycle_p50_us", "cycle_p99_us",
-		"acquired", "failed_acquires", "errors", "masters", "masters_up", "concurrency", "duration_s", "interrupted", "missed", "per_second"} {
+		"acquired", "failed_acquires", "errors", "masters", "masters_up", "concurrency", "duration_s", "interrupted", "missed", "per_second",
+		"client_cpu_us_per_cycle", "client_syscalls_per_cycle", "masters_cpu_us_per_cycle"} {
 		if _, ok := obj[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}
