@@ -433,6 +433,10 @@ func (c *client) writeLoop() {
 		// Written: the reader may write the next reply itself.
 		c.unwritten.Add(-batched)
 		batched = 0
+		select { // a reader waiting for every reply to be written (waitWritten)
+		case c.drained <- struct{}{}:
+		default:
+		}
 	}
 	c.guard("writer", func() {
 		for {
@@ -496,6 +500,20 @@ func (c *client) writeLoop() {
 			select {
 			case c.drained <- struct{}{}:
 			default:
+			}
+			if cl.closeAfter {
+				// Frames queued before this reply (subscribed mode) go
+				// out before the connection closes.
+				if q := c.msgs.Load(); q != nil && !broken {
+					for n := len(q.ch); n > 0; n-- {
+						frame := <-q.ch
+						if bb == nil {
+							bb = getBatch()
+						}
+						bb.B = append(bb.B, frame...)
+						c.hold(-int64(len(frame)), false)
+					}
+				}
 			}
 			if cl.closeAfter || (bb != nil && len(bb.B) >= flushAt) {
 				flush()

@@ -70,21 +70,20 @@ func (h *hub) remove(ch string, c *client) {
 }
 
 // publish sends msg on ch to every subscriber and returns how many got it.
+// It queues under the hub's lock (queueing never blocks), so a connection
+// whose UNSUBSCRIBE returned gets no later message of that channel: the
+// messages it got precede its unsubscribe reply in its queue.
 func (s *Server) publish(ch, msg string) int {
 	s.hub.mu.Lock()
-	subs := make([]*client, 0, len(s.hub.subs[ch]))
-	for c := range s.hub.subs[ch] {
-		subs = append(subs, c)
-	}
-	s.hub.mu.Unlock()
+	defer s.hub.mu.Unlock()
 	n := 0
-	for _, c := range subs {
+	for c := range s.hub.subs[ch] {
 		q := c.msgs.Load()
 		if q == nil {
 			continue
 		}
 		kind := "message"
-		if c.shardSub(ch) {
+		if c.shard[ch] {
 			kind = "smessage"
 		}
 		frame := redcon.AppendArray(nil, 3)
@@ -105,14 +104,6 @@ func (s *Server) publish(ch, msg string) int {
 	}
 	s.wakesSent.Add(uint64(n))
 	return n
-}
-
-// shardSub reports whether c subscribed to ch with SSUBSCRIBE. Publishers
-// call it; the map is guarded by the hub's lock for them.
-func (c *client) shardSub(ch string) bool {
-	c.s.hub.mu.Lock()
-	defer c.s.hub.mu.Unlock()
-	return c.shard[ch]
 }
 
 // subscribed reports whether the connection is in subscribed mode.
@@ -147,6 +138,11 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 		if _, ok := c.sub.chans[ch]; !ok {
 			if len(c.sub.chans) >= maxSubscriptions {
 				return c.pushFrame(redcon.AppendError(nil, "ERR redlock proxy: more than 1024 subscriptions on one connection"))
+			}
+			// A subscription is kept as long as the connection: charged to
+			// MaxClientMemory (not to the connection's backpressure).
+			if !c.s.charge(subCost(ch)) {
+				return c.pushFrame(redcon.AppendError(nil, msgMemory))
 			}
 			c.sub.chans[ch] = shard
 			c.s.hub.mu.Lock()
@@ -231,6 +227,7 @@ func (c *client) unsubscribe(ch string) {
 	if _, ok := c.sub.chans[ch]; !ok {
 		return
 	}
+	c.s.charge(-subCost(ch))
 	delete(c.sub.chans, ch)
 	c.s.hub.remove(ch, c)
 	c.s.hub.mu.Lock()
@@ -310,4 +307,21 @@ var subscribedAllowed = map[string]bool{
 // false when the connection or the server is closing.
 func (c *client) framesWritten() bool {
 	return c.waitWriter(func() bool { return len(c.sub.q.ch) == 0 })
+}
+
+// subCost is what a subscription to ch is charged: its name, kept in the
+// connection's and the hub's maps, and their entries.
+func subCost(ch string) int64 { return int64(len(ch) + 256) }
+
+// charge adds n bytes (n < 0: gives them back) of state the server keeps
+// beyond a request's life (subscriptions, Redisson holds and latches) to
+// what MaxClientMemory bounds; a growth that would pass it fails (counted
+// as a memory refusal) and changes nothing.
+func (s *Server) charge(n int64) bool {
+	if now := s.mem.Add(n); n > 0 && now > int64(s.cfg.MaxClientMemory) {
+		s.mem.Add(-n)
+		s.memRefused.Add(1)
+		return false
+	}
+	return true
 }

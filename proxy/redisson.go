@@ -116,9 +116,15 @@ const (
 	maxLatchTTL = time.Minute
 )
 
-// rLocks is the proxy's Redisson state.
+// rLocks is the proxy's Redisson state. Its entries are charged to
+// MaxClientMemory (they outlive the requests that made them); holds that
+// ended and latches past their TTL are swept whenever their maps doubled
+// since the last sweep.
 type rLocks struct {
+	s       *Server
 	mu      sync.Mutex
+	sweepH  int                    // len(holds) that triggers the next sweep (guarded by mu)
+	sweepL  int                    // len(latches) likewise
 	holds   map[string]*rHold      // lock key → hold (guarded by mu)
 	byToken map[string]*rHold      // RFencedLock token key → hold (guarded by mu)
 	latches map[string]latchResult // unlock latch key → result (guarded by mu)
@@ -128,13 +134,27 @@ type rLocks struct {
 type rHold struct {
 	owner    string
 	r        *engine.Reentrant
+	l        *engine.Lock // the hold's lock, for sweeping without r's mutex
 	fenced   bool
 	tokenKey string
+	cost     int64 // charged to MaxClientMemory (Server.charge)
 }
+
+// ended reports whether h's lock ended (unlocked, lost, validity over);
+// rl.mu held (relock writes h.l under it).
+func (h *rHold) ended() bool { return h.l.Err() != nil }
 
 type latchResult struct {
 	v     int64
 	until time.Time
+}
+
+// holdLive returns key's hold and whether its lock is still live.
+func (rl *rLocks) holdLive(key string) (*rHold, bool) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	h := rl.holds[key]
+	return h, h != nil && !h.ended()
 }
 
 func (rl *rLocks) hold(key string) *rHold {
@@ -143,22 +163,28 @@ func (rl *rLocks) hold(key string) *rHold {
 	return rl.holds[key]
 }
 
-// put records h as key's hold; false when the table is full of live holds.
+// put records h as key's hold; false when the table is full of live holds
+// or MaxClientMemory is reached.
 func (rl *rLocks) put(key string, h *rHold) bool {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.holds == nil {
 		rl.holds, rl.byToken = map[string]*rHold{}, map[string]*rHold{}
 	}
-	if len(rl.holds) >= maxRHolds {
+	if len(rl.holds) >= max(rl.sweepH, 1024) {
 		for k, old := range rl.holds {
-			if old.r.Held() == nil {
+			if old.ended() {
 				rl.dropLocked(k, old)
 			}
 		}
-		if len(rl.holds) >= maxRHolds {
-			return false
-		}
+		rl.sweepH = 2 * len(rl.holds)
+	}
+	if len(rl.holds) >= maxRHolds {
+		return false
+	}
+	h.cost = int64(2*len(key)+len(h.owner)+len(h.tokenKey)) + 512
+	if !rl.s.charge(h.cost) {
+		return false
 	}
 	if old := rl.holds[key]; old != nil {
 		rl.dropLocked(key, old)
@@ -168,6 +194,16 @@ func (rl *rLocks) put(key string, h *rHold) bool {
 		rl.byToken[h.tokenKey] = h
 	}
 	return true
+}
+
+// relock records h's current lock after a TryLock that may have been an
+// acquisition from zero.
+func (rl *rLocks) relock(h *rHold) {
+	if l := h.r.Held(); l != nil {
+		rl.mu.Lock()
+		h.l = l
+		rl.mu.Unlock()
+	}
 }
 
 // drop forgets h if it is still key's hold.
@@ -184,6 +220,7 @@ func (rl *rLocks) dropLocked(key string, h *rHold) {
 	if h.tokenKey != "" && rl.byToken[h.tokenKey] == h {
 		delete(rl.byToken, h.tokenKey)
 	}
+	rl.s.charge(-h.cost)
 }
 
 func (rl *rLocks) latch(key string) (int64, bool) {
@@ -203,17 +240,25 @@ func (rl *rLocks) setLatch(key string, v int64, ttl time.Duration) {
 		rl.latches = map[string]latchResult{}
 	}
 	now := time.Now()
-	if len(rl.latches) >= maxRLatches {
+	if len(rl.latches) >= max(rl.sweepL, 1024) {
 		for k, lr := range rl.latches {
 			if now.After(lr.until) {
-				delete(rl.latches, k)
+				rl.dropLatchLocked(k)
 			}
 		}
-		if len(rl.latches) >= maxRLatches {
-			return // a retried unlock of this one answers nil instead
-		}
+		rl.sweepL = 2 * len(rl.latches)
+	}
+	if _, ok := rl.latches[key]; ok || len(rl.latches) >= maxRLatches || !rl.s.charge(latchCost(key)) {
+		return // a retried unlock of this one answers nil instead
 	}
 	rl.latches[key] = latchResult{v: v, until: now.Add(min(ttl, maxLatchTTL))}
+}
+
+func latchCost(key string) int64 { return int64(len(key)) + 128 }
+
+func (rl *rLocks) dropLatchLocked(key string) {
+	delete(rl.latches, key)
+	rl.s.charge(-latchCost(key))
 }
 
 // delLatches deletes the latch keys and returns how many existed.
@@ -226,7 +271,7 @@ func (rl *rLocks) delLatches(keys [][]byte) int64 {
 			if time.Now().Before(lr.until) {
 				n++
 			}
-			delete(rl.latches, string(k))
+			rl.dropLatchLocked(string(k))
 		}
 	}
 	return n
@@ -283,8 +328,11 @@ func isMillis(b []byte) bool {
 // runRedisson serves a recognised Redisson script (keys already carry the
 // proxy's key prefix).
 func (c *client) runRedisson(rs *rScript, keys, argv [][]byte) *call {
-	if !rs.fits(keys, argv) {
-		return errCall("ERR redlock proxy: " + rs.Name + " called in a shape Redisson never sends")
+	if !rs.fits(keys, argv) || !c.s.rNames(rs, keys) {
+		return errCall("ERR redlock proxy: " + rs.Name + " called in a shape Redisson never sends (or a lock name over 1024 bytes, or a channel, latch or token key not derived from the lock's name)")
+	}
+	if rs.Kind == rForceUnlock && !c.s.cfg.AllowTokenlessWrites {
+		return errCall(msgTokenless("Redisson's forceUnlock", "Redisson unlock"))
 	}
 	s := c.s
 	return c.async(keys, func(ctx context.Context, dst []byte) []byte {
@@ -312,32 +360,38 @@ func (s *Server) rTryLock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 	if fenced {
 		opts = append(opts, engine.WithFencing())
 	}
-	h := s.rl.hold(key)
+	h, live := s.rl.holdLive(key)
 	var err error
-	if h != nil && h.owner == owner {
-		// Re-entry (one script per master), or an acquisition from zero
-		// when its earlier hold ended.
-		err = h.r.TryLock(ctx, lease, opts...)
+	if h != nil && h.owner == owner && live {
+		// Re-entry: one script per master (an acquisition from zero if
+		// the hold ended just now).
+		if err = h.r.TryLock(ctx, lease, opts...); err == nil {
+			s.rl.relock(h)
+		}
 	} else {
 		var r *engine.Reentrant
 		if r, err = s.eng.NewReentrant(key, owner); err == nil {
 			if err = r.TryLock(ctx, lease, opts...); err == nil {
-				h = &rHold{owner: owner, r: r, fenced: fenced}
+				h = &rHold{owner: owner, r: r, l: r.Held(), fenced: fenced}
 				if fenced {
 					h.tokenKey = string(keys[1])
 				}
-				if !s.rl.put(key, h) {
+				if h.l == nil || !s.rl.put(key, h) {
 					r.Unlock(context.WithoutCancel(ctx))
-					return redcon.AppendError(dst, "ERR redlock proxy: too many Redisson locks held through this proxy")
+					return redcon.AppendError(dst, "ERR redlock proxy: too many Redisson locks held through this proxy, or "+msgMemory[len("ERR redlock proxy: "):])
 				}
 			}
 		}
 	}
 	if err == nil {
 		if rs.Kind == rFencedTryLockToken {
+			l := h.r.Held()
+			if l == nil { // force-unlocked by another client meanwhile
+				return redcon.AppendError(dst, "ERR redlock proxy: "+strings.TrimPrefix(engine.ErrLockLost.Error(), "engine: "))
+			}
 			dst = redcon.AppendArray(dst, 2)
 			dst = redcon.AppendInt(dst, -1)
-			return redcon.AppendInt(dst, h.r.Held().FencingToken())
+			return redcon.AppendInt(dst, l.FencingToken())
 		}
 		return redcon.AppendNull(dst)
 	}
@@ -557,4 +611,62 @@ func msgRedissonKind(what string) string {
 		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock or " +
 		"RFencedLock (reentrant, with the watchdog); read-write locks, semaphores and multi-key locks are the engine's " +
 		"RWLock, Semaphore and LockAll (docs/proxy.md)"
+}
+
+// maxRLockName bounds a Redisson lock's name (the proxy keeps it with the
+// hold and names derived from it).
+const maxRLockName = 1024
+
+// rNames checks the keys besides the lock that a Redisson script names:
+// each is derived from the lock's name as Redisson (prefixName: p + ":" +
+// name when it has a brace, else p + ":{" + name + "}") or node-redisson
+// (braces added unless it starts with one) derives it — the channel the
+// proxy publishes on, the latch it keeps, the fencing token key it
+// answers GET for — so that a client cannot name another lock's.
+func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
+	if rs.Kind == rRenew {
+		for _, k := range keys {
+			if len(s.unprefixed(k)) > maxRLockName {
+				return false
+			}
+		}
+		return true
+	}
+	name := s.unprefixed(keys[0])
+	if len(name) > maxRLockName {
+		return false
+	}
+	derived := func(k []byte, p string) bool {
+		got := s.unprefixed(k)
+		return (strings.Contains(name, "{") && got == p+":"+name) || (!strings.HasPrefix(name, "{") && got == p+":{"+name+"}")
+	}
+	switch rs.Kind {
+	case rFencedTryLock, rFencedTryLockToken:
+		return derived(keys[1], "redisson_lock_token")
+	case rUnlock, rForceUnlock:
+		if !derived(keys[1], "redisson_lock__channel") {
+			return false
+		}
+		if rs.LatchArg > 0 {
+			// redisson_unlock_latch:{name}:<request id> (32 hex; a UUID).
+			l := s.unprefixed(keys[2])
+			i := strings.LastIndexByte(l, ':')
+			return i > 0 && len(l)-i-1 <= 64 && derived([]byte(s.cfg.KeyPrefix+l[:i]), "redisson_unlock_latch")
+		}
+	}
+	return true
+}
+
+// kept returns the bytes charged for the holds and latches kept.
+func (rl *rLocks) kept() int64 {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	n := int64(0)
+	for _, h := range rl.holds {
+		n += h.cost
+	}
+	for k := range rl.latches {
+		n += latchCost(k)
+	}
+	return n
 }

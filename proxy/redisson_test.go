@@ -32,7 +32,9 @@ func dialRedisson(t *testing.T, e *env, prof redissonwire.Profile) *redissonwire
 // refused with the holder's TTL, unlock to zero (0, then 1, then "not
 // locked by current thread"), the watchdog's renewal, forceUnlock.
 func TestRedissonRLock(t *testing.T) {
-	e := startEnv(t, 5, nil)
+	// forceUnlock releases whatever owner holds the lock: a tokenless
+	// write, served with --allow-tokenless-writes only.
+	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true })
 	for _, prof := range redissonwire.Profiles {
 		t.Run(prof.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -229,6 +231,17 @@ func TestRedissonProbes(t *testing.T) {
 	}
 	sha := rTable[0].SHA
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "30000"), "-ERR redlock proxy: Redisson tryLock (3.19.0+) called in a shape*")
+	// Without --allow-tokenless-writes, forceUnlock (no owner, no token)
+	// is refused like DEL.
+	force := rBySHA["605e338249a7a1d40df83b04f7658354f883b41b"]
+	checkReply(t, c.cmd("EVALSHA", force.SHA, "2", "k", "redisson_lock__channel:{k}", "0", "publish"), "-ERR redlock proxy: Redisson's forceUnlock changes a lock without checking its token*")
+	// Keys besides the lock must be the names Redisson derives from it:
+	// no publishing on another lock's channel, no other lock's token key.
+	unlock := rBySHA["778cea8aada230ae060b432fc333adaec85f2f4c"]
+	checkReply(t, c.cmd("EVALSHA", unlock.SHA, "2", "k", "redisson_lock__channel:{other}", "0", "30000", "o:1", "publish"), "-ERR redlock proxy: Redisson unlock (3.22.0-3.23.5) called in a shape*")
+	fenced := rBySHA["49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"]
+	checkReply(t, c.cmd("EVALSHA", fenced.SHA, "2", "k", "redisson_lock_token:{other}", "30000", "o:1"), "-ERR redlock proxy: Redisson RFencedLock tryLockAndGetToken (3.19.0+) called in a shape*")
+	checkReply(t, c.cmd("EVALSHA", fenced.SHA, "2", "{k}", "redisson_lock_token:{k}", "30000", "o:1"), "*2\r\n:-1\r\n:*") // a braced name: as Redisson derives it
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "0", "owner:1"), "-ERR redlock proxy: Redisson tryLock*")
 	checkReply(t, c.cmd("SCRIPT", "LOAD", redissonwire.Script("redisson-3.24.0-unlock")), "$40\r\n"+rBySHA[sha].SHA[:0]+"*")
 }
@@ -241,7 +254,7 @@ func TestNodeRedisson(t *testing.T) {
 	dir, _ := filepath.Abs("testdata/node")
 	_, err := os.Stat(filepath.Join(dir, "node_modules", "node-redisson"))
 	requirePeer(t, "node and testdata/node/node_modules (npm ci --prefix proxy/testdata/node)", haveCmd("node") && err == nil)
-	e := startEnv(t, 5, nil)
+	e := startEnv(t, 5, func(c *Config) { c.AllowTokenlessWrites = true }) // forceUnlock
 	ctx := context.Background()
 	held := func() int {
 		n := 0

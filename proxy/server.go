@@ -245,6 +245,7 @@ func New(cfg Config) (*Server, error) {
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
+	s.rl.s = s
 	if s.eng == nil {
 		if s.eng, err = engine.New(cfg.EngineConfig); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)

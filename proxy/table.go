@@ -82,6 +82,21 @@ func (c *client) dispatch(args [][]byte) *call {
 	if h := testHook.Load(); h != nil {
 		(*h)("dispatch", args)
 	}
+	if c.subscribed() {
+		// Subscribed mode: every reply goes behind the frames already
+		// queued (messages, earlier replies), in request order.
+		cl := c.dispatchOne(args)
+		if cl.a != nil || len(cl.out) == 0 {
+			return cl
+		}
+		out := c.pushFrame(cl.out)
+		out.closeAfter = out.closeAfter || cl.closeAfter
+		return out
+	}
+	return c.dispatchOne(args)
+}
+
+func (c *client) dispatchOne(args [][]byte) *call {
 	name := lower(args[0])
 	cmd := commandsByName[name]
 	if cmd == nil {

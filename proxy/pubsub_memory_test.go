@@ -1,0 +1,48 @@
+package proxy
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestSubscriptionsCharged: each connection may keep 1024
+// channels of up to 1024 bytes in the hub and its own maps; none of it is
+// charged to MaxClientMemory (MaxClients 10000: ~10 GiB of channel names).
+func TestSubscriptionsCharged(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	pad := strings.Repeat("x", maxChannelLen-len(wakePrefix)-12)
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	const conns = 20
+	for k := 0; k < conns; k++ {
+		c := dialRaw(t, e.addr)
+		for b := 0; b < maxSubscriptions/128; b++ {
+			args := []string{"SUBSCRIBE"}
+			for i := 0; i < 128; i++ {
+				args = append(args, wakePrefix+":"+strconv.Itoa(k)+"-"+strconv.Itoa(b*128+i)+pad)
+			}
+			c.sendCmd(args...)
+			for i := 0; i < 128; i++ {
+				if got := c.read(); !strings.HasPrefix(got, "*3") {
+					t.Fatalf("conn %d: %q", k, got)
+				}
+			}
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	e.srv.hub.mu.Lock()
+	n := len(e.srv.hub.subs)
+	e.srv.hub.mu.Unlock()
+	t.Logf("%d hub channels from %d connections; heap grew %d MiB; charged to MaxClientMemory: %d bytes", n, conns, (int64(ms1.HeapInuse)-int64(ms0.HeapInuse))>>20, e.srv.mem.Load())
+	if e.srv.mem.Load() < int64(n)*(maxChannelLen-100) {
+		t.Errorf("subscriptions held (%d channels of ~1 KiB) but %d bytes charged to MaxClientMemory", n, e.srv.mem.Load())
+	}
+	e.srv.Close()
+	if m := e.srv.mem.Load(); m != 0 {
+		t.Errorf("%d bytes still charged after every connection closed", m)
+	}
+}
