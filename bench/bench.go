@@ -331,6 +331,8 @@ func ParseSweep(s string) (string, []int, error) {
 // holds every point.
 type Result struct {
 	Phase
+	// Plan is set by the CLI's --plan (PlanFor of the target's phase).
+	Plan        *Plan        `json:"plan,omitempty"`
 	Masters     int          `json:"masters"`
 	MastersUp   int          `json:"masters_up"` // connected when the run started
 	Concurrency int          `json:"concurrency"`

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/redlock-dev/redlock/bench"
@@ -36,9 +37,10 @@ Examples:
 type benchOptions struct {
 	// Config is what bench.Run gets; runBench sets Progress and Notice.
 	bench.Config
-	json  bool // --json: a JSON line after the table
-	quiet bool // --quiet: no progress lines
-	wide  bool // --wide: every column
+	json  bool    // --json: a JSON line after the table
+	quiet bool    // --quiet: no progress lines
+	wide  bool    // --wide: every column
+	plan  float64 // --plan: cores for this many cycles/s, from the run's costs
 }
 
 // benchCmd parses the bench flags and runs bench.Run. Errors from bad
@@ -93,8 +95,12 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object as the last stdout line")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	fs.BoolVar(&o.wide, "wide", false, "print every column (the default table fits 80 columns)")
+	fs.Float64Var(&o.plan, "plan", 0, "after the run, print the client, master and proxy cores (and cluster shards) a `rate` of cycles/s needs, from the CPU per cycle measured (docs/operations.md, Sizing)")
 	if err := parseFlags(fs, args, stdout, benchHelp, "n", "duration", "rounds", "concurrency", "keys", "ttl", "conns"); err != nil {
 		return benchOptions{}, err
+	}
+	if o.plan < 0 || math.IsNaN(o.plan) || math.IsInf(o.plan, 0) {
+		return benchOptions{}, usageError{fmt.Errorf("--plan: a rate in cycles/s, got %g", o.plan)}
 	}
 	if *masters != "" {
 		cfg.Masters = splitList(*masters)
@@ -175,6 +181,16 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	}
 	if err := write(stdout); err != nil {
 		return err
+	}
+	if o.plan != 0 {
+		pl, err := bench.PlanFor(o.plan, res.Phase, res.Masters)
+		if err != nil {
+			return err
+		}
+		res.Plan = &pl
+		if err := pl.Write(stdout); err != nil {
+			return err
+		}
 	}
 	if cfg.ReportDir != "" {
 		fmt.Fprintf(stderr, "redlock bench: report written to %s/index.html\n", cfg.ReportDir)

@@ -370,3 +370,44 @@ func checkParse[O any](t *testing.T, parse func([]string, io.Writer) (O, error),
 	}
 	check(t, o)
 }
+
+// TestBenchPlan: --plan prints the cores a rate needs from the run's CPU
+// per cycle (client, masters together and each), and the plan joins the
+// JSON; a negative rate is a usage error.
+func TestBenchPlan(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set) // INFO cpu: real masters
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"bench", "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--duration", "1s", "--concurrency", "8",
+		"--quiet", "--json", "--plan", "50000"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"plan for 50000 cycles/s over 3 masters", "client ", "cores in all", "per member"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var obj struct {
+		Plan *struct {
+			Rate        float64 `json:"rate"`
+			ClientCores float64 `json:"client_cores"`
+			MasterCores float64 `json:"masters_cores"`
+			Shards      int     `json:"shards"`
+		} `json:"plan"`
+		Client float64 `json:"client_cpu_us_per_cycle"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &obj); err != nil || obj.Plan == nil {
+		t.Fatalf("JSON: %v %s", err, lines[len(lines)-1])
+	}
+	if p := obj.Plan; p.Rate != 50000 || p.MasterCores <= 0 || p.Shards < 1 || p.ClientCores != 50000*obj.Client/1e6 {
+		t.Errorf("plan %+v (client %.2f µs/cycle)", *p, obj.Client)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := run([]string{"bench", "--plan", "-5"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--plan") {
+		t.Errorf("--plan -5: exit %d, %s", code, stderr.String())
+	}
+}
