@@ -155,15 +155,25 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 			c.s.hub.mu.Unlock()
 			c.s.hub.add(ch, c)
 		}
-		frame := redcon.AppendArray(nil, 3)
-		frame = redcon.AppendBulkString(frame, kind)
-		frame = redcon.AppendBulkString(frame, ch)
-		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
-		if cl := c.pushFrame(frame); cl.closeAfter {
+		if cl := c.pushFrame(subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
 			return cl
 		}
 	}
 	return &call{done: closedChan}
+}
+
+// subFrame appends the (un)subscribe reply [kind, ch, n] to dst (ch ""
+// with n < 0: a nil channel, count -n-1).
+func subFrame(dst []byte, kind, ch string, n int) []byte {
+	dst = redcon.AppendArray(dst, 3)
+	dst = redcon.AppendBulkString(dst, kind)
+	if n < 0 {
+		dst = redcon.AppendNull(dst)
+		n = -n - 1
+	} else {
+		dst = redcon.AppendBulkString(dst, ch)
+	}
+	return redcon.AppendInt(dst, int64(n))
 }
 
 // cmdUnsubscribe answers UNSUBSCRIBE / SUNSUBSCRIBE [channel ...] (none:
@@ -189,34 +199,20 @@ func (c *client) cmdUnsubscribe(args [][]byte) *call {
 	if c.sub == nil {
 		// Never subscribed: the replies are ordinary ones.
 		if len(chans) == 0 {
-			out := redcon.AppendArray(nil, 3)
-			out = redcon.AppendBulkString(out, kind)
-			out = redcon.AppendNull(out)
-			return reply(redcon.AppendInt(out, 0))
+			return reply(subFrame(nil, kind, "", -1))
 		}
 		var out []byte
 		for _, ch := range chans {
-			out = redcon.AppendArray(out, 3)
-			out = redcon.AppendBulkString(out, kind)
-			out = redcon.AppendBulkString(out, ch)
-			out = redcon.AppendInt(out, 0)
+			out = subFrame(out, kind, ch, 0)
 		}
 		return reply(out)
 	}
 	if len(chans) == 0 {
-		frame := redcon.AppendArray(nil, 3)
-		frame = redcon.AppendBulkString(frame, kind)
-		frame = redcon.AppendNull(frame)
-		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
-		return c.pushFrame(frame)
+		return c.pushFrame(subFrame(nil, kind, "", -len(c.sub.chans)-1))
 	}
 	for _, ch := range chans {
 		c.unsubscribe(ch)
-		frame := redcon.AppendArray(nil, 3)
-		frame = redcon.AppendBulkString(frame, kind)
-		frame = redcon.AppendBulkString(frame, ch)
-		frame = redcon.AppendInt(frame, int64(len(c.sub.chans)))
-		if cl := c.pushFrame(frame); cl.closeAfter {
+		if cl := c.pushFrame(subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
 			return cl
 		}
 	}
