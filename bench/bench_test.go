@@ -285,6 +285,15 @@ func TestRunCompareAndCeiling(t *testing.T) {
 	if want := r.CyclesPerSec / c.CyclesPerSec; r.CeilingFraction != want {
 		t.Fatalf("ceiling fraction %v, want %v", r.CeilingFraction, want)
 	}
+	// The ceiling reports its per-process CPU too; redsync's masters
+	// cost more per cycle than the engine's (one command per call).
+	if c.ClientCPUPerPair <= 0 || (requireReal() && c.MasterCPUPerPair <= 0) {
+		t.Errorf("ceiling CPU per pair: pumps %.1f µs, masters %.1f µs", c.ClientCPUPerPair, c.MasterCPUPerPair)
+	}
+	if requireReal() && (r.Peers[0].MasterCPUPerCycle <= 0 || r.Peers[0].ClientSyscallsPerCycle <= r.ClientSyscallsPerCycle) {
+		t.Errorf("redsync: masters %.1f µs, syscalls %.2f per cycle (engine %.2f): not measured per peer",
+			r.Peers[0].MasterCPUPerCycle, r.Peers[0].ClientSyscallsPerCycle, r.ClientSyscallsPerCycle)
+	}
 	var b strings.Builder
 	if err := r.WriteTable(&b); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -37,6 +38,12 @@ type CeilingInfo struct {
 	Window    int       `json:"window"`
 	Errors    uint64    `json:"errors"`
 	DurationS float64   `json:"duration_s"`
+	// ClientCPUPerPair and MasterCPUPerPair are the pumps' (this
+	// process's) and the masters' CPU per SET NX PX + release pair, µs
+	// (the masters' together divided by the pairs of one master: per
+	// cycle of N masters, comparable with Phase.MasterCPUPerCycle).
+	ClientCPUPerPair float64 `json:"client_cpu_us_per_pair,omitempty"`
+	MasterCPUPerPair float64 `json:"masters_cpu_us_per_pair,omitempty"`
 }
 
 // pump keeps the window's pairs in flight on one connection: each
@@ -114,6 +121,7 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 			rng: rand.New(rand.NewPCG(uint64(i), 7)), nkeys: cfg.Keys, prefix: "redlock:ceiling:"}
 	}
 	window := max(ceilingWindow, cfg.Concurrency)
+	procs0, cpu0 := cfg.probe.read(ctx), processCPU()
 	start := time.Now()
 	for _, p := range pumps {
 		for range window {
@@ -143,8 +151,19 @@ func measureCeiling(ctx context.Context, addrs []string, cfg Config) (CeilingInf
 	for i, p := range pumps {
 		counts[i] = p.pairs.Load()
 	}
+	cpu := processCPU() - cpu0
 	stop.Store(true)
 	<-done
+	var total uint64
+	for _, n := range counts {
+		total += n
+	}
+	if perMaster := float64(total) / float64(len(counts)); perMaster > 0 {
+		info.ClientCPUPerPair = math.Round(float64(cpu.Microseconds())/perMaster*100) / 100
+		if d := cfg.probe.read(ctx).minus(procs0); d.masterCPU >= 0 {
+			info.MasterCPUPerPair = math.Round(float64(d.masterCPU.Microseconds())/perMaster*100) / 100
+		}
+	}
 	for i, p := range pumps {
 		p.wg.Wait()
 		p.c.Close()

@@ -225,8 +225,12 @@ func (r Result) roundNote(p Phase) string {
 
 // note says what the ceiling measured.
 func (c *CeilingInfo) note() string {
-	return fmt.Sprintf("SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once; slowest master %.0f/s",
+	n := fmt.Sprintf("SET NX PX + compare-and-delete EVALSHA pairs/s of the quorum-th fastest master, %d deep pipeline, all masters at once; slowest master %.0f/s",
 		c.Window, c.SlowestPerSec)
+	if c.MasterCPUPerPair > 0 {
+		n += fmt.Sprintf("; CPU per pair on every master: pumps %.1f µs, masters %.1f µs together", c.ClientCPUPerPair, c.MasterCPUPerPair)
+	}
+	return n
 }
 
 // wrap breaks s at spaces into lines of at most width runes (a longer
