@@ -91,6 +91,7 @@ func (c *client) dispatch(args [][]byte) *call {
 		}
 		out := c.pushFrame(cl.out)
 		out.closeAfter = out.closeAfter || cl.closeAfter
+		out.size = cl.size // what dispatch charged beyond the request
 		return out
 	}
 	return c.dispatchOne(args)
