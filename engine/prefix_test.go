@@ -55,7 +55,7 @@ func TestKeyPrefix(t *testing.T) {
 	if err := lb.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.values("tenant-b:job"); countOf(got, nilValue) != 3 {
-		t.Fatalf("tenant-b:job after Unlock = %q", got)
-	}
+	// Unlock returned at a quorum of releases; the last master's follows
+	// (CI once read it before it landed).
+	b.waitGone("tenant-b:job", time.Second)
 }
