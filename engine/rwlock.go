@@ -5,7 +5,6 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -118,45 +117,17 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, opts []Option, mo
 	if err != nil {
 		return nil, err
 	}
-	if co.retryDelay <= 0 {
-		co.retryDelay = e.cfg.RetryDelay
-	}
 	if mode == rwWrite {
 		var raw [16]byte
 		crand.Read(raw[:])
 		co.waiterID = hex.EncodeToString(raw[:])
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for tries := 1; ; tries++ {
-		l, err := e.tryLock(ctx, rw.key, ttl, co)
-		if err == nil {
-			if tries > 1 {
-				rw.dropIntent(ctx, co.waiterID) // where the grant did not delete it
-			}
-			return l, nil
-		}
-		if !retryable(err) || co.maxTries > 0 && tries >= co.maxTries {
-			rw.dropIntent(ctx, co.waiterID)
-			return nil, err
-		}
-		d := co.retryDelay + mrand.N(co.retryDelay)
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
-			rw.dropIntent(ctx, co.waiterID)
-			return nil, fmt.Errorf("%w (the last try: %w)", ctx.Err(), err)
-		case <-timer.C:
-		}
+	l, tries, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) { return e.tryLock(ctx, rw.key, ttl, co) })
+	if err != nil || tries > 1 {
+		// Given up, or granted where the grant did not delete the intent.
+		rw.dropIntent(ctx, co.waiterID)
 	}
+	return l, err
 }
 
 // dropIntent deletes a waiting writer's intent key on every master where

@@ -99,31 +99,8 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, co callOpts) (*L
 // granted, ctx ends (ctx's error) or [WithMaxTries] tries — each over
 // every permit — failed (the last try's error).
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Option) (*Lock, error) {
-	co := callOpts{retryDelay: s.e.cfg.RetryDelay, maxTries: s.e.cfg.MaxTries}
-	co = applyOptsTo(co, opts)
-	if co.retryDelay <= 0 {
-		co.retryDelay = s.e.cfg.RetryDelay
-	}
-	var timer *time.Timer
-	for tries := 1; ; tries++ {
-		l, err := s.try(ctx, ttl, co)
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) || co.maxTries > 0 && tries >= co.maxTries {
-			return nil, err
-		}
-		d := co.retryDelay + mrand.N(co.retryDelay)
-		if timer == nil {
-			timer = time.NewTimer(d)
-			defer timer.Stop()
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (the last try: %w)", ctx.Err(), err)
-		case <-timer.C:
-		}
-	}
+	co := applyOptsTo(callOpts{retryDelay: s.e.cfg.RetryDelay, maxTries: s.e.cfg.MaxTries}, opts)
+	l, _, err := s.e.retryTries(ctx, co, func(err error) bool { return errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) },
+		func() (*Lock, error) { return s.try(ctx, ttl, co) })
+	return l, err
 }

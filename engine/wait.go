@@ -417,3 +417,41 @@ func wake(w *waiter) {
 	default:
 	}
 }
+
+// retryTries is the wait of the kinds that poll (Semaphore.Acquire,
+// RWLock's RLock and Lock): it calls try until it succeeds, fails with an
+// error retry does not accept, co.maxTries tries failed (that try's
+// error) or ctx ends (ctx's error, wrapping the last try's), waiting
+// co.retryDelay·[1, 2) between tries (Config.RetryDelay when not set). It
+// returns the tries made.
+func (e *Engine) retryTries(ctx context.Context, co callOpts, retry func(error) bool, try func() (*Lock, error)) (*Lock, int, error) {
+	if co.retryDelay <= 0 {
+		co.retryDelay = e.cfg.RetryDelay
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for tries := 1; ; tries++ {
+		l, err := try()
+		if err == nil {
+			return l, tries, nil
+		}
+		if !retry(err) || co.maxTries > 0 && tries >= co.maxTries {
+			return nil, tries, err
+		}
+		d := co.retryDelay + mrand.N(co.retryDelay)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, tries, fmt.Errorf("%w (the last try: %w)", ctx.Err(), err)
+		case <-timer.C:
+		}
+	}
+}
