@@ -26,6 +26,10 @@ type Config struct {
 	DB int
 	// Scripts are loaded with SCRIPT LOAD on every connect.
 	Scripts []*Script
+	// DisableNative sends every script as EVALSHA, even to a server that
+	// has its native command (see [Native]); the connect then does not
+	// ask the server which commands it has.
+	DisableNative bool
 	// ReconnectMin and ReconnectMax bound the reconnect backoff (defaults
 	// [DefaultReconnectMin], [DefaultReconnectMax]).
 	ReconnectMin, ReconnectMax time.Duration
@@ -108,6 +112,13 @@ type ServerInfo struct {
 	// ConnectedAt is when the INFO reply had been read: the server wrote
 	// Uptime no later than this.
 	ConnectedAt time.Time
+	// DeleteIfEqual is the server's compare-and-delete command, asked
+	// with COMMAND INFO at connect: "DELEX" (Redis ≥ 8.4), "DELIFEQ"
+	// (Valkey ≥ 9.0), or "" (none, or [Config.DisableNative]).
+	DeleteIfEqual string
+	// SetIfEqual reports whether the server's SET takes IFEQ (Redis ≥
+	// 8.4, Valkey ≥ 8.1), from COMMAND DOCS SET at connect.
+	SetIfEqual bool
 }
 
 // StartedBy returns the latest instant at which the server can have

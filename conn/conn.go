@@ -275,10 +275,13 @@ func (c *Conn) Do(req Request) error {
 	}
 	c.nreq++
 	var wake bool
-	if req.Merge != nil && c.up {
+	if req.Merge != nil && c.up && c.nativeForLocked(req.Merge.single) == NativeNone {
 		wake = c.mergeLocked(req, keyAt, argsAt)
 	} else {
-		if req.Merge != nil { // connecting: no writer to flush it yet
+		// Connecting (no writer to flush it yet), or a member whose
+		// server has the script's native command: one command per key
+		// costs the server less than a script over many.
+		if req.Merge != nil {
 			req.Script = req.Merge.single
 		}
 		wake = c.pushLocked(req)
@@ -332,16 +335,33 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 	if c.conflictsLocked(req.KeyHash) {
 		c.flushMergesLocked()
 	}
-	c.pushQueueLocked(req)
-	c.wbuf = append(c.wbuf, req.Cmd...)
-	c.wcmds++
+	c.writeLocked(req)
 	return wake
 }
 
-// pushQueueLocked queues req's pending entry and arms its deadline.
-func (c *Conn) pushQueueLocked(req Request) {
+// writeLocked queues req's pending entry and appends its bytes to the
+// write buffer: the script's native command instead of its EVALSHA when
+// this session's server has it.
+func (c *Conn) writeLocked(req Request) {
+	if n := c.nativeForLocked(req.Script); n != NativeNone {
+		if out, ok := req.Script.appendNative(c.wbuf, req.Cmd, c.info.DeleteIfEqual); ok {
+			c.wbuf = out
+			c.wcmds++
+			req.Script = nil // no NOSCRIPT fallback to keep the command for
+			c.pushQueueLocked(req).native = n
+			return
+		}
+	}
+	c.pushQueueLocked(req)
+	c.wbuf = append(c.wbuf, req.Cmd...)
+	c.wcmds++
+}
+
+// pushQueueLocked queues req's pending entry, arms its deadline and
+// returns the entry.
+func (c *Conn) pushQueueLocked(req Request) *pending {
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking, p.native = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false, NativeNone
 	if req.Script != nil {
 		if req.Stable {
 			p.cmd = req.Cmd
@@ -351,6 +371,7 @@ func (c *Conn) pushQueueLocked(req Request) {
 		}
 	}
 	c.armLocked(req.Deadline)
+	return p
 }
 
 // armLocked makes the expirer fire at d if that is earlier than planned.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -87,6 +89,10 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		cmd = resp.AppendCommandStrings(cmd, "SCRIPT", "LOAD", s.Source())
 		names = append(names, "SCRIPT LOAD")
 	}
+	if !c.cfg.DisableNative {
+		cmd = append(cmd, nativeProbe...)
+		names = append(names, "COMMAND INFO", "COMMAND DOCS")
+	}
 	cmd = resp.AppendCommandStrings(cmd, "INFO", "server")
 	names = append(names, "INFO")
 	if _, err := nc.Write(cmd); err != nil {
@@ -95,8 +101,12 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	rd := resp.NewReaderSize(nc, c.cfg.ReadBufferSize)
 	info := ServerInfo{ConnectedAt: time.Now()}
 	var firstErr error
+	var cmdInfo resp.Reply // COMMAND INFO's reply, kept until COMMAND DOCS's
 	for i, name := range names {
 		rep, err := rd.ReadReply()
+		if errors.Is(err, resp.ErrTooLarge) && strings.HasPrefix(name, "COMMAND") {
+			continue // dropped whole: no native commands
+		}
 		if err != nil {
 			return nil, ServerInfo{}, fmt.Errorf("handshake %s: %w", name, err)
 		}
@@ -105,8 +115,8 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			// authentication failure: the Conn would otherwise come up
 			// and fail every command.
 			auth := name == "AUTH" || rep.HasErrorPrefix("NOAUTH")
-			if name == "INFO" && !auth {
-				continue // identity is best effort (embedded masters lack INFO server)
+			if (name == "INFO" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
+				continue // identity and native commands are best effort (embedded masters lack them)
 			}
 			if firstErr == nil {
 				if auth {
@@ -116,6 +126,12 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 				}
 			}
 			continue
+		}
+		switch name {
+		case "COMMAND INFO":
+			cmdInfo = rep.Clone() // the next read reuses the buffer
+		case "COMMAND DOCS":
+			parseNativeInfo(cmdInfo, rep, &info)
 		}
 		if i == len(names)-1 {
 			info = parseInfo(rep.Str, info)

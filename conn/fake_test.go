@@ -550,7 +550,7 @@ func TestNoScriptFallback(t *testing.T) {
 			}
 			var names []string
 			for _, n := range f.session(0).commandNames() {
-				if n != "INFO" {
+				if n != "INFO" && n != "COMMAND" { // the handshake's
 					names = append(names, n)
 				}
 			}
@@ -564,6 +564,10 @@ func TestNoScriptFallback(t *testing.T) {
 func TestHandshake(t *testing.T) {
 	script := conn.NewScript(testScript)
 	info := []string{"INFO", "server"}
+	probe := [][]string{{"COMMAND", "INFO", "DELEX", "DELIFEQ"}, {"COMMAND", "DOCS", "SET"}} // native commands (the fake has none)
+	then := func(head [][]string, tail ...[]string) [][]string {
+		return append(append(slices.Clone(head), probe...), tail...)
+	}
 	for _, tc := range []struct {
 		name    string
 		cfg     conn.Config
@@ -573,15 +577,16 @@ func TestHandshake(t *testing.T) {
 		want    [][]string
 		runID   string
 	}{
-		{"nothing to set", conn.Config{}, "", "", false, [][]string{info}, "abc"},
+		{"nothing to set", conn.Config{}, "", "", false, then(nil, info), "abc"},
 		{"password", conn.Config{Password: "pw"}, "", "pw", false,
-			[][]string{{"AUTH", "pw"}, info}, "abc"},
+			then([][]string{{"AUTH", "pw"}}, info), "abc"},
 		{"username and password", conn.Config{Username: "u", Password: "pw"}, "u", "pw", false,
-			[][]string{{"AUTH", "u", "pw"}, info}, "abc"},
-		{"db", conn.Config{DB: 3}, "", "", false, [][]string{{"SELECT", "3"}, info}, "abc"},
+			then([][]string{{"AUTH", "u", "pw"}}, info), "abc"},
+		{"db", conn.Config{DB: 3}, "", "", false, then([][]string{{"SELECT", "3"}}, info), "abc"},
 		{"all", conn.Config{Username: "u", Password: "pw", DB: 1, Scripts: []*conn.Script{script}}, "u", "pw", false,
-			[][]string{{"AUTH", "u", "pw"}, {"SELECT", "1"}, {"SCRIPT", "LOAD", testScript}, info}, "abc"},
-		{"INFO not supported", conn.Config{}, "", "", true, [][]string{info}, ""},
+			then([][]string{{"AUTH", "u", "pw"}, {"SELECT", "1"}, {"SCRIPT", "LOAD", testScript}}, info), "abc"},
+		{"INFO not supported", conn.Config{}, "", "", true, then(nil, info), ""},
+		{"DisableNative", conn.Config{DisableNative: true}, "", "", false, [][]string{info}, "abc"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t)

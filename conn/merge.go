@@ -249,9 +249,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.nmerge -= len(ms)
 	if len(ms) == 1 {
 		m := &ms[0]
-		c.pushQueueLocked(Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
-		c.wbuf = append(c.wbuf, m.cmd...)
-		c.wcmds++
+		c.writeLocked(Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
 		clear(ms)
 		l.members = ms[:0]
 		return

@@ -13,6 +13,7 @@ type pending struct {
 	done     bool    // callback already called (timed out); drop the reply
 	extra    int     // a merged call's members beyond the first (Conn.grouped)
 	asking   bool    // sent right after ASKING (Conn.doAsking): so is its EVAL fallback
+	native   Native  // sent as this native command: its reply is the script's (nativeReply)
 }
 
 // queue is a FIFO ring of pending requests addressed by sequence number.

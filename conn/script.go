@@ -11,8 +11,9 @@ import (
 
 // Script is a Lua script addressed by its SHA1, for EVALSHA.
 type Script struct {
-	src string
-	sha string
+	src    string
+	sha    string
+	native Native // the server command it may be sent as (native.go)
 }
 
 // NewScript returns the Script for src.

@@ -225,6 +225,9 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		}
 		p := c.q.front()
 		cb, tag, done := p.cb, p.tag, p.done
+		if p.native != NativeNone {
+			rep = nativeReply(p.native, rep)
+		}
 		if !done && p.script != nil && rep.HasErrorPrefix("NOSCRIPT") {
 			var ok bool
 			if g, isGroup := cb.(*group); isGroup && p.cmd == nil {

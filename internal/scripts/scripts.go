@@ -33,16 +33,23 @@ func load(dir, name string) *conn.Script {
 	return conn.NewScript(strings.TrimSuffix(string(b), "\n"))
 }
 
-// The engine's scripts, sent with EVALSHA.
+// loadNative is load for a script that does what native says: a
+// connection sends it as that command to a server that has it.
+func loadNative(dir, name string, native conn.Native) *conn.Script {
+	return conn.NewNativeScript(load(dir, name).Source(), native)
+}
+
+// The engine's scripts, sent with EVALSHA (Release and Extend as the
+// server's native command where it has one: conn.Native).
 var (
 	// Release deletes KEYS[1] if it holds ARGV[1]; returns 1 or 0.
-	Release = load("engine", "release")
+	Release = loadNative("engine", "release", conn.NativeDeleteIfEqual)
 	// ReleaseNotify is Release that also publishes KEYS[1] on channel
 	// ARGV[2] when it deleted it (engine.Config.ReleaseChannel).
 	ReleaseNotify = load("engine", "release_notify")
 	// Extend sets the TTL of KEYS[1] to ARGV[2] ms if it holds ARGV[1];
 	// returns 1 or 0.
-	Extend = load("engine", "extend")
+	Extend = loadNative("engine", "extend", conn.NativeExpireIfEqual)
 
 	// FenceAcquire is the fenced acquire: SET KEYS[1] ARGV[1] NX PX
 	// ARGV[2]; when it set the key, it advances the master's fencing
