@@ -18,7 +18,10 @@
 //     reconnects in the background with capped exponential backoff and jitter.
 //   - Scripts ([Script]) listed in [Config.Scripts] are loaded once per
 //     connection; an EVALSHA that meets NOSCRIPT is re-sent as EVAL
-//     transparently, once.
+//     transparently, once. A script made with [NewNativeScript] is sent
+//     as the server's own command instead (DELEX / DELIFEQ, SET IFEQ) when
+//     the server said at connect that it has it ([ServerInfo]), with the
+//     script's reply; see [Native].
 //   - [Conn.Close] is idempotent and returns only after every goroutine of
 //     the Conn has exited.
 //
