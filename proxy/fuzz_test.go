@@ -51,6 +51,7 @@ func FuzzServe(f *testing.F) {
 		"SUBSCRIBE redisson_lock__channel:{k}\r\nPING\r\nGET k\r\nUNSUBSCRIBE\r\nPING\r\n",
 		"SSUBSCRIBE redisson_lock__channel:{k} redisson_lock__channel:{j}\r\nSUNSUBSCRIBE redisson_lock__channel:{k}\r\nRESET\r\n",
 		"HEXISTS k o:1\r\nHGET k o:1\r\nWAIT 0 0\r\nWAITAOF 0 0 0\r\nINFO ALL\r\nGET redisson_lock_token:{k}\r\nDEL redisson_unlock_latch:{k}:a\r\n",
+		"SET k tok NX PX 1000\r\nSET k tok IFEQ tok PX 2000\r\nDELEX k IFEQ tok\r\nDELIFEQ k tok\r\nDELEX k IFNE x\r\nSET k a IFEQ b EX 1\r\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -27,6 +27,7 @@ func grantPaths() []grantPath {
 		{"SET NX PX", true, func(k, tok, ms string) []string { return []string{"SET", k, tok, "NX", "PX", ms} }},
 		{"REDLOCK.LOCK", true, func(k, tok, ms string) []string { return []string{"REDLOCK.LOCK", k, tok, ms} }},
 		{"PEXPIRE", false, func(k, _, ms string) []string { return []string{"PEXPIRE", k, ms} }},
+		{"SET IFEQ", false, func(k, tok, ms string) []string { return []string{"SET", k, tok, "IFEQ", tok, "PX", ms} }},
 	}
 	for i := range libTable {
 		ls := &libTable[i]
@@ -84,7 +85,7 @@ func isGrant(r string) bool {
 // TestGrantRuleEveryPath: after three of five masters restart empty, a
 // key still held by its first holder on the other two must not be granted
 // or extended to anyone else by any path — SET NX PX, REDLOCK.LOCK, every
-// library script, PEXPIRE: the restarted masters are in quarantine and
+// library script, PEXPIRE, SET IFEQ: the restarted masters are in quarantine and
 // their grants do not count, so only two masters can answer and the proxy
 // answers the unavailable error. And no path accepts a TTL beyond MaxTTL
 // (the quarantine period rests on it). Before the grant rule was shared,

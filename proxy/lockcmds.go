@@ -20,6 +20,11 @@ import (
 
 // cmdSet accepts SET key value NX PX ms | NX EX s (any order, any case).
 func (c *client) cmdSet(args [][]byte) *call {
+	for _, a := range args[3:] {
+		if lower(a) == "ifeq" {
+			return c.setIfEq(args) // an extension (native.go)
+		}
+	}
 	var nx bool
 	var ttl time.Duration
 	for i := 3; i < len(args); i++ {

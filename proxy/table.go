@@ -30,6 +30,8 @@ var commandTable = []*command{
 	{name: "pttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdPTTL},
 	{name: "exists", arity: -2, first: 1, last: -1, step: 1, flags: []string{"readonly"}, run: (*client).cmdCountKeys},
 	{name: "del", arity: -2, first: 1, last: -1, step: 1, flags: []string{"write"}, run: (*client).cmdCountKeys},
+	{name: "delex", arity: -2, first: 1, last: 1, step: 1, flags: []string{"write", "fast"}, run: (*client).cmdDelIfEq},
+	{name: "delifeq", arity: 3, first: 1, last: 1, step: 1, flags: []string{"write", "fast"}, run: (*client).cmdDelIfEq},
 	{name: "hexists", arity: 3, first: 1, last: 1, step: 1, flags: []string{"readonly", "fast"}, run: (*client).cmdHExists},
 	{name: "hget", arity: 3, first: 1, last: 1, step: 1, flags: []string{"readonly", "fast"}, run: (*client).cmdHGet},
 	{name: "redlock.lock", arity: 4, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdRedlockLock},
