@@ -8,6 +8,7 @@ require (
 	github.com/go-redsync/redsync/v4 v4.13.0
 	github.com/panjf2000/ants/v2 v2.11.3
 	github.com/redis/go-redis/v9 v9.7.0
+	github.com/redis/rueidis v1.0.79
 	github.com/valyala/bytebufferpool v1.0.0
 	golang.org/x/sync v0.24.0
 )
@@ -20,7 +21,7 @@ require (
 	github.com/prometheus/common v0.66.1 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
-	golang.org/x/sys v0.35.0
+	golang.org/x/sys v0.47.0
 	google.golang.org/protobuf v1.36.8 // indirect
 )
 
@@ -31,6 +32,7 @@ require (
 	github.com/google/pprof v0.0.0-20260906184651-6331bc6350fe
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/redis/rueidis/rueidiscompat v1.0.79 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/redcon v1.6.2

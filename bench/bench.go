@@ -38,6 +38,7 @@ const (
 	TargetEngine = "engine"  // the embedded engine (this module)
 	TargetProxy  = "proxy"   // a RESP proxy driven by our own pipelined client
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
+	PeerRueidis  = "rueidis" // Redlock written on rueidis clients, one per master (not rueidislock: see rueidisLocker)
 	PeerFencing  = "fencing" // the embedded engine taking fencing tokens (engine.WithFencing)
 	PeerNoMerge  = "nomerge" // the embedded engine without merged releases (engine.Config.MergeMax -1)
 	PeerPlain    = "plain"   // the embedded engine's plain lock, beside a lock-kind workload
@@ -143,8 +144,8 @@ type Config struct {
 	// of connections to the proxy (default 1).
 	ConnsPerMaster int
 	// Compare lists peers measured after the target on the same masters
-	// (PeerRedsync, PeerFencing, PeerNoMerge; TargetEngine too when Target
-	// is TargetProxy).
+	// (PeerRedsync, PeerRueidis, PeerFencing, PeerNoMerge; TargetEngine
+	// too when Target is TargetProxy).
 	Compare []string
 	// Ceiling also measures the masters' own pipelined capacity.
 	Ceiling bool
@@ -269,9 +270,9 @@ func (c Config) withDefaults() (Config, error) {
 		if isKind(c.Workload) != (p == PeerPlain) {
 			return bad("peer %q with workload %s (a lock-kind workload compares with peer %s only)", p, c.Workload, PeerPlain)
 		}
-		ok := p == PeerRedsync || p == PeerFencing || p == PeerNoMerge || p == PeerPlain || (p == TargetEngine && c.Target == TargetProxy)
+		ok := p == PeerRedsync || p == PeerRueidis || p == PeerFencing || p == PeerNoMerge || p == PeerPlain || (p == TargetEngine && c.Target == TargetProxy)
 		if !ok {
-			return bad("unknown peer %q (known: %s, %s, %s; %s with target %s)", p, PeerRedsync, PeerFencing, PeerNoMerge, TargetEngine, TargetProxy)
+			return bad("unknown peer %q (known: %s, %s, %s, %s; %s with target %s)", p, PeerRedsync, PeerRueidis, PeerFencing, PeerNoMerge, TargetEngine, TargetProxy)
 		}
 		if seen[p] {
 			return bad("peer %q listed twice", p)
@@ -642,6 +643,8 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 		return newProxyLocker(ctx, cfg)
 	case PeerRedsync:
 		return newRedsyncLocker(addrs, cfg), nil
+	case PeerRueidis:
+		return newRueidisLocker(addrs, cfg)
 	}
 	return nil, fmt.Errorf("%w: unknown target %q", ErrBadConfig, target)
 }

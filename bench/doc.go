@@ -11,8 +11,9 @@
 // start so a slow target cannot hide its latency (no coordinated
 // omission). Latencies go into HDR histograms (acquire, release, full
 // cycle). In the same run it can measure peers on the same masters
-// (go-redsync/redsync v4 over go-redis v9) and the masters' own pipelined
-// ceiling, so speed claims are ratios from one run; sweep concurrency or
+// (go-redsync/redsync v4 over go-redis v9; Redlock written on rueidis
+// clients, one per master) and the masters' own pipelined ceiling, so
+// speed claims are ratios from one run; sweep concurrency or
 // the number of masters; write CPU/heap/mutex/block profiles and read the
 // CPU profile back (github.com/google/pprof/profile) for its hottest
 // functions; and write a self-contained HTML report ([WriteReport]).

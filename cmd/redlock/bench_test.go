@@ -315,12 +315,12 @@ func TestParseBenchFlags(t *testing.T) {
 			}
 		}},
 		{name: "flags", args: []string{"--masters", "127.0.0.1:7001, 127.0.0.1:7002,127.0.0.1:7003", "--master-password", "s3cret",
-			"--duration", "2s", "--concurrency", "8", "--keys", "4", "--compare", "redsync, fencing", "--sweep", "concurrency=1,16",
+			"--duration", "2s", "--concurrency", "8", "--keys", "4", "--compare", "redsync, rueidis, fencing", "--sweep", "concurrency=1,16",
 			"--ceiling", "--rate", "500", "--json", "--quiet", "--wide", "--cpuprofile", "cpu.out", "--fresh-masters"},
 			check: func(t *testing.T, o benchOptions) {
 				c := o.Config
 				if !slices.Equal(c.Masters, []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"}) || c.MasterConn.Password != "s3cret" ||
-					c.Duration != 2*time.Second || c.Concurrency != 8 || c.Keys != 4 || !slices.Equal(c.Compare, []string{"redsync", "fencing"}) ||
+					c.Duration != 2*time.Second || c.Concurrency != 8 || c.Keys != 4 || !slices.Equal(c.Compare, []string{"redsync", "rueidis", "fencing"}) ||
 					c.SweepVar != bench.SweepConcurrency || !slices.Equal(c.SweepValues, []int{1, 16}) || !c.Ceiling || c.Rate != 500 ||
 					c.CPUProfile != "cpu.out" || !c.FreshMasters || !o.json || !o.quiet || !o.wide {
 					t.Errorf("options: %+v", o)
