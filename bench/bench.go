@@ -40,7 +40,7 @@ const (
 	PeerRedsync  = "redsync" // go-redsync/redsync v4 over go-redis v9
 	PeerRueidis  = "rueidis" // Redlock written on rueidis clients, one per master (not rueidislock: see rueidisLocker)
 	PeerFencing  = "fencing" // the embedded engine taking fencing tokens (engine.WithFencing)
-	PeerNoMerge  = "nomerge" // the embedded engine without merged releases (engine.Config.MergeMax -1)
+	PeerNoMerge  = "nomerge" // the embedded engine without merged releases or native commands: one script call per release (engine.Config.MergeMax -1, conn.Config.DisableNative)
 	PeerPlain    = "plain"   // the embedded engine's plain lock, beside a lock-kind workload
 )
 
@@ -637,7 +637,10 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 		}
 		return l, err
 	case PeerNoMerge:
+		// The single-key script baseline: no merging, and scripts also
+		// on masters that have the native commands (conn.Native).
 		cfg.MergeMax = -1
+		cfg.MasterConn.DisableNative = true
 		return newEngineLocker(ctx, addrs, cfg)
 	case TargetProxy:
 		return newProxyLocker(ctx, cfg)

@@ -81,7 +81,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
 	fs.BoolVar(&cfg.FreshMasters, "fresh-masters", false, "--masters were just started empty and serve no other client: they vote from their first session (otherwise a master younger than the restart quarantine, 60s, does not)")
-	compare := fs.String("compare", "", "comma-separated `peers` to measure in the same run: redsync, rueidis (Redlock written on rueidis clients), fencing (the engine taking fencing tokens), nomerge (the engine with --merge-max -1), engine with --target proxy, plain (the plain lock) with a lock-kind --workload")
+	compare := fs.String("compare", "", "comma-separated `peers` to measure in the same run: redsync, rueidis (Redlock written on rueidis clients), fencing (the engine taking fencing tokens), nomerge (one script call per release: --merge-max -1, no native commands), engine with --target proxy, plain (the plain lock) with a lock-kind --workload")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
 	sweep := fs.String("sweep", "", "repeat the run per value of `var=v1,v2,...`: concurrency=1,16,64 or masters=3,5,7")
 	fs.BoolVar(&cfg.Embedded, "embedded", false, "use embedded in-process masters even if redis-server exists")
