@@ -497,9 +497,9 @@ func TestLockThroughProxy(t *testing.T) {
 	if v := mc.do(t, "EXISTS", "p:1"); strings.Join(v, "") != "000" {
 		t.Fatalf("not released: %v", v)
 	}
-	// A large drift factor leaves 178 ms of validity per 900 ms grant: the
-	// lock is extended within it, not every third of the TTL.
-	if code, stderr := runLock("--proxy", addr, "--ttl", "900ms", "--drift-factor", "0.8", "p:1", "--", "sleep", "1.5"); code != 0 {
+	// A large drift factor leaves 398 ms of validity per 2 s grant: the
+	// lock is extended within it, not every third of the TTL (667 ms).
+	if code, stderr := runLock("--proxy", addr, "--ttl", "2s", "--drift-factor", "0.8", "p:1", "--", "sleep", "1.5"); code != 0 {
 		t.Fatalf("--drift-factor 0.8: exit %d, want 0; stderr:\n%s", code, stderr)
 	}
 	// Held by another: refused at once, and after --wait.
