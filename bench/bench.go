@@ -512,7 +512,7 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 			cfg.MasterTimeout = embeddedMasterTimeout
 		}
 	}
-	cfg.probe = &probe{masters: addrs, cc: cfg.masterConn()}
+	cfg.probe = &probe{masters: cpuNodes(ctx, addrs, cfg.masterConn()), cc: cfg.masterConn()}
 	if set != nil {
 		for _, m := range set.Masters() {
 			cfg.probe.pids = append(cfg.probe.pids, m.PID())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
 )
 
 // What a run costs each process it drives, per unit of work: the bench
@@ -90,6 +92,61 @@ func serverCPU(ctx context.Context, addr string, cc conn.Config) (time.Duration,
 		return 0, fmt.Errorf("INFO cpu from %s has no used_cpu_user/used_cpu_sys", addr)
 	}
 	return total, nil
+}
+
+// cpuNodes returns the servers whose CPU the masters' figure sums: each
+// standalone master, and every node of each cluster member (CLUSTER NODES
+// from its first seed that answers; its seeds if none does). A node's
+// INFO cpu counts all its work, replicas included.
+func cpuNodes(ctx context.Context, list []string, cc conn.Config) []string {
+	var out []string
+	for _, a := range list {
+		rest, ok := strings.CutPrefix(a, engine.ClusterPrefix)
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		seeds := strings.Split(rest, "+")
+		nodes := clusterNodes(ctx, seeds, cc)
+		if len(nodes) == 0 {
+			nodes = seeds
+		}
+		out = append(out, nodes...)
+	}
+	return out
+}
+
+// clusterNodes asks the first seed that answers for its cluster's nodes.
+func clusterNodes(ctx context.Context, seeds []string, cc conn.Config) []string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, seed := range seeds {
+		c, err := conn.Dial(ctx, seed, cc)
+		if err != nil {
+			continue
+		}
+		r, err := c.Exec(ctx, "CLUSTER", "NODES")
+		c.Close()
+		if err != nil {
+			continue
+		}
+		var nodes []string
+		for _, line := range strings.Split(r.Text(), "\n") {
+			// <id> <ip:port@cport[,hostname]> <flags> …
+			f := strings.Fields(line)
+			if len(f) < 3 || strings.Contains(f[2], "fail") || strings.Contains(f[2], "noaddr") {
+				continue
+			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			if host, port, err := net.SplitHostPort(addr); err == nil && port != "0" {
+				nodes = append(nodes, net.JoinHostPort(host, port))
+			}
+		}
+		if len(nodes) > 0 {
+			return nodes
+		}
+	}
+	return nil
 }
 
 // probe reads the per-process counters of one phase: masters (INFO cpu),
