@@ -333,8 +333,11 @@ func ParseSweep(s string) (string, []int, error) {
 type Result struct {
 	Phase
 	// Plan is set by the CLI's --plan (PlanFor of the target's phase).
-	Plan        *Plan        `json:"plan,omitempty"`
-	Masters     int          `json:"masters"`
+	Plan    *Plan `json:"plan,omitempty"`
+	Masters int   `json:"masters"`
+	// MasterNodes is the servers whose CPU the masters' figures sum: the
+	// masters, or every node of cluster members (cpuNodes).
+	MasterNodes int          `json:"master_nodes"`
 	MastersUp   int          `json:"masters_up"` // connected when the run started
 	Concurrency int          `json:"concurrency"`
 	Keys        int          `json:"keys"`
@@ -521,7 +524,7 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Target == TargetProxy {
 		cfg.probe.proxy = cfg.ProxyAddr
 	}
-	res.Masters = len(addrs)
+	res.Masters, res.MasterNodes = len(addrs), len(cfg.probe.masters)
 	if len(addrs) > 0 {
 		up, err := probeMasters(ctx, addrs, cfg)
 		if err != nil {

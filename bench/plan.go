@@ -28,6 +28,13 @@ type Plan struct {
 	// Shards is the cluster shards each member needs so that no node is
 	// asked for more than MasterCoreBudget of a core (1: a plain master).
 	Shards int `json:"shards"`
+	// MeasuredShards is the nodes per member of the run the costs come
+	// from (1: plain masters). A member split into more shards than that
+	// costs more CPU per cycle than measured — each node gets a smaller
+	// share of every batch — so a plan that needs more says so (Remeasure)
+	// instead of promising that rate.
+	MeasuredShards float64 `json:"measured_shards"`
+	Remeasure      bool    `json:"remeasure,omitempty"`
 }
 
 // MasterCoreBudget is the share of one core a plan lets one master node
@@ -36,9 +43,10 @@ type Plan struct {
 const MasterCoreBudget = 0.7
 
 // PlanFor returns the plan for rate from the costs p measured over
-// masters masters. It fails when p has no master CPU (embedded masters,
-// or INFO cpu not readable).
-func PlanFor(rate float64, p Phase, masters int) (Plan, error) {
+// masters members made of nodes servers (nodes = masters for plain
+// masters; all their nodes for cluster members). It fails when p has no
+// master CPU (embedded masters, or INFO cpu not readable).
+func PlanFor(rate float64, p Phase, masters, nodes int) (Plan, error) {
 	if rate <= 0 || math.IsInf(rate, 0) || math.IsNaN(rate) {
 		return Plan{}, fmt.Errorf("%w: plan rate must be positive, got %g", ErrBadConfig, rate)
 	}
@@ -51,6 +59,8 @@ func PlanFor(rate float64, p Phase, masters int) (Plan, error) {
 	pl.PerMasterCores = pl.MasterCores / float64(masters)
 	pl.ProxyCores = rate * pl.ProxyUS / 1e6
 	pl.Shards = max(1, int(math.Ceil(pl.PerMasterCores/MasterCoreBudget)))
+	pl.MeasuredShards = max(1, float64(nodes)/float64(masters))
+	pl.Remeasure = float64(pl.Shards) > pl.MeasuredShards
 	return pl, nil
 }
 
@@ -62,6 +72,12 @@ func (pl Plan) Write(w io.Writer) error {
   shards        %d per member (no node above %.0f%% of a core)%s
 `, pl.Rate, pl.Masters, pl.ClientUS, pl.MasterUS, proxyNote(pl.ProxyUS, "; proxy %.1f µs"), pl.ClientCores, pl.MasterCores, pl.PerMasterCores,
 		pl.Shards, MasterCoreBudget*100, proxyNote(pl.ProxyCores, "\n  proxy         %6.2f cores"))
+	if err == nil && pl.Remeasure {
+		_, err = fmt.Fprintf(w, `  note: these costs were measured with %.3g node(s) per member; more shards
+  cost more CPU per cycle (1 to 3 shards: 2.3x, docs/benchmarks.md), so run
+  the bench over members of %d shards and plan again
+`, pl.MeasuredShards, pl.Shards)
+	}
 	return err
 }
 

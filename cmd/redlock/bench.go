@@ -183,7 +183,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	if o.plan != 0 {
-		pl, err := bench.PlanFor(o.plan, res.Phase, res.Masters)
+		pl, err := bench.PlanFor(o.plan, res.Phase, res.Masters, res.MasterNodes)
 		if err != nil {
 			return err
 		}
