@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/members"
 )
 
 // What a run costs each process it drives, per unit of work: the bench
@@ -99,17 +99,15 @@ func serverCPU(ctx context.Context, addr string, cc conn.Config) (time.Duration,
 // from its first seed that answers; its seeds if none does). A node's
 // INFO cpu counts all its work, replicas included.
 func cpuNodes(ctx context.Context, list []string, cc conn.Config) []string {
-	var out []string
-	for _, a := range list {
-		rest, ok := strings.CutPrefix(a, engine.ClusterPrefix)
-		if !ok {
-			out = append(out, a)
-			continue
-		}
-		seeds := strings.Split(rest, "+")
-		nodes := clusterNodes(ctx, seeds, cc)
+	addrs, clusters, err := members.Parse(list)
+	if err != nil {
+		return list // refused before the run, with the reason
+	}
+	out := addrs
+	for _, m := range clusters {
+		nodes := clusterNodes(ctx, m.Seeds, cc)
 		if len(nodes) == 0 {
-			nodes = seeds
+			nodes = m.Seeds
 		}
 		out = append(out, nodes...)
 	}
