@@ -548,14 +548,55 @@ func ready(cl *call) bool {
 	}
 }
 
-// lower returns the ASCII lower-case form of a command name.
+// lower returns the ASCII lower-case form of a command name or option.
+// The words the proxy compares against (lowerWords) come back without an
+// allocation, whatever their case: a SET NX PX costs three lookups.
 func lower(b []byte) string {
-	for _, ch := range b {
-		if ch >= 'A' && ch <= 'Z' {
-			return strings.ToLower(string(b))
+	var buf [maxWordLen]byte
+	if len(b) <= len(buf) {
+		l := buf[:len(b)]
+		for i, ch := range b {
+			if ch >= 'A' && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			l[i] = ch
+		}
+		if w, ok := lowerWords[string(l)]; ok {
+			return w
+		}
+		return string(l)
+	}
+	return strings.ToLower(string(b))
+}
+
+// maxWordLen is the longest word lower interns.
+const maxWordLen = 16
+
+// lowerWords interns the command names of commandTable and the options
+// and subcommands the handlers compare against (a word missing here still
+// works: lower then allocates it). Filled in init: commandTable's
+// handlers call lower.
+var lowerWords map[string]string
+
+func init() {
+	m := map[string]string{}
+	add := func(w string) {
+		if len(w) <= maxWordLen {
+			m[w] = w
 		}
 	}
-	return string(b)
+	for _, ct := range commandTable {
+		add(ct.name)
+	}
+	for _, w := range []string{"nx", "px", "ex", "get", "load", "exists", "flush", "sync", "async",
+		"setname", "getname", "setinfo", "id", "lib-name", "lib-ver", "auth", "count", "docs", "info",
+		"all", "default", "everything"} {
+		add(w)
+	}
+	for _, w := range infoSections {
+		add(w)
+	}
+	lowerWords = m
 }
 
 // printable shortens a client-supplied name for an error message.
