@@ -52,8 +52,8 @@ func TestAllocs(t *testing.T) {
 		t.Fatalf("%d of %d SETs failed", failed, next)
 	}
 	t.Logf("SET NX PX through the proxy: %.2f allocs/op", allocs)
-	if allocs > 19 {
-		t.Errorf("SET NX PX through the proxy: %.2f allocs/op, want <= 19", allocs)
+	if allocs > 15 {
+		t.Errorf("SET NX PX through the proxy: %.2f allocs/op, want <= 15", allocs)
 	}
 }
 

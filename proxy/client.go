@@ -60,6 +60,10 @@ type client struct {
 	dlSet  bool // a read deadline may be set on the socket
 	batch  int  // commands read since the buffer was last empty
 	alone  bool // the last batch (commands until the buffer was empty) was one command
+	// dcall and dstate are the call of the command that runs on the
+	// reader (direct), reused from one such command to the next.
+	dcall  call
+	dstate asyncState
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
@@ -73,7 +77,7 @@ type client struct {
 
 // call is one command's reply slot.
 type call struct {
-	done       chan struct{} // closed when out is final
+	done       chan struct{} // closed when out is final (nil for a direct call: nothing waits for it)
 	out        []byte
 	bb         *bytebufferpool.ByteBuffer // out's pooled buffer, if any (call.release)
 	size       int64                      // bytes of the request, held with len(out) until the writer took the reply

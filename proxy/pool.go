@@ -67,12 +67,17 @@ type asyncState struct {
 // commands on the same keys (so a pipelined SET then release of one key
 // keep their order).
 func (c *client) async(keys [][]byte, f asyncFunc) *call {
+	if c.direct {
+		// Nothing of this connection is in flight, and nothing will wait
+		// for this command (it enters no ordering map): the reader's own
+		// call is reused, with no done channel (runDirect).
+		c.dstate = asyncState{c: c, run: f}
+		c.dcall = call{a: &c.dstate}
+		return &c.dcall
+	}
 	cl := &call{done: make(chan struct{})}
 	cl.a = &asyncState{c: c, run: f}
 	cl.a.pending.Store(1)
-	if c.direct {
-		return cl // nothing of this connection is in flight
-	}
 	for _, p := range c.order(keys, cl) {
 		p.a.mu.Lock()
 		if !ready(p) {
@@ -128,7 +133,9 @@ func (c *client) runOne(cl *call) (next []*call) {
 		c.hold(cl.replyBytes(), false)
 		cl.a.run = nil
 		cl.a.mu.Lock()
-		close(cl.done)
+		if cl.done != nil { // nil: a direct call, which nothing waits for
+			close(cl.done)
+		}
 		next, cl.a.next = cl.a.next, nil
 		cl.a.mu.Unlock()
 	}()
