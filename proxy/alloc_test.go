@@ -76,3 +76,43 @@ func TestLower(t *testing.T) {
 		}
 	}
 }
+
+// deadlineCounter counts SetWriteDeadline calls and keeps the last one.
+type deadlineCounter struct {
+	net.Conn
+	n    int
+	last time.Time
+}
+
+func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	d.n++
+	d.last = t
+	return d.Conn.SetWriteDeadline(t)
+}
+
+// TestArmWrite: replies reuse the write deadline until it is writeSlack
+// old, and it is always at least writeTimeout ahead of a write.
+func TestArmWrite(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	d := &deadlineCounter{Conn: a}
+	c := &client{nc: d, created: time.Now()}
+	for range 1000 {
+		c.armWrite()
+		if left := time.Until(d.last); left < writeTimeout {
+			t.Fatalf("write deadline %v away, want >= %v", left, writeTimeout)
+		}
+	}
+	if d.n != 1 {
+		t.Fatalf("1000 writes set the deadline %d times, want 1", d.n)
+	}
+	c.wdlSet.Add(-int64(writeSlack)) // as if set writeSlack ago
+	c.armWrite()
+	if d.n != 2 {
+		t.Fatalf("a deadline set writeSlack ago was not pushed back (%d sets)", d.n)
+	}
+	if left := time.Until(d.last); left < writeTimeout+writeSlack-time.Second/10 {
+		t.Fatalf("write deadline %v away, want about %v", left, writeTimeout+writeSlack)
+	}
+}

@@ -48,6 +48,7 @@ type client struct {
 	wfail   chan struct{} // closed when the writer can no longer write (it panicked)
 
 	held      atomic.Int64 // bytes of unanswered requests and unwritten replies
+	wdlSet    atomic.Int64 // when the write deadline was last set, since created (armWrite)
 	unwritten atomic.Int64 // calls queued for the writer and not yet written
 	// msgs, once the connection subscribed (pubsub.go), queues pushed
 	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
@@ -340,6 +341,19 @@ func (c *client) readErr(err error) string {
 	return ""
 }
 
+// armWrite makes sure the socket's write deadline is at least
+// writeTimeout away: it sets it writeTimeout+writeSlack ahead, and again
+// only once that setting is writeSlack old. (Setting it for every write
+// updates a runtime timer per reply.) The reader and the writer both call it.
+func (c *client) armWrite() {
+	now := time.Since(c.created) // monotonic
+	if set := c.wdlSet.Load(); set != 0 && now-time.Duration(set) < writeSlack {
+		return
+	}
+	c.wdlSet.Store(int64(max(now, 1)))
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout + writeSlack))
+}
+
 // push queues a reply that is ready (a synchronous command's), holding its
 // bytes until the writer takes it.
 func (c *client) push(cl *call) {
@@ -420,7 +434,7 @@ func (c *client) writeLoop() {
 	broken := false
 	flush := func() {
 		if bb != nil && len(bb.B) > 0 && !broken {
-			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			c.armWrite()
 			if _, err := c.nc.Write(bb.B); err != nil {
 				broken = true
 				c.nc.Close() // unblocks the reader

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/tidwall/redcon"
@@ -176,7 +175,7 @@ func (c *client) runDirect(cl *call) bool {
 func (c *client) writeDirect(cl *call) bool {
 	var err error
 	if len(cl.out) > 0 { // empty: SUBSCRIBE's, whose frames the writer writes
-		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		c.armWrite()
 		_, err = c.nc.Write(cl.out)
 	}
 	c.hold(-cl.size-cl.replyBytes(), false)
