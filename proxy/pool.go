@@ -19,7 +19,8 @@ import (
 //     else in flight and nothing more buffered (a client that waits for
 //     each reply: redis-benchmark -P 1, most lock libraries). The reader
 //     then writes the reply itself, with no hand-off to a command
-//     goroutine or to the writer;
+//     goroutine or to the writer, and reuses one call (client.dcall) for
+//     every such command: nothing else ever refers to it;
 //   - otherwise on a worker of the server's pool (workers.go: a bounded
 //     github.com/panjf2000/ants/v2 pool; it replaced a goroutine per
 //     command, measured in docs/history/benchmarks-journal.md).
