@@ -48,6 +48,7 @@ type client struct {
 	wfail   chan struct{} // closed when the writer can no longer write (it panicked)
 
 	held      atomic.Int64 // bytes of unanswered requests and unwritten replies
+	wdlSet    atomic.Int64 // when the write deadline was last set, since created (armWrite)
 	unwritten atomic.Int64 // calls queued for the writer and not yet written
 	// msgs, once the connection subscribed (pubsub.go), queues pushed
 	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
@@ -60,6 +61,10 @@ type client struct {
 	dlSet  bool // a read deadline may be set on the socket
 	batch  int  // commands read since the buffer was last empty
 	alone  bool // the last batch (commands until the buffer was empty) was one command
+	// dcall and dstate are the call of the command that runs on the
+	// reader (direct), reused from one such command to the next.
+	dcall  call
+	dstate asyncState
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
@@ -73,7 +78,7 @@ type client struct {
 
 // call is one command's reply slot.
 type call struct {
-	done       chan struct{} // closed when out is final
+	done       chan struct{} // closed when out is final (nil for a direct call: nothing waits for it)
 	out        []byte
 	bb         *bytebufferpool.ByteBuffer // out's pooled buffer, if any (call.release)
 	size       int64                      // bytes of the request, held with len(out) until the writer took the reply
@@ -336,6 +341,19 @@ func (c *client) readErr(err error) string {
 	return ""
 }
 
+// armWrite makes sure the socket's write deadline is at least
+// writeTimeout away: it sets it writeTimeout+writeSlack ahead, and again
+// only once that setting is writeSlack old. (Setting it for every write
+// updates a runtime timer per reply.) The reader and the writer both call it.
+func (c *client) armWrite() {
+	now := time.Since(c.created) // monotonic
+	if set := c.wdlSet.Load(); set != 0 && now-time.Duration(set) < writeSlack {
+		return
+	}
+	c.wdlSet.Store(int64(max(now, 1)))
+	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout + writeSlack))
+}
+
 // push queues a reply that is ready (a synchronous command's), holding its
 // bytes until the writer takes it.
 func (c *client) push(cl *call) {
@@ -416,7 +434,7 @@ func (c *client) writeLoop() {
 	broken := false
 	flush := func() {
 		if bb != nil && len(bb.B) > 0 && !broken {
-			c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			c.armWrite()
 			if _, err := c.nc.Write(bb.B); err != nil {
 				broken = true
 				c.nc.Close() // unblocks the reader
@@ -548,14 +566,55 @@ func ready(cl *call) bool {
 	}
 }
 
-// lower returns the ASCII lower-case form of a command name.
+// lower returns the ASCII lower-case form of a command name or option.
+// The words the proxy compares against (lowerWords) come back without an
+// allocation, whatever their case: a SET NX PX costs three lookups.
 func lower(b []byte) string {
-	for _, ch := range b {
-		if ch >= 'A' && ch <= 'Z' {
-			return strings.ToLower(string(b))
+	var buf [maxWordLen]byte
+	if len(b) <= len(buf) {
+		l := buf[:len(b)]
+		for i, ch := range b {
+			if ch >= 'A' && ch <= 'Z' {
+				ch += 'a' - 'A'
+			}
+			l[i] = ch
+		}
+		if w, ok := lowerWords[string(l)]; ok {
+			return w
+		}
+		return string(l)
+	}
+	return strings.ToLower(string(b))
+}
+
+// maxWordLen is the longest word lower interns.
+const maxWordLen = 16
+
+// lowerWords interns the command names of commandTable and the options
+// and subcommands the handlers compare against (a word missing here still
+// works: lower then allocates it). Filled in init: commandTable's
+// handlers call lower.
+var lowerWords map[string]string
+
+func init() {
+	m := map[string]string{}
+	add := func(w string) {
+		if len(w) <= maxWordLen {
+			m[w] = w
 		}
 	}
-	return string(b)
+	for _, ct := range commandTable {
+		add(ct.name)
+	}
+	for _, w := range []string{"nx", "px", "ex", "get", "load", "exists", "flush", "sync", "async",
+		"setname", "getname", "setinfo", "id", "lib-name", "lib-ver", "auth", "count", "docs", "info",
+		"all", "default", "everything"} {
+		add(w)
+	}
+	for _, w := range infoSections {
+		add(w)
+	}
+	lowerWords = m
 }
 
 // printable shortens a client-supplied name for an error message.

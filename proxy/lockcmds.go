@@ -68,13 +68,15 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 	if len(args[2]) == 0 {
 		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
-	opts := []engine.Option{engine.WithToken(string(args[2]))}
-	if fenced {
-		opts = append(opts, engine.WithFencing())
-	}
-	k, s := string(args[1]), c.s
+	k, token, s := string(args[1]), engine.WithToken(string(args[2])), c.s
 	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
-		l, err := s.eng.TryLock(ctx, k, ttl, opts...)
+		var l *engine.Lock
+		var err error
+		if fenced {
+			l, err = s.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
+		} else {
+			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
+		}
 		switch {
 		case err == nil && fenced:
 			return redcon.AppendInt(dst, l.FencingToken())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/tidwall/redcon"
@@ -20,7 +19,8 @@ import (
 //     else in flight and nothing more buffered (a client that waits for
 //     each reply: redis-benchmark -P 1, most lock libraries). The reader
 //     then writes the reply itself, with no hand-off to a command
-//     goroutine or to the writer;
+//     goroutine or to the writer, and reuses one call (client.dcall) for
+//     every such command: nothing else ever refers to it;
 //   - otherwise on a worker of the server's pool (workers.go: a bounded
 //     github.com/panjf2000/ants/v2 pool; it replaced a goroutine per
 //     command, measured in docs/history/benchmarks-journal.md).
@@ -67,12 +67,17 @@ type asyncState struct {
 // commands on the same keys (so a pipelined SET then release of one key
 // keep their order).
 func (c *client) async(keys [][]byte, f asyncFunc) *call {
+	if c.direct {
+		// Nothing of this connection is in flight, and nothing will wait
+		// for this command (it enters no ordering map): the reader's own
+		// call is reused, with no done channel (runDirect).
+		c.dstate = asyncState{c: c, run: f}
+		c.dcall = call{a: &c.dstate}
+		return &c.dcall
+	}
 	cl := &call{done: make(chan struct{})}
 	cl.a = &asyncState{c: c, run: f}
 	cl.a.pending.Store(1)
-	if c.direct {
-		return cl // nothing of this connection is in flight
-	}
 	for _, p := range c.order(keys, cl) {
 		p.a.mu.Lock()
 		if !ready(p) {
@@ -128,7 +133,9 @@ func (c *client) runOne(cl *call) (next []*call) {
 		c.hold(cl.replyBytes(), false)
 		cl.a.run = nil
 		cl.a.mu.Lock()
-		close(cl.done)
+		if cl.done != nil { // nil: a direct call, which nothing waits for
+			close(cl.done)
+		}
 		next, cl.a.next = cl.a.next, nil
 		cl.a.mu.Unlock()
 	}()
@@ -169,7 +176,7 @@ func (c *client) runDirect(cl *call) bool {
 func (c *client) writeDirect(cl *call) bool {
 	var err error
 	if len(cl.out) > 0 { // empty: SUBSCRIBE's, whose frames the writer writes
-		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		c.armWrite()
 		_, err = c.nc.Write(cl.out)
 	}
 	c.hold(-cl.size-cl.replyBytes(), false)

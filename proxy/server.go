@@ -46,8 +46,12 @@ const (
 const freeClientBytes = 16 << 10
 
 // writeTimeout bounds one write of replies to a client; a client that does
-// not read for this long is closed.
+// not read for this long (up to writeSlack longer) is closed.
 const writeTimeout = 10 * time.Second
+
+// writeSlack is how long a write deadline is reused before it is pushed
+// back (client.armWrite): a reply's write then costs no timer update.
+const writeSlack = time.Second
 
 // Config configures a [Server]. EngineConfig's members (Addrs, Clusters) or
 // Engine are required.

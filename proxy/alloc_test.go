@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestAllocs bounds the allocations of one SET NX PX through the proxy by
+// a client that waits for each reply (the reader runs the command and
+// writes its reply: pool.go), counted over the whole process: the
+// connection's reader, the engine and its master connections. The client
+// side (a raw socket, requests rendered before) allocates nothing.
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items at random under the race detector")
+	}
+	e := startEnv(t, 5, nil)
+	nc, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const warm, runs = 200, 1000
+	reqs := make([][]byte, warm+runs+1)
+	for i := range reqs {
+		// As redis-benchmark sends it: upper-case name and options.
+		reqs[i] = fmt.Appendf(nil, "*6\r\n$3\r\nSET\r\n$12\r\nallocs:%05d\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n", i)
+	}
+	next, failed := 0, 0
+	var rep [16]byte
+	do := func() {
+		req := reqs[next]
+		next++
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Write(req); err != nil {
+			failed++
+			return
+		}
+		if _, err := io.ReadFull(nc, rep[:5]); err != nil || !bytes.Equal(rep[:5], []byte("+OK\r\n")) {
+			failed++
+		}
+	}
+	for range warm {
+		do()
+	}
+	allocs := testing.AllocsPerRun(runs, do)
+	if failed != 0 {
+		t.Fatalf("%d of %d SETs failed", failed, next)
+	}
+	t.Logf("SET NX PX through the proxy: %.2f allocs/op", allocs)
+	if allocs > 15 {
+		t.Errorf("SET NX PX through the proxy: %.2f allocs/op, want <= 15", allocs)
+	}
+}
+
+func TestLower(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"SET", "set"}, {"nX", "nx"}, {"Px", "px"}, {"REDLOCK.LOCK", "redlock.lock"},
+		{"Unknown", "unknown"}, {"", ""}, {"A-VERY-LONG-COMMAND-NAME", "a-very-long-command-name"},
+		{"\xffSET", "\xffset"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := lower([]byte(tc.in)); got != tc.want {
+				t.Errorf("lower(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	for _, w := range []string{"SET", "nx", "PX", "evalsha", "CLIENT", "SetName"} {
+		b := []byte(w)
+		if n := testing.AllocsPerRun(100, func() { lower(b) }); n != 0 {
+			t.Errorf("lower(%q): %.0f allocs, want 0", w, n)
+		}
+	}
+}
+
+// deadlineCounter counts SetWriteDeadline calls and keeps the last one.
+type deadlineCounter struct {
+	net.Conn
+	n    int
+	last time.Time
+}
+
+func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	d.n++
+	d.last = t
+	return d.Conn.SetWriteDeadline(t)
+}
+
+// TestArmWrite: replies reuse the write deadline until it is writeSlack
+// old, and it is always at least writeTimeout ahead of a write.
+func TestArmWrite(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	d := &deadlineCounter{Conn: a}
+	c := &client{nc: d, created: time.Now()}
+	for range 1000 {
+		c.armWrite()
+		if left := time.Until(d.last); left < writeTimeout {
+			t.Fatalf("write deadline %v away, want >= %v", left, writeTimeout)
+		}
+	}
+	if d.n != 1 {
+		t.Fatalf("1000 writes set the deadline %d times, want 1", d.n)
+	}
+	c.wdlSet.Add(-int64(writeSlack)) // as if set writeSlack ago
+	c.armWrite()
+	if d.n != 2 {
+		t.Fatalf("a deadline set writeSlack ago was not pushed back (%d sets)", d.n)
+	}
+	if left := time.Until(d.last); left < writeTimeout+writeSlack-time.Second/10 {
+		t.Fatalf("write deadline %v away, want about %v", left, writeTimeout+writeSlack)
+	}
+}
