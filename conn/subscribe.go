@@ -24,7 +24,7 @@ type Subscriber struct {
 // Subscribe starts a Subscriber to channel on addr. fn receives each
 // message's payload, valid only during the call.
 func Subscribe(addr string, cfg Config, channel string, fn func(payload []byte)) *Subscriber {
-	cfg.Scripts = nil
+	cfg.Scripts, cfg.DisableNative = nil, true // it sends no scripts: nothing to ask
 	s := &Subscriber{c: &Conn{addr: addr, cfg: cfg.withDefaults()}, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
