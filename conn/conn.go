@@ -106,6 +106,7 @@ type Conn struct {
 	firstLive    uint64    // queue items before this sequence are done
 	resentEnd    uint64    // queue end after the last NOSCRIPT re-send (Drain waits for re-sent requests)
 	info         ServerInfo
+	nativeOff    bool         // this session's server refused a native command: scripts only (native.go)
 	scratch      []byte       // EVAL rewrite buffer (reader)
 	kill         error        // why the expirer closed the session (ErrStalled), read by session
 	nreq         uint64       // requests accepted by Do

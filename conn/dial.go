@@ -101,7 +101,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	rd := resp.NewReaderSize(nc, c.cfg.ReadBufferSize)
 	info := ServerInfo{ConnectedAt: time.Now()}
 	var firstErr error
-	var cmdInfo resp.Reply // COMMAND INFO's reply, kept until COMMAND DOCS's
+	var cmdInfo, setDocs resp.Reply // the native probes' replies (none: zero)
 	for i, name := range names {
 		rep, err := rd.ReadReply()
 		if errors.Is(err, resp.ErrTooLarge) && strings.HasPrefix(name, "COMMAND") {
@@ -131,7 +131,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		case "COMMAND INFO":
 			cmdInfo = rep.Clone() // the next read reuses the buffer
 		case "COMMAND DOCS":
-			parseNativeInfo(cmdInfo, rep, &info)
+			setDocs = rep.Clone()
 		}
 		if i == len(names)-1 {
 			info = parseInfo(rep.Str, info)
@@ -141,6 +141,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	if firstErr != nil {
 		return nil, ServerInfo{}, firstErr
 	}
+	parseNativeInfo(cmdInfo, setDocs, &info) // either may be missing: each command is read alone
 	// If ctx ended meanwhile, the AfterFunc may be forcing the deadline into
 	// the past concurrently; clearing it below would then race with that
 	// and could hand the session a socket whose first read times out.

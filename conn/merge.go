@@ -267,7 +267,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
 	// No Cmd: after a NOSCRIPT the reader re-encodes it from g (appendCall).
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking = g, 0, deadline, l.m.multi, false, len(ms)-1, nil, false
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = g, 0, deadline, l.m.multi, false, len(ms)-1, nil, false, NativeNone
 	c.armLocked(deadline)
 	c.grouped += len(ms) - 1
 	clear(ms)

@@ -38,6 +38,11 @@ const (
 func NewNativeScript(src string, native Native) *Script {
 	s := NewScript(src)
 	s.native = native
+	nargs := 1
+	if native == NativeExpireIfEqual {
+		nargs = 2
+	}
+	s.head = s.AppendEvalSha(nil, 1, nargs)
 	return s
 }
 
@@ -97,7 +102,7 @@ func hasToken(r resp.Reply, tok string, depth int) bool {
 // nativeForLocked returns the native command s is sent as on this
 // session's server, or NativeNone.
 func (c *Conn) nativeForLocked(s *Script) Native {
-	if s == nil || s.native == NativeNone || c.cfg.DisableNative {
+	if s == nil || s.native == NativeNone || c.cfg.DisableNative || c.nativeOff {
 		return NativeNone
 	}
 	switch {
@@ -118,12 +123,11 @@ func (s *Script) appendNative(dst, cmd []byte, del string) (out []byte, ok bool)
 	if s.native == NativeExpireIfEqual {
 		nargs = 2
 	}
-	head := s.AppendEvalSha(make([]byte, 0, 64), 1, nargs)
-	if !bytes.HasPrefix(cmd, head) {
+	if !bytes.HasPrefix(cmd, s.head) {
 		return dst, false
 	}
 	var bulks [3][]byte // key, then the arguments, each as encoded
-	rest := cmd[len(head):]
+	rest := cmd[len(s.head):]
 	for i := 0; i <= nargs; i++ {
 		n := bulkLen(rest)
 		if n < 0 {
@@ -167,6 +171,17 @@ func bulkLen(b []byte) int {
 		return -1
 	}
 	return int(end)
+}
+
+// refusesNative reports whether r, the reply to a native command, says
+// the server will not run it — an ACL without it (NOPERM), a server that
+// claimed a command it lacks (ERR unknown command, syntax error), SET
+// refused under maxmemory where the script's PEXPIRE is not (OOM) — so
+// that the session goes back to the scripts. The request itself fails
+// (no vote): re-sending it behind the requests queued since could put an
+// extension after a later one.
+func refusesNative(r resp.Reply) bool {
+	return r.HasErrorPrefix("ERR") || r.HasErrorPrefix("NOPERM") || r.HasErrorPrefix("OOM")
 }
 
 // nativeReply turns the reply of a native command into the reply of the

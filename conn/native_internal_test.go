@@ -3,6 +3,7 @@ package conn
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -96,5 +97,51 @@ func TestAppendNative(t *testing.T) {
 	}
 	if r := nativeReply(NativeExpireIfEqual, resp.Reply{Type: resp.TypeError, Str: []byte("WRONGTYPE x")}); !r.IsError() || !strings.HasPrefix(string(r.Str), "WRONGTYPE") {
 		t.Errorf("error → %v", r)
+	}
+}
+
+type nopCB struct{}
+
+func (nopCB) Complete(uint64, resp.Reply, error) {}
+
+// TestMergedCallNotNative: a merged call queued in a ring slot that a
+// native request used before does not inherit its native flag (its reply
+// would be read as the native command's).
+func TestMergedCallNotNative(t *testing.T) {
+	c := &Conn{cfg: Config{}.withDefaults(), rearm: make(chan struct{}, 1)}
+	single, multi := NewScript(`return 1`), NewScript(`return {1,1}`)
+	// every slot of the ring once held a native SET IFEQ
+	for range 64 {
+		c.pushQueueLocked(Request{Callback: nopCB{}, Deadline: time.Now().Add(time.Hour)}).native = NativeExpireIfEqual
+		c.popLocked()
+	}
+	m := NewMerge(single, multi, 1, 0)
+	mk := func(key string) member {
+		b := single.AppendEvalSha(nil, 1, 1)
+		keyAt := len(b)
+		b = resp.AppendBulkString(b, key)
+		argsAt := len(b)
+		b = resp.AppendBulkString(b, "x")
+		return member{cb: nopCB{}, cmd: b, keyAt: keyAt, argsAt: argsAt}
+	}
+	l := &mergeList{m: m, members: []member{mk("a"), mk("b")}}
+	c.nmerge = 2
+	c.emitLocked(l)
+	if n := c.q.front().native; n != NativeNone {
+		t.Errorf("merged call's pending entry has native = %d (stale from the slot's previous request)", n)
+	}
+}
+
+// TestAppendNativeAllocs: the rewrite allocates nothing (it runs under
+// the Conn's lock, per release or extension).
+func TestAppendNativeAllocs(t *testing.T) {
+	s := NewNativeScript(`x`, NativeExpireIfEqual)
+	cmd := s.AppendEvalSha(nil, 1, 2)
+	cmd = resp.AppendBulkString(cmd, "key")
+	cmd = resp.AppendBulkString(cmd, "token-0123456789")
+	cmd = resp.AppendBulkString(cmd, "1000")
+	dst := make([]byte, 0, 4096)
+	if n := testing.AllocsPerRun(1000, func() { s.appendNative(dst[:0], cmd, "DELEX") }); n != 0 {
+		t.Fatalf("%v allocations per rewrite", n)
 	}
 }

@@ -228,3 +228,42 @@ func gatedFront(t *testing.T, addr string) (*conn.Conn, *netgate.Gate) {
 	t.Cleanup(func() { c.Close() })
 	return c, g
 }
+
+// TestNativeRefusedFallsBack: a native command the server refuses — it
+// claimed a command it lacks (ERR), or SET under maxmemory where the
+// script's PEXPIRE is allowed (OOM) — fails that one request, never as a
+// yes, and the rest of the session uses the scripts.
+func TestNativeRefusedFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    nativemaster.Version
+		oom  bool
+	}{{"claimed, missing", nativemaster.Liar, false}, {"OOM", nativemaster.Redis84, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, front := nativeConn(t, tc.v, conn.Config{})
+			if c.Info().DeleteIfEqual != "DELEX" || !c.Info().SetIfEqual {
+				t.Fatalf("the front did not claim the commands: %+v", c.Info())
+			}
+			exec(t, c, "SET", "k", "tok", "PX", "60000")
+			if tc.oom {
+				exec(t, c, "CONFIG", "SET", "maxmemory", "1")
+				t.Cleanup(func() { exec(t, c, "CONFIG", "SET", "maxmemory", "0") })
+			}
+			if r := do(t, c, conn.Request{Cmd: extendCmd("k", "tok", 90000), Script: scripts.Extend}); !r.IsError() {
+				t.Fatalf("refused native extension: %v, want its error", r)
+			}
+			if r := do(t, c, conn.Request{Cmd: extendCmd("k", "tok", 90000), Script: scripts.Extend}); r.Type != resp.TypeInteger || r.Int != 1 {
+				t.Fatalf("extension after the refusal: %v, want 1 from the script", r)
+			}
+			if r := do(t, c, conn.Request{Cmd: releaseCmd("k", "tok"), Script: scripts.Release}); r.Type != resp.TypeInteger || r.Int != 1 {
+				t.Fatalf("release after the refusal: %v, want 1 from the script", r)
+			}
+			if n := front.Count("SET"); n != 2 { // the key's SET and the refused extension
+				t.Fatalf("SET sent %d times, want 2", n)
+			}
+			if front.Count("DELEX") != 0 || front.Count("EVALSHA") != 2 {
+				t.Fatalf("DELEX %d, EVALSHA %d: want the scripts after the refusal", front.Count("DELEX"), front.Count("EVALSHA"))
+			}
+		})
+	}
+}

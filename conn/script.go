@@ -14,6 +14,7 @@ type Script struct {
 	src    string
 	sha    string
 	native Native // the server command it may be sent as (native.go)
+	head   []byte // with native: "EVALSHA sha 1" sized for its arguments, the prefix appendNative strips
 }
 
 // NewScript returns the Script for src.

@@ -86,7 +86,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 		c.firstAttemptDone(ErrClosed)
 		return nil
 	}
-	c.nc, c.up, c.info = nc, true, info
+	c.nc, c.up, c.info, c.nativeOff = nc, true, info, false
 	close(c.upCh)
 	c.mu.Unlock()
 	c.firstAttemptDone(nil)
@@ -227,6 +227,9 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		cb, tag, done := p.cb, p.tag, p.done
 		if p.native != NativeNone {
 			rep = nativeReply(p.native, rep)
+			if refusesNative(rep) {
+				c.nativeOff = true // this request fails; the next go as scripts
+			}
 		}
 		if !done && p.script != nil && rep.HasErrorPrefix("NOSCRIPT") {
 			var ok bool

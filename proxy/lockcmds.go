@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ import (
 // cmdSet accepts SET key value NX PX ms | NX EX s (any order, any case).
 func (c *client) cmdSet(args [][]byte) *call {
 	for _, a := range args[3:] {
-		if lower(a) == "ifeq" {
+		if len(a) == 4 && bytes.EqualFold(a, ifeqOpt) {
 			return c.setIfEq(args) // an extension (native.go)
 		}
 	}

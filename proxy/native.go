@@ -87,6 +87,8 @@ func (c *client) setIfEq(args [][]byte) *call {
 	return c.native(nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ms, 10)})
 }
 
+var ifeqOpt = []byte("ifeq")
+
 const msgSetIfEqForm = "ERR redlock proxy: only SET key value IFEQ value PX milliseconds | EX seconds (a lock extension) is supported with IFEQ"
 
 // native runs ls on key with argv as a quorum operation, as a recognised

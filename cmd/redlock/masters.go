@@ -32,6 +32,7 @@ type masterFlags struct {
 	tls                    bool
 	tlsCA, tlsCert, tlsKey string
 	tlsServerName          string
+	noNative               bool
 	// flagsOnly: credentials come from the flags only, never from the
 	// environment (the bench: a deployment's password exported for
 	// `redlock lock` must not be sent to whatever --masters names).
@@ -62,6 +63,7 @@ func (m *masterFlags) registerAccess(fs *flag.FlagSet) {
 	fs.StringVar(&m.tlsCert, "master-tls-cert", "", "PEM `file` of the client certificate presented to the masters (with --master-tls-key)")
 	fs.StringVar(&m.tlsKey, "master-tls-key", "", "PEM `file` of the client certificate's private key")
 	fs.StringVar(&m.tlsServerName, "master-tls-server-name", "", "`name` the masters' certificates must carry (default: each master's host)")
+	fs.BoolVar(&m.noNative, "master-no-native", false, "release and extend with scripts even on masters that have DELEX/DELIFEQ and SET IFEQ")
 }
 
 // list returns the master addresses from --masters or $REDLOCK_MASTERS,
@@ -77,6 +79,7 @@ func (m *masterFlags) list() []string {
 // name and the environment. Its errors are usageErrors; they name flags
 // and files, never a secret.
 func (m *masterFlags) apply(cfg *conn.Config) error {
+	cfg.DisableNative = m.noNative
 	getenv := os.Getenv
 	if m.flagsOnly {
 		getenv = func(string) string { return "" }

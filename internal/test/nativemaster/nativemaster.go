@@ -40,6 +40,11 @@ const (
 	Valkey90                // DELIFEQ, SET IFEQ
 	Valkey81                // SET IFEQ
 	Plain                   // none: every command is relayed as it is
+	// Liar claims Redis 8.4's commands in COMMAND INFO and COMMAND DOCS
+	// but relays them as they are, so Redis 7.0 refuses them (ERR
+	// unknown command, syntax error): a server whose answers to the
+	// probes are wrong, or an ACL that hides what the user may run.
+	Liar
 )
 
 // Master is one front. Close it when done (Start does, at the test's end).
@@ -185,6 +190,8 @@ func (m *Master) answer(name string, args [][]byte, do func(...[]byte) (resp.Rep
 		sub = strings.ToUpper(string(args[1]))
 	}
 	switch {
+	case m.v == Liar && (name == "DELEX" || name == "SET"):
+		return relay(args...)
 	case name == "DELEX" && m.v == Redis84:
 		return m.delex(args, relay)
 	case name == "DELIFEQ" && m.v == Valkey90:
@@ -281,7 +288,7 @@ func (m *Master) commandInfo(names [][]byte, do func(...[]byte) (resp.Reply, err
 	out := resp.AppendArrayHeader(nil, len(names))
 	for _, n := range names {
 		name := strings.ToLower(string(n))
-		if (name == "delex" && m.v == Redis84) || (name == "delifeq" && m.v == Valkey90) {
+		if (name == "delex" && (m.v == Redis84 || m.v == Liar)) || (name == "delifeq" && m.v == Valkey90) {
 			out = append(out, "*10\r\n"...)
 			out = resp.AppendBulkString(out, name)
 			out = append(out, ":-2\r\n*2\r\n+write\r\n+fast\r\n:1\r\n:1\r\n:1\r\n*2\r\n+@write\r\n+@string\r\n*0\r\n*0\r\n*0\r\n"...)
