@@ -39,18 +39,10 @@ func (c *client) cmdSet(args [][]byte) *call {
 			if ttl != 0 || i+1 >= len(args) {
 				return errCall(msgSyntax)
 			}
-			n, ok := resp.ParseInt(args[i+1])
-			if !ok {
-				return errCall(msgNotInteger)
+			var bad *call
+			if ttl, bad = setExpire(opt, args[i+1]); bad != nil {
+				return bad
 			}
-			unit := time.Millisecond
-			if opt == "ex" {
-				unit = time.Second
-			}
-			if n <= 0 || n > int64(1<<62)/int64(unit) {
-				return errCall(msgBadExpire)
-			}
-			ttl = time.Duration(n) * unit
 			i++
 		default:
 			return errCall(msgSetForm)
@@ -60,6 +52,23 @@ func (c *client) cmdSet(args [][]byte) *call {
 		return errCall(msgSetForm)
 	}
 	return c.acquire(args, ttl, false)
+}
+
+// setExpire reads SET's PX milliseconds or EX seconds (opt "px", "ex");
+// bad is the reply when it is not a positive integer in range.
+func setExpire(opt string, arg []byte) (ttl time.Duration, bad *call) {
+	n, ok := resp.ParseInt(arg)
+	if !ok {
+		return 0, errCall(msgNotInteger)
+	}
+	unit := time.Millisecond
+	if opt == "ex" {
+		unit = time.Second
+	}
+	if n <= 0 || n > int64(1<<62)/int64(unit) {
+		return 0, errCall(msgBadExpire)
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // acquire runs a quorum acquisition of key args[1] with the client's value

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"time"
-
-	"github.com/redlock-dev/redlock/resp"
 )
 
 // The native compare-and-delete and compare-and-set commands of newer
@@ -48,7 +46,7 @@ func (c *client) cmdDelIfEq(args [][]byte) *call {
 // is required (a lock without one would be held forever).
 func (c *client) setIfEq(args [][]byte) *call {
 	var cmp []byte
-	var ms int64
+	var ttl time.Duration
 	for i := 3; i < len(args); i++ {
 		switch opt := lower(args[i]); opt {
 		case "ifeq":
@@ -58,33 +56,25 @@ func (c *client) setIfEq(args [][]byte) *call {
 			cmp = args[i+1]
 			i++
 		case "px", "ex":
-			if ms != 0 || i+1 >= len(args) {
+			if ttl != 0 || i+1 >= len(args) {
 				return errCall(msgSyntax)
 			}
-			n, ok := resp.ParseInt(args[i+1])
-			if !ok {
-				return errCall(msgNotInteger)
+			var bad *call
+			if ttl, bad = setExpire(opt, args[i+1]); bad != nil {
+				return bad
 			}
-			unit := int64(1)
-			if opt == "ex" {
-				unit = 1000
-			}
-			if n <= 0 || n > int64(1<<62)/int64(time.Millisecond)/unit {
-				return errCall(msgBadExpire)
-			}
-			ms = n * unit
 			i++
 		default:
 			return errCall(msgSetIfEqForm)
 		}
 	}
 	switch {
-	case cmp == nil || ms == 0:
+	case cmp == nil || ttl == 0:
 		return errCall(msgSetIfEqForm)
 	case string(cmp) != string(args[2]):
 		return errCall("ERR redlock proxy: SET IFEQ may extend a lock, not change its value: the new value must be the one compared")
 	}
-	return c.native(nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ms, 10)})
+	return c.native(nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ttl.Milliseconds(), 10)})
 }
 
 var ifeqOpt = []byte("ifeq")
