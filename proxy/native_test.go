@@ -2,21 +2,34 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/nativemaster"
 )
 
 // TestNativeLockCommands: the commands redis.io's lock pattern sends to
 // Redis ≥ 8.4 and Valkey (DELEX key IFEQ v, DELIFEQ key v, SET key v IFEQ
 // v PX ms) are quorum releases and extensions through the proxy, with
 // the commands' own replies; the forms that are not a release or an
-// extension of one's own lock are refused.
+// extension of one's own lock are refused. The proxy's masters are of
+// mixed versions (nativemaster fronts), so its own releases and
+// extensions go out native where a master has the command, and INFO
+// masters says which.
 func TestNativeLockCommands(t *testing.T) {
-	e := startEnv(t, 5, nil)
-	mastertest.RequireReal(t, e.set)
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	versions := []nativemaster.Version{nativemaster.Redis84, nativemaster.Redis84, nativemaster.Valkey90, nativemaster.Valkey81, nativemaster.Plain}
+	fronts := make([]*nativemaster.Master, len(versions))
+	var addrs []string
+	for i, v := range versions {
+		fronts[i] = nativemaster.Start(t, set.Addrs()[i], v)
+		addrs = append(addrs, fronts[i].Addr())
+	}
+	e := startEnvOn(t, set, func(c *Config) { c.EngineConfig.Addrs = addrs })
 	c := dialRaw(t, e.addr)
 	const tok = "native-token-0123456789"
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -65,6 +78,17 @@ func TestNativeLockCommands(t *testing.T) {
 		if n := e.holding(t, "{k}", tok); n != 0 {
 			t.Fatalf("SET IFEQ created the key on %d masters", n)
 		}
+	}
+
+	info := c.cmd("INFO", "masters")
+	for i, want := range []string{"DELEX+SETIFEQ", "DELEX+SETIFEQ", "DELIFEQ+SETIFEQ", "SETIFEQ", "none"} {
+		if !strings.Contains(info, fmt.Sprintf("master%d:", i)) || !strings.Contains(info, fmt.Sprintf("quarantine_left=0,native=%s\r\n", want)) {
+			t.Errorf("INFO masters lacks master %d's native=%s:\n%s", i, want, info)
+		}
+	}
+	if fronts[0].Count("DELEX") < 2 || fronts[2].Count("DELIFEQ") < 2 || fronts[3].Count("EVALSHA") < 2 || fronts[4].Count("DELEX") != 0 {
+		t.Errorf("the proxy's releases: DELEX %d, DELIFEQ %d, scripts on SET-IFEQ-only %d, DELEX on plain %d",
+			fronts[0].Count("DELEX"), fronts[2].Count("DELIFEQ"), fronts[3].Count("EVALSHA"), fronts[4].Count("DELEX"))
 	}
 
 	for _, tc := range []struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -314,12 +315,28 @@ func (s *Server) info(sections [][]byte) string {
 				q = fmt.Sprintf("%.3fs", time.Until(until).Seconds()) // time left
 				quarantined++
 			}
-			fmt.Fprintf(&b, "master%d:addr=%s,state=%s,run_id=%s,version=%s,errors=%d,quarantine_left=%s\r\n",
-				i, m.Addr, state, m.Info.RunID, m.Info.Version, st.MasterErrors[i], q)
+			fmt.Fprintf(&b, "master%d:addr=%s,state=%s,run_id=%s,version=%s,errors=%d,quarantine_left=%s,native=%s\r\n",
+				i, m.Addr, state, m.Info.RunID, m.Info.Version, st.MasterErrors[i], q, nativeOf(m.Info))
 		}
 		fmt.Fprintf(&b, "masters_up:%d\r\nmasters_total:%d\r\nmasters_quarantined:%d\r\n", up, len(s.eng.Masters()), quarantined)
 	}
 	return b.String()
+}
+
+// nativeOf names the native commands a master's connection found at its
+// latest connect (conn.ServerInfo): "DELEX+SETIFEQ", "SETIFEQ", "none".
+func nativeOf(in conn.ServerInfo) string {
+	var parts []string
+	if in.DeleteIfEqual != "" {
+		parts = append(parts, in.DeleteIfEqual)
+	}
+	if in.SetIfEqual {
+		parts = append(parts, "SETIFEQ")
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "+")
 }
 
 func b2i(b bool) int {
