@@ -52,7 +52,13 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 		fmt.Fprintln(tw)
 	}
 	if c := r.Ceiling; c != nil {
-		fmt.Fprintf(tw, "ceiling\t%.0f\t%.2fx\t\n", c.CyclesPerSec, r.CeilingFraction)
+		fmt.Fprintf(tw, "ceiling\t%.0f\t%.2fx\t", c.CyclesPerSec, r.CeilingFraction)
+		if wide {
+			for _, col := range cols[3:] {
+				fmt.Fprint(tw, c.cell(col.ID), "\t")
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -221,6 +227,19 @@ func (r Result) roundNote(p Phase) string {
 	s := slices.Sorted(slices.Values(rs))
 	fmt.Fprintf(&b, "  (min %.2fx, median %.2fx)", s[0], median(s))
 	return b.String()
+}
+
+// cell is the ceiling row's figure in the wide table's column id: the
+// pumps' and the masters' CPU per pair (one SET NX PX and one release on
+// every master, the unit a lock cycle is), blank elsewhere.
+func (c *CeilingInfo) cell(id string) string {
+	switch {
+	case id == "cpu" && c.ClientCPUPerPair > 0:
+		return fmt.Sprintf("%.1f", c.ClientCPUPerPair)
+	case id == "mcpu" && c.MasterCPUPerPair > 0:
+		return fmt.Sprintf("%.1f", c.MasterCPUPerPair)
+	}
+	return ""
 }
 
 // note says what the ceiling measured.

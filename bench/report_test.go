@@ -102,3 +102,39 @@ func TestTableHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestCeilingRowCPU: in the wide table the ceiling row carries the
+// pumps' and the masters' CPU per pair under the client's and the
+// masters' CPU columns.
+func TestCeilingRowCPU(t *testing.T) {
+	r := reportFixture(false)
+	r.Ceiling = &CeilingInfo{CyclesPerSec: 55320, SlowestPerSec: 52230, Window: ceilingWindow, ClientCPUPerPair: 6.45, MasterCPUPerPair: 29.04}
+	r.CeilingFraction = r.CyclesPerSec / r.Ceiling.CyclesPerSec
+	var b strings.Builder
+	if err := r.WriteWideTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	var head, row string
+	for _, l := range lines {
+		switch f := strings.Fields(l); {
+		case len(f) > 0 && f[0] == "target":
+			head = l
+		case len(f) > 0 && f[0] == "ceiling" && row == "":
+			row = l
+		}
+	}
+	if f := strings.Fields(row); len(f) != 5 || f[3] != "6.5" || f[4] != "29.0" {
+		t.Fatalf("ceiling row %q: want its cycles, ratio, then 6.5 and 29.0", row)
+	}
+	// Each figure ends where its column's header ends (in runes: the
+	// headers hold µ and ÷).
+	runesTo := func(s string, i int) int { return utf8.RuneCountInString(s[:i]) }
+	for _, c := range []struct{ head, val string }{{"cpu µs/cycle", "6.5"}, {"masters µs/cycle", "29.0"}} {
+		h := runesTo(head, strings.Index(head, c.head)+len(c.head))
+		v := runesTo(row, strings.Index(row, " "+c.val+" ")+1+len(c.val))
+		if h != v {
+			t.Errorf("%s ends at rune %d, its header %q at %d:\n%s\n%s", c.val, v, c.head, h, head, row)
+		}
+	}
+}
