@@ -606,7 +606,7 @@ func init() {
 	for _, ct := range commandTable {
 		add(ct.name)
 	}
-	for _, w := range []string{"nx", "px", "ex", "get", "load", "exists", "flush", "sync", "async",
+	for _, w := range []string{"nx", "px", "ex", "ifeq", "get", "load", "exists", "flush", "sync", "async",
 		"setname", "getname", "setinfo", "id", "lib-name", "lib-ver", "auth", "count", "docs", "info",
 		"all", "default", "everything"} {
 		add(w)
