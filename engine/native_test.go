@@ -22,13 +22,7 @@ import (
 func TestNativeCommands(t *testing.T) {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
-	versions := []nativemaster.Version{nativemaster.Redis84, nativemaster.Redis84, nativemaster.Valkey90, nativemaster.Valkey81, nativemaster.Plain}
-	fronts := make([]*nativemaster.Master, 5)
-	addrs := make([]string, 5)
-	for i, v := range versions {
-		fronts[i] = nativemaster.Start(t, set.Addrs()[i], v)
-		addrs[i] = fronts[i].Addr()
-	}
+	fronts, addrs := nativemaster.StartMixed(t, set.Addrs())
 	// The fronts answer one command at a time per connection: a loaded
 	// machine must not turn that into timeouts.
 	e, err := engine.New(engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 2 * time.Second})

@@ -22,13 +22,7 @@ import (
 func TestNativeLockCommands(t *testing.T) {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
-	versions := []nativemaster.Version{nativemaster.Redis84, nativemaster.Redis84, nativemaster.Valkey90, nativemaster.Valkey81, nativemaster.Plain}
-	fronts := make([]*nativemaster.Master, len(versions))
-	var addrs []string
-	for i, v := range versions {
-		fronts[i] = nativemaster.Start(t, set.Addrs()[i], v)
-		addrs = append(addrs, fronts[i].Addr())
-	}
+	fronts, addrs := nativemaster.StartMixed(t, set.Addrs())
 	e := startEnvOn(t, set, func(c *Config) { c.EngineConfig.Addrs = addrs })
 	c := dialRaw(t, e.addr)
 	const tok = "native-token-0123456789"

@@ -75,6 +75,26 @@ func Start(t testing.TB, backend string, v Version) *Master {
 	return m
 }
 
+// Mixed is the five versions StartMixed puts in front of five masters:
+// two with DELEX, one with DELIFEQ, one with SET IFEQ only, one plain.
+var Mixed = []Version{Redis84, Redis84, Valkey90, Valkey81, Plain}
+
+// StartMixed starts a front of version Mixed[i] for backends[i] (five of
+// them) and returns the fronts and their addresses.
+func StartMixed(t testing.TB, backends []string) ([]*Master, []string) {
+	t.Helper()
+	if len(backends) != len(Mixed) {
+		t.Fatalf("nativemaster: StartMixed needs %d backends, got %d", len(Mixed), len(backends))
+	}
+	fronts := make([]*Master, len(Mixed))
+	addrs := make([]string, len(Mixed))
+	for i, v := range Mixed {
+		fronts[i] = Start(t, backends[i], v)
+		addrs[i] = fronts[i].Addr()
+	}
+	return fronts, addrs
+}
+
 // Addr returns the front's address.
 func (m *Master) Addr() string { return m.ln.Addr().String() }
 
