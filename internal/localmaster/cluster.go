@@ -125,8 +125,8 @@ func (c *Cluster) check(ctx context.Context) error {
 	return nil
 }
 
-// MasterAddrs returns the addresses of the nodes that are masters now,
-// as one running node sees it (a failover changes them).
+// MasterAddrs returns the addresses of the nodes that are masters serving
+// slots now, as one running node sees it (a failover changes them).
 func (c *Cluster) MasterAddrs(ctx context.Context) ([]string, error) {
 	for _, m := range c.Masters() {
 		if !m.Running() {
@@ -137,11 +137,7 @@ func (c *Cluster) MasterAddrs(ctx context.Context) ([]string, error) {
 			continue
 		}
 		var addrs []string
-		for _, line := range strings.Split(out, "\n") {
-			f := strings.Fields(line)
-			if len(f) < 3 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
-				continue
-			}
+		for _, f := range servingMasters(out) {
 			addrs = append(addrs, strings.SplitN(f[1], "@", 2)[0])
 		}
 		return addrs, nil
@@ -149,16 +145,28 @@ func (c *Cluster) MasterAddrs(ctx context.Context) ([]string, error) {
 	return nil, errors.New("localmaster: no running cluster node")
 }
 
-// masterView reduces CLUSTER NODES output to the masters serving slots
-// and their slot ranges, sorted: what every node of a settled cluster
-// agrees on.
-func masterView(nodes string) string {
-	var view []string
+// servingMasters returns the fields of the CLUSTER NODES lines of the
+// masters that serve slots and are not failing. Just after a cluster
+// formed, a node's view may still list a replica-to-be as a master
+// without slots: it is not one of them.
+func servingMasters(nodes string) [][]string {
+	var out [][]string
 	for _, line := range strings.Split(nodes, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
 			continue
 		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// masterView reduces CLUSTER NODES output to the masters serving slots
+// and their slot ranges, sorted: what every node of a settled cluster
+// agrees on.
+func masterView(nodes string) string {
+	var view []string
+	for _, f := range servingMasters(nodes) {
 		view = append(view, strings.SplitN(f[1], "@", 2)[0]+" "+strings.Join(f[8:], " "))
 	}
 	slices.Sort(view)
@@ -205,14 +213,9 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, hold time.Duration) (f
 	}
 	ids := map[string]string{}
 	var masters []string
-	for _, line := range strings.Split(nodes, "\n") {
-		f := strings.Fields(line)
-		// Masters that serve slots: just after the cluster formed, a node's
-		// view may still list a replica-to-be as a master without slots
-		// (SETSLOT on it fails: "Please use SETSLOT only with masters").
-		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
-			continue
-		}
+	// Masters that serve slots (SETSLOT on a replica-to-be still listed
+	// as a master fails: "Please use SETSLOT only with masters").
+	for _, f := range servingMasters(nodes) {
 		addr := strings.SplitN(f[1], "@", 2)[0]
 		ids[addr] = f[0]
 		masters = append(masters, addr)
