@@ -39,9 +39,15 @@ func (v *env) batched(g *netgate.Gate, first func() error, ops []func() error, b
 	g.WaitInside(len(v.direct)) // every master's writer is inside first's write
 	errs = make([]error, len(ops))
 	var wg sync.WaitGroup
+	// The ops start together: members whose deadlines (start + per-master
+	// timeout) lie more than 2 ms apart are not merged with each other
+	// (conn.Merge), and goroutines started one by one on a loaded machine
+	// can spread that far (once in CI: two calls per master).
+	start := make(chan struct{})
 	for i, op := range ops {
-		wg.Go(func() { errs[i] = op() })
+		wg.Go(func() { <-start; errs[i] = op() })
 	}
+	close(start)
 	// Wait until every op is queued on every master.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := range len(v.direct) {
