@@ -117,7 +117,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	}
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
 	if co.token != "" {
-		l.token = co.token
+		l.token, l.callerToken = co.token, true
 	} else {
 		var raw [TokenLen / 2]byte
 		crand.Read(raw[:])
@@ -257,21 +257,29 @@ func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
 // cleanup releases token after the failed acquisition acq and waits
 // (bounded by CleanupTimeout per master) until each master answered, so a
 // failed acquisition leaves nothing behind. It ignores the caller's
-// cancellation. It first waits for every answer to acq (bounded by the
-// per-master timeout), then skips masters that answered with a nil reply:
-// SET NX wrote nothing there, and a release could only delete a lock that
-// holds the same token — the caller's own, when it reuses a token (the
-// proxy passes clients' values through). Every other master is released,
-// including those that timed out (their SET may still execute; the release
-// is queued behind it on the same connection).
+// cancellation. It removes only what this attempt created (the grant
+// rule's property (d), docs/safety.md): it first waits for every answer
+// to acq (bounded by the per-master timeout), then skips masters that
+// answered with a nil reply (SET NX wrote nothing there, and a release
+// could only delete a lock that holds the same token). With a token of
+// its own (random, unique to this attempt) every other master is
+// released, including those that timed out: their SET may still execute,
+// and the release is queued behind it on the same connection. With the
+// caller's token (WithToken: the proxy passes clients' values through) a
+// master that did not answer may hold the caller's own earlier lock under
+// that token, which this attempt's SET NX left alone, so only the masters
+// that answered that they created the key (counted or quarantined) are
+// released; the others keep what they hold until its TTL.
 func (e *Engine) cleanup(acq *op, l *Lock) {
 	<-acq.all
 	o := e.getOp(opRelease, true, l.cix, acq.first)
 	o.khash, o.key = acq.khash, l.key
+	yes := acq.yes.Load()
 	acq.mu.Lock()
 	for i, r := range acq.results {
-		if r.state == -1 && r.err == ErrHeld {
-			o.preset[i] = 1 // nothing written there: not sent, counted as done
+		created := yes&(1<<uint(i)) != 0 || r.err == ErrQuarantined
+		if r.state == -1 && r.err == ErrHeld || l.callerToken && !created {
+			o.preset[i] = 1 // nothing of this attempt's there: not sent, counted as done
 		}
 	}
 	acq.mu.Unlock()

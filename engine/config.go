@@ -269,12 +269,13 @@ func (o *callOpts) waitOption(name string) {
 }
 
 // WithToken makes TryLock's acquisition use token instead of a random one
-// (the proxy passes the client's value). Tokens must be unique per
-// acquisition attempt: the release of an attempt that failed may still
-// reach a master after a later attempt with the same token was granted
-// there, and would delete it. Lock, which makes one attempt after another,
-// therefore refuses it with an error matching [ErrBadArgument] (each of
-// its attempts gets a new random token).
+// (the proxy passes the client's value). The token may be the value of a
+// lock the caller already holds: a failed attempt then releases only the
+// masters whose SET NX answered that it created the key, and leaves a
+// master that did not answer as it is (what this attempt may have set
+// there expires at its TTL), so it never removes the earlier lock. Lock,
+// which makes one attempt after another, refuses it with an error
+// matching [ErrBadArgument] (each of its attempts gets a new random token).
 func WithToken(token string) Option { return func(o *callOpts) { o.token = token } }
 
 // WithRetryDelay sets Lock's base wait between attempts (zero or negative:

@@ -30,6 +30,12 @@ type Lock struct {
 	extensions atomic.Int64 // successful extensions
 	unlocked   atomic.Bool  // Unlock was called: not Valid, no Extend
 
+	// callerToken: the token came from the caller (WithToken), so it may
+	// also be the value of a lock the caller already holds: the cleanup
+	// of a failed attempt releases only where this attempt's SET NX
+	// answered that it created the key (Engine.cleanup).
+	callerToken bool
+
 	// Watchdog (WithAutoExtend), fixed at acquisition.
 	auto    bool
 	holdEnd int64 // ns since e.epoch after which the watchdog stops; 0: never
