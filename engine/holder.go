@@ -40,7 +40,7 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 	cmd := scripts.Holder.AppendEvalSha(nil, 1, 0)
 	cmd = resp.AppendBulkString(cmd, key)
 	t1 := time.Now()
-	reps, err := e.broadcast(ctx, key, 0, scripts.Holder, cmd, func(resp.Reply) bool { return true })
+	reps, err := e.broadcast(ctx, key, 0, scripts.Holder, cmd, func(resp.Reply) bool { return true }, nil)
 	if err != nil {
 		return Holding{}, err
 	}

@@ -141,5 +141,5 @@ func (rw *RWLock) dropIntent(ctx context.Context, id string) {
 	cmd := scripts.Release.AppendEvalSha(nil, 1, 1)
 	cmd = resp.AppendBulkString(cmd, ikey)
 	cmd = resp.AppendBulkString(cmd, id)
-	rw.e.broadcast(context.WithoutCancel(ctx), rw.key, 0, scripts.Release, cmd, nil) // best effort
+	rw.e.broadcast(context.WithoutCancel(ctx), rw.key, 0, scripts.Release, cmd, nil, nil) // best effort
 }

@@ -57,7 +57,11 @@ func (t transport) Attach(key, token string, ttl time.Duration) enginex.Lock {
 }
 
 func (t transport) Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]enginex.MasterReply, error) {
-	return t.e.broadcast(ctx, key, timeout, script, cmd, nil)
+	return t.e.broadcast(ctx, key, timeout, script, cmd, nil, nil)
+}
+
+func (t transport) BroadcastTo(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, to func(int) bool) ([]enginex.MasterReply, error) {
+	return t.e.broadcast(ctx, key, timeout, script, cmd, nil, to)
 }
 
 func (t transport) Grant(ctx context.Context, key string, ttl time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]enginex.MasterReply, error) {
@@ -65,12 +69,13 @@ func (t transport) Grant(ctx context.Context, key string, ttl time.Duration, scr
 	if _, err := e.lockTTL(ttl); err != nil || ttl%time.Millisecond != 0 {
 		return nil, cmp.Or(err, errBadTTL)
 	}
-	return e.broadcast(ctx, key, e.cfg.masterTimeout(ttl), script, cmd, granted)
+	return e.broadcast(ctx, key, e.cfg.masterTimeout(ttl), script, cmd, granted, nil)
 }
 
-// broadcast sends cmd to every master and collects their replies; with
-// granted set, a grant from a master in quarantine is not an answer.
-func (e *Engine) broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]enginex.MasterReply, error) {
+// broadcast sends cmd to every master (with to set, to those i for which
+// to(i) is true) and collects their replies; with granted set, a grant
+// from a master in quarantine is not an answer.
+func (e *Engine) broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool, to func(int) bool) ([]enginex.MasterReply, error) {
 	if len(cmd) == 0 {
 		return nil, fmt.Errorf("%w: empty command", ErrBadArgument)
 	}
@@ -87,6 +92,10 @@ func (e *Engine) broadcast(ctx context.Context, key string, timeout time.Duratio
 		cix = e.connFor(key)
 	}
 	for i := 0; i < e.n; i++ {
+		if to != nil && !to(i) {
+			b.record(i, enginex.MasterReply{}) // not sent
+			continue
+		}
 		req := conn.Request{Cmd: cmd, Deadline: deadline, Callback: b, Tag: uint64(i), Script: script, Key: key}
 		if err := e.pick(i, cix).Do(req); err != nil {
 			b.Complete(uint64(i), resp.Reply{}, err)
@@ -124,11 +133,16 @@ func (b *broadcast) Complete(tag uint64, r resp.Reply, err error) {
 	}
 	mr := enginex.MasterReply{Reply: r.Clone(), Err: err}
 	if err == nil && b.granted != nil && b.granted(r) && b.e.quarantined(int(tag)) {
-		mr = enginex.MasterReply{Err: ErrQuarantined}
+		mr.Err = ErrQuarantined
 	}
+	b.record(int(tag), mr)
+}
+
+// record stores master i's reply.
+func (b *broadcast) record(i int, mr enginex.MasterReply) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.replies[tag] = mr
+	b.replies[i] = mr
 	b.left--
 	if b.left == 0 {
 		close(b.done)

@@ -52,6 +52,9 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	}
 
 	sc := ls.script
+	if ls.Tells != nil {
+		sc = ls.Tells
+	}
 	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
 		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
 	}
@@ -59,18 +62,25 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	t1 := time.Now()
 	var reps []enginex.MasterReply
 	var err error
-	if ls.Op == opAcquire || ls.Op == opExtend {
+	switch ls.Op {
+	case opAcquire:
 		// The one grant rule (engine): TTL at most MaxTTL, no vote from
-		// a master in restart quarantine.
+		// a master in restart quarantine. Every master's answer is
+		// awaited (bounded by the per-master timeout) even when the
+		// client goes away: the cleanup needs to know what was created.
+		reps, err = s.tr.Grant(context.WithoutCancel(ctx), string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
+		if err == nil && ctx.Err() != nil {
+			s.observeLib(ls, t1, ttl, ctx.Err(), -s.eng.Quorum())
+			s.cleanup(ls, keys, token, reps)
+			return s.engineErr(ctx.Err())
+		}
+	case opExtend:
 		reps, err = s.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
-	} else {
+	default:
 		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.tr.MasterTimeout(ttl), sc, cmd)
 	}
-	if err != nil {
+	if err != nil { // nothing was sent, or an extension's wait ended
 		s.observeLib(ls, t1, ttl, err, -s.eng.Quorum()) // no grant seen
-		if ls.Op == opAcquire {
-			s.cleanup(keys, token)
-		}
 		return s.engineErr(err)
 	}
 	q := s.eng.Quorum()
@@ -88,7 +98,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	if r := s.undecided(reps); r != nil {
 		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, yes-q)
 		if ls.Op == opAcquire {
-			s.cleanup(keys, token)
+			s.cleanup(ls, keys, token, reps)
 		}
 		return r
 	}
@@ -105,7 +115,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	}
 	s.observeLib(ls, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == opAcquire {
-		s.cleanup(keys, token)
+		s.cleanup(ls, keys, token, reps)
 	}
 	if ls.Reply == replyRedsync && missing >= q {
 		return redcon.AppendInt(nil, -1)
@@ -147,8 +157,12 @@ func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err 
 	}
 }
 
-// vote reports whether one master's reply is a yes under ls's contract.
+// vote reports whether one master's reply is a yes under ls's contract
+// (for a script that tells what it wrote, 1 created or 2 overwrote).
 func vote(ls *libScript, r resp.Reply, nkeys int) bool {
+	if ls.Tells != nil {
+		return r.Type == resp.TypeInteger && (r.Int == 1 || r.Int == 2)
+	}
 	switch ls.Reply {
 	case replyInt10, replyRedsync:
 		return r.Type == resp.TypeInteger && r.Int == 1
@@ -203,15 +217,35 @@ func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
 	return redcon.AppendNull(nil)
 }
 
-// cleanup deletes keys holding token on every master (partial grants of a
-// failed acquisition), waiting at most the engine's CleanupTimeout. It ignores the
-// command's cancellation.
-func (s *Server) cleanup(keys [][]byte, token []byte) {
+// cleanup undoes a failed library acquisition: it deletes keys holding
+// token on the masters whose reply says this attempt created them (a
+// quarantined master's too), waiting at most the engine's
+// CleanupTimeout, whatever became of the client's command. It removes
+// only what the attempt created (docs/safety.md, the grant rule's (d)):
+// the token is the client's, so a master that refused, overwrote the
+// client's own lock (bsm/redislock's re-obtain) or did not answer may
+// hold a valid earlier lock under it; what a master that did not answer
+// may have created expires at its TTL.
+func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []enginex.MasterReply) {
+	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
 	cmd := appendEvalSha(nil, scripts.CleanupMulti, keys, [][]byte{token})
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.tr.Broadcast(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd)
+	s.tr.BroadcastTo(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd, to)
+}
+
+// created reports whether a master's reply to a library acquisition says
+// it created the keys: the vote, or 1 from a script that tells (Tells).
+// A quarantined master's grant counts (what it wrote is there).
+func created(ls *libScript, r enginex.MasterReply, nkeys int) bool {
+	if r.Err != nil && !errors.Is(r.Err, engine.ErrQuarantined) {
+		return false
+	}
+	if ls.Tells != nil {
+		return r.Reply.Type == resp.TypeInteger && r.Reply.Int == 1
+	}
+	return vote(ls, r.Reply, nkeys)
 }
 
 // undecided returns the unavailable error reply when fewer than a quorum

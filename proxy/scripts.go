@@ -55,7 +55,14 @@ type libScript struct {
 	// AddOrReplace marks redis-py's extend: ARGV[3] "1" replaces the TTL
 	// (engine extend), "0" adds to each master's current TTL (broadcast).
 	AddOrReplace bool
-	script       *conn.Script
+	// Tells is the proxy's equivalent of Source that also says what it
+	// wrote (internal/scripts: 1 created, 2 overwrote the caller's own
+	// lock, 0 nothing), sent instead of Source for an acquisition whose
+	// own reply cannot tell "created" from "overwrote" (bsm/redislock's
+	// obtain): a failed acquisition's cleanup removes only what it
+	// created.
+	Tells  *conn.Script
+	script *conn.Script
 }
 
 // fits reports whether keys and argv have the shape the library sends, the
@@ -106,13 +113,13 @@ var libTable = []libScript{
 	{Name: "redis-py reacquire", Source: scripts.Lib("redis-py-reacquire"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 
 	// github.com/bsm/redislock v0.9.4 (single key).
-	{Name: "bsm/redislock v0.9.4 obtain", Source: scripts.Lib("bsm-redislock-v0.9.4-luaObtain"), Op: opAcquire, Reply: replyOKNil, TTLArg: 2, PrefixArg: 1},
+	{Name: "bsm/redislock v0.9.4 obtain", Source: scripts.Lib("bsm-redislock-v0.9.4-luaObtain"), Op: opAcquire, Reply: replyOKNil, TTLArg: 2, PrefixArg: 1, Tells: scripts.BsmObtainV094},
 	{Name: "bsm/redislock v0.9.4 release", Source: scripts.Lib("bsm-redislock-v0.9.4-luaRelease"), Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true},
 	{Name: "bsm/redislock v0.9.4 refresh", Source: scripts.Lib("bsm-redislock-v0.9.4-luaRefresh"), Op: opExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
 	{Name: "bsm/redislock v0.9.4 pttl", Source: scripts.Lib("bsm-redislock-v0.9.4-luaPTTL"), Op: opPTTL, Reply: replyPTTLNeg3, TTLArg: -1},
 
 	// github.com/bsm/redislock v0.10.0 (newest v0.10.x on the module proxy; several keys).
-	{Name: "bsm/redislock v0.10 obtain", Source: scripts.Lib("bsm-redislock-v0.10.0-obtain"), Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2, PrefixArg: 1},
+	{Name: "bsm/redislock v0.10 obtain", Source: scripts.Lib("bsm-redislock-v0.10.0-obtain"), Op: opAcquire, Reply: replyOKNil, MultiKey: true, TTLArg: 2, PrefixArg: 1, Tells: scripts.BsmObtainV010},
 	{Name: "bsm/redislock v0.10 release", Source: scripts.Lib("bsm-redislock-v0.10.0-release"), Op: opRelease, Reply: replyOKNil, MultiKey: true, TTLArg: -1},
 	{Name: "bsm/redislock v0.10 refresh", Source: scripts.Lib("bsm-redislock-v0.10.0-refresh"), Op: opExtend, Reply: replyOKNil, MultiKey: true, TTLArg: 1},
 	{Name: "bsm/redislock v0.10 pttl", Source: scripts.Lib("bsm-redislock-v0.10.0-pttl"), Op: opPTTL, Reply: replyPTTLNil, MultiKey: true, TTLArg: -1},

@@ -14,7 +14,9 @@ import (
 
 // MasterReply is one master's answer to [Transport.Broadcast]: a reply
 // (which may be a server error reply) or an error (timeout, connection
-// down...).
+// down...). A grant from a master in restart quarantine ([Transport.Grant])
+// has both: Err matching engine.ErrQuarantined (it is not an answer) and
+// the Reply the master sent (what it wrote, for a cleanup).
 type MasterReply struct {
 	Reply resp.Reply // deep copy, safe to keep
 	Err   error
@@ -49,6 +51,10 @@ type Transport interface {
 	// connection per master as its acquire, cleanup, extend and release, so
 	// they stay in order); "" for a command on no key.
 	Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error)
+	// BroadcastTo is Broadcast to the masters i for which to(i) is true
+	// (the others' replies are left zero): a cleanup sent only where an
+	// attempt wrote.
+	BroadcastTo(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, to func(i int) bool) ([]MasterReply, error)
 	// Grant is Broadcast for a command that can grant or extend a lock for
 	// ttl (a library's acquire or extend script, PEXPIRE): the one rule
 	// every grant path shares. It refuses a ttl that is not a whole

@@ -5,7 +5,8 @@
 //     multi-key forms). A file is the script without its final newline.
 //   - proxy/: scripts the proxy sends on its own account (the cleanup of a
 //     failed multi-key acquisition, redis-py's adding extend capped at
-//     MaxTTL). Same convention.
+//     MaxTTL, bsm/redislock's obtains telling "created" from
+//     "overwrote"). Same convention.
 //   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
 //     redsync, node-redlock, redis.io's examples), byte for byte with no
 //     newline added or removed: the proxy recognises them by SHA1.
@@ -129,6 +130,16 @@ var (
 	// that no grant path leaves a key with a TTL beyond the restart
 	// quarantine period. The reply contract (1/0) is redis-py's.
 	RedisPyExtendAdd = load("proxy", "redispy_extend_add")
+	// BsmObtainV094 and BsmObtainV010 are what the proxy sends for
+	// bsm/redislock's obtain scripts (v0.9.4, single key; v0.10, several
+	// keys): the same writes — SET NX PX, or, where every key holds a
+	// value that starts with the first ARGV[2] bytes of the token ARGV[1],
+	// an overwrite with it for ARGV[3] ms (the caller re-obtaining its own
+	// lock) — replying 1 when they created the keys, 2 when they
+	// overwrote the caller's own and 0 when they wrote nothing, so that
+	// the cleanup of a failed obtain deletes only what it created.
+	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
+	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
 )
 
 // Lib returns the exact text of the client-library script lib/name.lua,

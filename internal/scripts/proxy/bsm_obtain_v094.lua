@@ -1,0 +1,7 @@
+if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[3]) then return 1 end
+local offset = tonumber(ARGV[2])
+if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset) then
+  redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3])
+  return 2
+end
+return 0
