@@ -41,8 +41,11 @@ func lockAllKeys(keys []string) ([]string, error) {
 // TryLockAll makes one try for every key, in sorted order (duplicates
 // count once), and returns them all or none: on the first key that is not
 // granted it releases the keys it took, in reverse order, and returns that
-// key's error (as [Engine.TryLock]'s, naming the key). Options apply to
-// every key's lock.
+// key's error (as [Engine.TryLock]'s, naming the key). It returns a set
+// only if every lock in it is still valid once the last key is taken;
+// otherwise it releases them all and returns an error matching
+// [ErrNotAcquired] and [ErrGrantedTooLate] (the TTL was too short for
+// taking that many keys). Options apply to every key's lock.
 func (e *Engine) TryLockAll(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*LockSet, error) {
 	ks, err := lockAllKeys(keys)
 	if err != nil {
@@ -60,8 +63,9 @@ func (e *Engine) TryLockAll(ctx context.Context, keys []string, ttl time.Duratio
 // lock it already holds ends while it waits for a later key (its validity
 // ran out — take long waits with [WithAutoExtend] — or it was lost), it
 // releases what it holds and starts again. On an error (ctx's, wrapping
-// the last try's like Lock's, or [WithMaxTries] exhausted on one key) it
-// releases every key it took before returning. Options apply to every
+// the last try's like Lock's, [WithMaxTries] exhausted on one key, or, as
+// for TryLockAll, a set whose first lock's validity ran out as the last
+// key was taken) it releases every key it took before returning. Options apply to every
 // key's lock.
 func (e *Engine) LockAll(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*LockSet, error) {
 	ks, err := lockAllKeys(keys)
@@ -103,23 +107,43 @@ func (e *Engine) LockAll(ctx context.Context, keys []string, ttl time.Duration, 
 	}
 }
 
-// lockAll takes ks in order with take; on a failure it unlocks what it
-// took, in reverse order.
+// lockAll takes ks in order with take; on a failure, or when a lock it
+// took is no longer valid once it took the last, it unlocks what it took,
+// in reverse order.
 func (e *Engine) lockAll(ctx context.Context, ks []string, take func(context.Context, string) (*Lock, error)) (*LockSet, error) {
 	s := &LockSet{locks: make([]*Lock, 0, len(ks))}
 	for _, k := range ks {
 		l, err := take(ctx, k)
 		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CleanupTimeout+time.Second)
-			for i := len(s.locks) - 1; i >= 0; i-- {
-				s.locks[i].Unlock(rctx)
+			if len(s.locks) > 0 {
+				s.release(ctx)
 			}
-			cancel()
 			return nil, fmt.Errorf("key %q: %w", k, err)
 		}
 		s.locks = append(s.locks, l)
 	}
+	// The grant rule's (c), checked last: taking the later keys may have
+	// used up an earlier key's validity (each key is one try, up to a
+	// per-master timeout, and a LockAll may wait), and a set is granted
+	// only while every lock in it is valid.
+	for _, l := range s.locks {
+		if !l.Valid() {
+			s.release(ctx)
+			return nil, fmt.Errorf("key %q: %w: %w: taking the set's %d keys took longer than its validity", l.Key(), ErrNotAcquired, ErrGrantedTooLate, len(ks))
+		}
+	}
 	return s, nil
+}
+
+// release unlocks the locks taken so far, in reverse order, ignoring the
+// caller's cancellation.
+func (s *LockSet) release(ctx context.Context) {
+	e := s.locks[0].e
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.CleanupTimeout+time.Second)
+	defer cancel()
+	for i := len(s.locks) - 1; i >= 0; i-- {
+		s.locks[i].Unlock(rctx)
+	}
 }
 
 // Locks returns the set's locks, in sorted key order.

@@ -136,3 +136,57 @@ func TestLockAllDone(t *testing.T) {
 		t.Fatalf("%d acquisitions: done:x was not taken again after its validity ran out", st.Acquired)
 	}
 }
+
+// slowGrants is an Observer that holds up the first granted acquisition's
+// goroutine for pause (a GC pause, a slow scheduler, slow masters for the
+// next key: taking a set's later keys outlasts an earlier key's validity).
+type slowGrants struct {
+	engine.NopObserver
+	pause time.Duration
+	once  sync.Once
+}
+
+func (o *slowGrants) Acquire(ev engine.AcquireEvent) {
+	if ev.Result == engine.AcquireGranted {
+		o.once.Do(func() { time.Sleep(o.pause) })
+	}
+}
+
+// TestLockAllValidAtReturn: TryLockAll returns a set only if every lock
+// in it is valid once the last key is taken (the grant rule's (c),
+// checked last); otherwise it releases all and says why. Before, it
+// returned a set whose first lock's validity had run out while the later
+// keys were taken (200 keys at a 20 ms TTL: nil error with up to 38 locks
+// already invalid), and a second engine took the key at once. LockAll,
+// seeing its first lock end while it takes the next, starts again.
+func TestLockAllValidAtReturn(t *testing.T) {
+	ctx := context.Background()
+	cfg := functional
+	cfg.Observer = &slowGrants{pause: 150 * time.Millisecond}
+	v := newEnv(t, 5, cfg)
+	keys := []string{keyName(t, "a"), keyName(t, "b")}
+	s, err := v.e.TryLockAll(ctx, keys, 100*time.Millisecond)
+	if err == nil {
+		t.Fatalf("TryLockAll returned a set whose first lock ran out while the second was taken (valid: %v)", s.Valid())
+	}
+	if !errors.Is(err, engine.ErrNotAcquired) || !errors.Is(err, engine.ErrGrantedTooLate) {
+		t.Fatalf("TryLockAll: %v; want ErrNotAcquired and ErrGrantedTooLate", err)
+	}
+	for _, k := range keys {
+		v.waitGone(k, time.Second)
+	}
+	// The rule is no obstacle where the TTL allows: the pause is spent,
+	// the same keys are granted at once.
+	if s, err = v.e.TryLockAll(ctx, keys, 5*time.Second); err != nil || !s.Valid() {
+		t.Fatalf("TryLockAll after the pause: %v", err)
+	}
+	s.Unlock(ctx)
+
+	cfg.Observer = &slowGrants{pause: 150 * time.Millisecond}
+	v = newEnv(t, 5, cfg)
+	s, err = v.e.LockAll(ctx, keys, 100*time.Millisecond)
+	if err != nil || !s.Valid() {
+		t.Fatalf("LockAll: %v; want a valid set (it starts again when its first lock ends)", err)
+	}
+	s.Unlock(ctx)
+}
