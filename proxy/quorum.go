@@ -375,17 +375,20 @@ func countOnes(reps []enginex.MasterReply) int {
 	return n
 }
 
-// pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL. It
-// can extend a lock, so it obeys the grant rule (tr.Grant).
+// pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL within
+// its validity. It can extend a lock, so it obeys the grant rule
+// (tr.Grant; the validity checked last, as for every extension).
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
-	reps, err := s.tr.Grant(ctx, string(key), time.Duration(ms)*time.Millisecond, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)), isOne)
+	ttl := time.Duration(ms) * time.Millisecond
+	t1 := time.Now()
+	reps, err := s.tr.Grant(ctx, string(key), ttl, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)), isOne)
 	if err != nil {
 		return s.engineErr(err)
 	}
 	if r := s.undecided(reps); r != nil {
 		return r
 	}
-	if countOnes(reps) >= s.eng.Quorum() {
+	if countOnes(reps) >= s.eng.Quorum() && ttl-time.Since(t1)-s.drift(ttl) > 0 {
 		return redcon.AppendInt(nil, 1)
 	}
 	return redcon.AppendInt(nil, 0)
