@@ -1,0 +1,853 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+)
+
+// The grant rule (docs/safety.md, "The grant rule"; ../shared/DESIGN.md
+// §5) as one table: every entry point that grants, extends or re-enters a
+// lock — the engine's kinds, each proxy lock command and recognised
+// library script, Redisson's scripts and `redlock lock` — is a row, each
+// property a column, and TestGrantRule checks every cell against real
+// redis-server masters, two proxies (two engines) over them. A cell that
+// does not apply says why. TestGrantRuleTableComplete fails when an entry
+// point exists that the table does not list.
+
+// ruleID names a property of the grant rule.
+type ruleID byte
+
+const (
+	ruleQuarantine ruleID = 'a' // no vote from a master in restart quarantine
+	ruleMaxTTL     ruleID = 'b' // TTL at most MaxTTL (the quarantine period rests on it)
+	ruleValid      ruleID = 'c' // a grant is returned only while valid, checked last
+	ruleCleanup    ruleID = 'd' // cleanup removes only what the attempt created
+	ruleOnMasters  ruleID = 'e' // grant-deciding state lives on the masters, not in one process
+	ruleFencing    ruleID = 'f' // fencing tokens strictly increase across holders
+)
+
+// outcome is what an entry point answered.
+type outcome struct {
+	granted bool
+	fence   int64  // the fencing token of a fenced grant
+	text    string // the reply, error or exit status, for messages
+}
+
+// ruleEntry is one entry point.
+type ruleEntry struct {
+	name string
+	// method is the entry point in its own package's table: an engine
+	// method ("Engine.TryLock"), a proxy command ("set"), a script table
+	// ("libTable", "rTable") or a redlock subcommand ("lock").
+	method  string
+	acquire bool // takes a free key; otherwise it keeps (extends, re-enters) a held one
+	fenced  bool // it returns a fencing token
+	// callerToken: the client chooses the token, so a failed attempt may
+	// meet the client's own valid lock under it (property d).
+	callerToken bool
+	// holdKey is the master key whose value marks a holder that an
+	// acquisition must respect (nil: the key itself).
+	holdKey func(key string) string
+	// holdWith takes the key for a holder that excludes this entry's
+	// acquisition (nil: take itself; a read lock's is a write lock, and
+	// redlock lock's, which releases when its command exits, a plain lock).
+	holdWith func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome
+	// take acquires key for ttl as token (or owner) tok through instance
+	// inst; for a keeping entry it sets up the hold that keep keeps.
+	take func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome
+	// keep extends or re-enters the hold tok on key through inst.
+	keep func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome
+	// na says, per property, why it does not apply.
+	na map[ruleID]string
+}
+
+// ruleRun is one property's run: masters and two proxies over them.
+type ruleRun struct {
+	t       *testing.T
+	set     *localmaster.Set
+	p       [2]*env
+	masters []*redis.Client
+	cli     string // the redlock binary
+	handles sync.Map
+	maxTTL  time.Duration
+	// cliFresh runs redlock lock with --fresh-masters; cliDrift is its
+	// --drift-factor.
+	cliFresh bool
+	cliDrift string
+}
+
+// eng returns instance inst's engine.
+func (x *ruleRun) eng(inst int) *engine.Engine { return x.p[inst].srv.Engine() }
+
+// cmd sends one command through instance inst's proxy.
+func (x *ruleRun) cmd(t *testing.T, inst int, args ...string) string {
+	return dialRaw(t, x.p[inst].addr).cmd(args...)
+}
+
+// value returns key's value on master i ("" when absent).
+func (x *ruleRun) value(i int, key string) string {
+	v, _ := x.masters[i].Get(context.Background(), key).Result()
+	return v
+}
+
+// write writes key=value on the masters idx, for ttl.
+func (x *ruleRun) write(t *testing.T, key, value string, ttl time.Duration, idx ...int) {
+	t.Helper()
+	for _, i := range idx {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// The first command on a pooled connection to a restarted master
+		// may meet the old, closed socket.
+		for err := x.masters[i].Set(ctx, key, value, ttl).Err(); err != nil; err = x.masters[i].Set(ctx, key, value, ttl).Err() {
+			if ctx.Err() != nil {
+				t.Fatalf("master %d: SET %s: %v", i, key, err)
+			}
+		}
+		cancel()
+	}
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func engineOutcome(err error) outcome {
+	if err != nil {
+		return outcome{text: err.Error()}
+	}
+	return outcome{granted: true, text: "granted"}
+}
+
+func lockOutcome(l *engine.Lock, err error) outcome {
+	o := engineOutcome(err)
+	if err == nil {
+		o.fence = l.FencingToken()
+	}
+	return o
+}
+
+// opCtx bounds one attempt (a waiting entry waits at most this long).
+func opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 500*time.Millisecond)
+}
+
+// engineEntries are the engine's entry points, through each proxy's engine.
+func engineEntries() []ruleEntry {
+	tryLock := func(opts ...engine.Option) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			l, err := x.eng(inst).TryLock(ctx, key, ttl, opts...)
+			if err == nil {
+				x.handles.Store(key, l)
+			}
+			return lockOutcome(l, err)
+		}
+	}
+	waitOne := []engine.Option{engine.WithMaxTries(1)}
+	notFenced := map[ruleID]string{ruleFencing: "not fenced (its WithFencing form is a row)"}
+	holderProcess := "the holder's own process keeps it: another process holds another lock (the masters decide between them, column e of the acquisitions)"
+	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleOnMasters: holderProcess, ruleFencing: "an extension keeps the hold's token"}
+	rw := func(x *ruleRun, inst int, key string) *engine.RWLock {
+		rw, err := x.eng(inst).NewRWLock(key)
+		if err != nil {
+			x.t.Fatal(err)
+		}
+		return rw
+	}
+	sem := func(x *ruleRun, inst int, key string) *engine.Semaphore {
+		s, err := x.eng(inst).NewSemaphore(key, 1)
+		if err != nil {
+			x.t.Fatal(err)
+		}
+		return s
+	}
+	permit := func(key string) string { return key + ":permit:0" }
+	// Readers share: the holder that excludes a reader is a writer.
+	writer := func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		ctx, cancel := opCtx()
+		defer cancel()
+		return lockOutcome(rw(x, inst, key).TryLock(ctx, ttl))
+	}
+	reentrant := func(wait bool) func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+			r, err := x.eng(inst).NewReentrant(key, tok)
+			if err != nil {
+				return engineOutcome(err)
+			}
+			ctx, cancel := opCtx()
+			defer cancel()
+			if wait {
+				err = r.Lock(ctx, ttl, waitOne...)
+			} else {
+				err = r.TryLock(ctx, ttl)
+			}
+			if err == nil {
+				x.handles.Store(key, r)
+			}
+			return engineOutcome(err)
+		}
+	}
+	return []ruleEntry{
+		{name: "Engine.TryLock", method: "Engine.TryLock", acquire: true, take: tryLock(), na: notFenced},
+		{name: "Engine.TryLock WithFencing", method: "Engine.TryLock", acquire: true, fenced: true, take: tryLock(engine.WithFencing())},
+		{name: "Engine.Lock", method: "Engine.Lock", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(x.eng(inst).Lock(ctx, key, ttl, waitOne...))
+		}},
+		{name: "Engine.TryLockAll", method: "Engine.TryLockAll", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			s, err := x.eng(inst).TryLockAll(ctx, []string{key}, ttl)
+			if err == nil {
+				x.handles.Store(key, s)
+			}
+			return engineOutcome(err)
+		}},
+		{name: "Engine.LockAll", method: "Engine.LockAll", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			_, err := x.eng(inst).LockAll(ctx, []string{key}, ttl, waitOne...)
+			return engineOutcome(err)
+		}},
+		{name: "Reentrant.TryLock", method: "Reentrant.TryLock", acquire: true, take: reentrant(false), na: notFenced},
+		{name: "Reentrant.Lock", method: "Reentrant.Lock", acquire: true, take: reentrant(true), na: notFenced},
+		{name: "RWLock.TryRLock", method: "RWLock.TryRLock", acquire: true, na: notFenced, holdWith: writer, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(rw(x, inst, key).TryRLock(ctx, ttl))
+		}},
+		{name: "RWLock.RLock", method: "RWLock.RLock", acquire: true, na: notFenced, holdWith: writer, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(rw(x, inst, key).RLock(ctx, ttl, waitOne...))
+		}},
+		{name: "RWLock.TryLock", method: "RWLock.TryLock", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(rw(x, inst, key).TryLock(ctx, ttl))
+		}},
+		{name: "RWLock.Lock", method: "RWLock.Lock", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(rw(x, inst, key).Lock(ctx, ttl, waitOne...))
+		}},
+		{name: "Semaphore.TryAcquire", method: "Semaphore.TryAcquire", acquire: true, holdKey: permit, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(sem(x, inst, key).TryAcquire(ctx, ttl))
+		}},
+		{name: "Semaphore.Acquire", method: "Semaphore.Acquire", acquire: true, holdKey: permit, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			return lockOutcome(sem(x, inst, key).Acquire(ctx, ttl, waitOne...))
+		}},
+		{name: "Lock.Extend", method: "Lock.Extend", take: tryLock(), na: keepNA, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
+			l, _ := x.handles.Load(key)
+			ctx, cancel := opCtx()
+			defer cancel()
+			return engineOutcome(l.(*engine.Lock).Extend(ctx, ttl))
+		}},
+		{name: "LockSet.Extend", method: "LockSet.Extend", na: keepNA, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			s, err := x.eng(inst).TryLockAll(ctx, []string{key}, ttl)
+			if err == nil {
+				x.handles.Store(key, s)
+			}
+			return engineOutcome(err)
+		}, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
+			s, _ := x.handles.Load(key)
+			ctx, cancel := opCtx()
+			defer cancel()
+			return engineOutcome(s.(*engine.LockSet).Extend(ctx, ttl))
+		}},
+		{name: "Reentrant re-entry", method: "Reentrant.TryLock", take: reentrant(false), na: keepNA, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
+			r, _ := x.handles.Load(key)
+			ctx, cancel := opCtx()
+			defer cancel()
+			return engineOutcome(r.(*engine.Reentrant).TryLock(ctx, ttl))
+		}},
+	}
+}
+
+// proxyEntries are the proxy's lock commands and recognised library
+// scripts (every libTable entry that acquires or extends: a new one is a
+// row by construction), and Redisson's scripts (rTable).
+func proxyEntries(t *testing.T) []ruleEntry {
+	isGrantReply := func(r string) bool {
+		return r == "+OK\r\n" || (strings.HasPrefix(r, ":") && r != ":0\r\n" && !strings.HasPrefix(r, ":-"))
+	}
+	send := func(args func(key, tok string, ttl time.Duration) []string) func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+			r := x.cmd(x.t, inst, args(key, tok, ttl)...)
+			o := outcome{granted: isGrantReply(r), text: r}
+			if o.granted && strings.HasPrefix(r, ":") {
+				o.fence, _ = strconv.ParseInt(strings.TrimSpace(r[1:]), 10, 64)
+			}
+			return o
+		}
+	}
+	// direct sets up a hold by writing the token on every master.
+	direct := func(x *ruleRun, _ int, key, tok string, ttl time.Duration) outcome {
+		x.write(x.t, key, tok, ttl, 0, 1, 2, 3, 4)
+		return outcome{granted: true, text: "set on every master"}
+	}
+	setNX := send(func(k, tok string, ttl time.Duration) []string { return []string{"SET", k, tok, "NX", "PX", ms(ttl)} })
+	notFenced := map[ruleID]string{ruleFencing: "not fenced (REDLOCK.LOCK is the proxy's fenced acquisition)"}
+	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleFencing: "an extension keeps the hold's token"}
+	entries := []ruleEntry{
+		{name: "SET NX PX", method: "set", acquire: true, callerToken: true, take: setNX, na: notFenced},
+		{name: "REDLOCK.LOCK", method: "redlock.lock", acquire: true, callerToken: true, fenced: true,
+			take: send(func(k, tok string, ttl time.Duration) []string { return []string{"REDLOCK.LOCK", k, tok, ms(ttl)} })},
+		{name: "PEXPIRE", method: "pexpire", take: direct, na: keepNA,
+			keep: send(func(k, _ string, ttl time.Duration) []string { return []string{"PEXPIRE", k, ms(ttl)} })},
+		{name: "SET IFEQ", method: "set", take: direct, na: keepNA,
+			keep: send(func(k, tok string, ttl time.Duration) []string {
+				return []string{"SET", k, tok, "IFEQ", tok, "PX", ms(ttl)}
+			})},
+	}
+	for i := range libTable {
+		ls := &libTable[i]
+		if ls.Op != opAcquire && ls.Op != opExtend {
+			continue
+		}
+		modes := []string{""}
+		if ls.AddOrReplace {
+			modes = []string{"1", "0"} // replace, add
+		}
+		for _, mode := range modes {
+			args := func(k, tok string, ttl time.Duration) []string {
+				argv := make([]string, max(ls.TokenArg, ls.TTLArg, ls.PrefixArg, 2)+1)
+				argv[ls.TokenArg], argv[ls.TTLArg] = tok, ms(ttl)
+				if ls.PrefixArg > 0 {
+					argv[ls.PrefixArg] = strconv.Itoa(len(tok))
+				}
+				if mode != "" {
+					argv[2] = mode
+				}
+				for len(argv) > 0 && argv[len(argv)-1] == "" {
+					argv = argv[:len(argv)-1]
+				}
+				return append([]string{"EVALSHA", ls.SHA, "1", k}, argv...)
+			}
+			e := ruleEntry{name: ls.Name, method: "libTable", acquire: ls.Op == opAcquire, callerToken: true, na: notFenced}
+			if mode != "" {
+				e.name += " mode " + mode
+			}
+			if e.acquire {
+				e.take = send(args)
+			} else {
+				e.take, e.keep, e.na = direct, send(args), keepNA
+			}
+			entries = append(entries, e)
+		}
+	}
+	for i := range rTable {
+		rs := &rTable[i]
+		redisson := func(k, owner string, ttl time.Duration) []string {
+			keys := []string{k}
+			if rs.Keys == 2 {
+				keys = append(keys, rTokenPrefix+k)
+			}
+			argv := []string{ms(ttl), owner}
+			return append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)
+		}
+		// Redisson's tryLock answers nil when it acquired or re-entered,
+		// else the holder's PTTL; tryLockAndGetToken {-1, token}.
+		tryLock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+			r := x.cmd(x.t, inst, redisson(key, owner, ttl)...)
+			o := outcome{text: r}
+			switch {
+			case rs.Kind == rFencedTryLockToken && strings.HasPrefix(r, "*2\r\n:-1\r\n:"):
+				o.granted = true
+				o.fence, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(r, "*2\r\n:-1\r\n:")), 10, 64)
+			case rs.Kind != rFencedTryLockToken && r == "$-1\r\n":
+				o.granted = true
+			}
+			return o
+		}
+		switch rs.Kind {
+		case rTryLock, rFencedTryLock, rFencedTryLockToken:
+			na := map[ruleID]string{ruleFencing: "its token is not returned (tryLockAndGetToken is a row)"}
+			if rs.Kind == rFencedTryLockToken {
+				na = nil
+			}
+			entries = append(entries,
+				ruleEntry{name: rs.Name, method: "rTable", acquire: true, fenced: rs.Kind == rFencedTryLockToken, take: tryLock, na: na},
+				ruleEntry{name: rs.Name + " re-entry", method: "rTable", take: tryLock, keep: tryLock, na: keepNA})
+		case rRenew:
+			renew := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+				args := redisson(key, owner, ttl)
+				r := x.cmd(x.t, inst, args...)
+				return outcome{granted: r == ":1\r\n" || r == "*1\r\n:1\r\n", text: r}
+			}
+			// The hold a renewal keeps is a Redisson lock of the same
+			// release (its tryLock, the first row of its family).
+			take := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+				r := x.cmd(x.t, inst, "EVALSHA", rTable[0].SHA, "1", key, ms(ttl), owner)
+				return outcome{granted: r == "$-1\r\n", text: r}
+			}
+			if strings.HasPrefix(rs.Name, "node-redisson") {
+				take = func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+					sha := ""
+					for _, o := range rTable {
+						if o.Kind == rTryLock && strings.HasPrefix(o.Name, "node-redisson") {
+							sha = o.SHA
+						}
+					}
+					r := x.cmd(x.t, inst, "EVALSHA", sha, "1", key, ms(ttl), owner)
+					return outcome{granted: r == "$-1\r\n", text: r}
+				}
+			}
+			entries = append(entries, ruleEntry{name: rs.Name, method: "rTable", take: take, keep: renew, na: keepNA})
+		case rUnlock, rForceUnlock:
+			// Not grants: they end holds.
+		default:
+			t.Errorf("rTable kind %d (%s) is not classified in the grant rule table", rs.Kind, rs.Name)
+		}
+	}
+	return entries
+}
+
+// cliEntries are `redlock lock` over the masters and through a proxy.
+func cliEntries() []ruleEntry {
+	run := func(viaProxy bool) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			args := []string{"lock", "--ttl", ms(ttl) + "ms", "--drift-factor", x.cliDrift}
+			if viaProxy {
+				args = append(args, "--proxy", x.p[inst].addr)
+			} else {
+				args = append(args, "--masters", strings.Join(x.set.Addrs(), ","), "--max-ttl", x.maxTTL.String())
+				if x.cliFresh {
+					args = append(args, "--fresh-masters")
+				}
+			}
+			args = append(args, key, "--", "sh", "-c", "echo fence=$REDLOCK_FENCING_TOKEN")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, x.cli, args...).CombinedOutput()
+			o := outcome{text: fmt.Sprintf("%v: %s", err, out)}
+			if err == nil {
+				if m := regexp.MustCompile(`fence=(\d+)`).FindSubmatch(out); m != nil {
+					o.granted = true
+					o.fence, _ = strconv.ParseInt(string(m[1]), 10, 64)
+				}
+			}
+			return o
+		}
+	}
+	uniqueToken := "its token is random per attempt: a failed attempt cannot meet a lock of its own (as Engine.Lock, a row)"
+	// It releases when its command exits: the holder that must exclude it
+	// is a plain lock.
+	holdWith := func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		return lockOutcome(x.eng(inst).TryLock(context.Background(), key, ttl))
+	}
+	return []ruleEntry{
+		{name: "redlock lock", method: "lock", acquire: true, fenced: true, take: run(false), holdWith: holdWith,
+			na: map[ruleID]string{ruleCleanup: uniqueToken}},
+		{name: "redlock lock --proxy", method: "lock", acquire: true, fenced: true, take: run(true), holdWith: holdWith,
+			na: map[ruleID]string{ruleCleanup: uniqueToken}},
+	}
+}
+
+// ruleEntries is the whole table.
+func ruleEntries(t *testing.T) []ruleEntry {
+	return append(append(engineEntries(), proxyEntries(t)...), cliEntries()...)
+}
+
+// startRuleRun starts five masters and two proxies over them.
+func startRuleRun(t *testing.T, cli string, mod func(i int, c *Config)) *ruleRun {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	x := &ruleRun{t: t, set: set, cli: cli, maxTTL: 10 * time.Second, cliFresh: true, cliDrift: "0.01"}
+	for i := range x.p {
+		x.p[i] = startEnvOn(t, set, func(c *Config) {
+			c.EngineConfig.MaxTTL = x.maxTTL
+			c.AllowTokenlessWrites = true // PEXPIRE is an entry point too
+			c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+			if mod != nil {
+				mod(i, c)
+			}
+		})
+	}
+	x.masters = x.p[0].masters
+	return x
+}
+
+// buildCLI builds the redlock binary for the `redlock lock` rows.
+func buildCLI(t *testing.T) string {
+	bin := filepath.Join(t.TempDir(), "redlock")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/redlock").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build ./cmd/redlock: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// entryKey is a key of its own for each entry and property (a hash tag,
+// so that derived keys stay in its slot).
+func entryKey(r ruleID, e ruleEntry) string {
+	return fmt.Sprintf("gr:%c:{%s}", r, e.name)
+}
+
+func (e ruleEntry) holdKeyOf(key string) string {
+	if e.holdKey != nil {
+		return e.holdKey(key)
+	}
+	return key
+}
+
+// TestGrantRule checks every property of the grant rule on every entry
+// point (docs/safety.md states each property once, with its argument).
+func TestGrantRule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 25 masters and the redlock binary")
+	}
+	cli := buildCLI(t)
+	entries := ruleEntries(t)
+	const holder, other = "holder-token-0123456789", "other-token-0123456789ab"
+	ttl := 5 * time.Second
+
+	forEach := func(t *testing.T, r ruleID, body func(t *testing.T, e ruleEntry, key string)) {
+		for _, e := range entries {
+			t.Run(e.name, func(t *testing.T) {
+				if why, ok := e.na[r]; ok {
+					t.Skipf("(%c) does not apply: %s", r, why)
+				}
+				body(t, e, entryKey(r, e))
+			})
+		}
+	}
+
+	// (b) No entry point grants or keeps a lock for longer than MaxTTL:
+	// the restart quarantine lasts MaxTTL, so a longer lock could outlive
+	// a restarted master's quarantine.
+	t.Run("b MaxTTL", func(t *testing.T) {
+		x := startRuleRun(t, cli, nil)
+		forEach(t, ruleMaxTTL, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			long := x.maxTTL + time.Millisecond
+			var o outcome
+			if e.acquire {
+				o = e.take(x, 0, key, other, long)
+			} else {
+				if o = e.take(x, 0, key, holder, ttl); !o.granted {
+					t.Fatalf("setting up the hold: %s", o.text)
+				}
+				o = e.keep(x, 0, key, holder, long)
+			}
+			if o.granted || !strings.Contains(strings.ToLower(o.text), "maximum ttl") && !strings.Contains(o.text, "max-ttl") {
+				t.Errorf("a TTL of MaxTTL+1ms: %q; want the maximum TTL refusal", o.text)
+			}
+			for i := range x.masters {
+				if pttl, _ := x.masters[i].PTTL(context.Background(), e.holdKeyOf(key)).Result(); pttl > x.maxTTL {
+					t.Errorf("master %d holds %s for %d ms, over MaxTTL", i, key, pttl)
+				}
+			}
+		})
+	})
+
+	// (c) A grant is returned only while it is valid, checked last:
+	// instance 1 allows 99% of the TTL for drift, so a lock taken or kept
+	// for 100 ms through it has no validity left when its quorum arrives
+	// and no entry point may report a grant. (The holds that keeping
+	// entries keep are taken for 9 s: 88 ms of validity, enough to try
+	// the keeping at once.) TestLockAllValidAtReturn (engine) checks the
+	// last step of a set taken key after key.
+	t.Run("c valid at return", func(t *testing.T) {
+		x := startRuleRun(t, cli, func(i int, c *Config) {
+			if i == 1 {
+				c.EngineConfig.DriftFactor = 0.99
+			}
+		})
+		x.cliDrift = "0.99"
+		short := 100 * time.Millisecond
+		forEach(t, ruleValid, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			o := outcome{}
+			if e.acquire {
+				o = e.take(x, 1, key, other, short)
+			} else {
+				if o = e.take(x, 1, key, holder, 9*time.Second); !o.granted {
+					t.Fatalf("setting up the hold: %s", o.text)
+				}
+				o = e.keep(x, 1, key, holder, short)
+			}
+			if o.granted {
+				t.Errorf("reported a grant with no validity left: %q", o.text)
+			}
+		})
+	})
+
+	// (d) The cleanup of a failed attempt removes only what that attempt
+	// created: with another holder on three masters the attempt fails and
+	// leaves nothing on the other two, and the holder's keys stay; a
+	// client retrying with the token of a lock it holds while three
+	// masters are stopped keeps its lock on all five.
+	t.Run("d cleanup", func(t *testing.T) {
+		x := startRuleRun(t, cli, nil)
+		forEach(t, ruleCleanup, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			hk := e.holdKeyOf(key)
+			x.write(t, hk, other, ttl, 2, 3, 4)
+			if o := e.take(x, 0, key, holder, ttl); o.granted {
+				t.Fatalf("granted while another holder has 3 of 5 masters: %q", o.text)
+			}
+			waitFor(t, "the attempt's keys gone from masters 0 and 1", func() bool {
+				return len(x.keysOf(0, e.name))+len(x.keysOf(1, e.name)) == 0
+			})
+			for i := 2; i < 5; i++ {
+				if v := x.value(i, hk); v != other {
+					t.Errorf("master %d: %s = %q after the failed attempt; want the holder's %q", i, hk, v, other)
+				}
+			}
+			if !e.callerToken {
+				return
+			}
+			own := key + ":own"
+			if o := e.take(x, 0, own, holder, ttl); !o.granted {
+				t.Fatalf("taking %s: %q", own, o.text)
+			}
+			held := x.value(4, e.holdKeyOf(own))
+			ms := x.set.Masters()
+			for _, i := range []int{0, 1, 2} {
+				if err := ms[i].Pause(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ms[i].Resume() })
+			}
+			o := e.take(x, 0, own, holder, ttl)
+			for _, i := range []int{0, 1, 2} {
+				if err := ms[i].Resume(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if o.granted {
+				t.Fatalf("granted with 3 of 5 masters stopped: %q", o.text)
+			}
+			x.cmd(t, 0, "GET", own) // after what was queued for the stopped masters
+			for i := range x.masters {
+				if v := x.value(i, e.holdKeyOf(own)); v != held {
+					t.Errorf("master %d: %q after the failed retry; want the client's lock %q kept", i, v, held)
+				}
+			}
+		})
+	})
+
+	// (e) What decides a grant lives on the masters: a key granted
+	// through one proxy (one engine) is refused to another holder through
+	// the other, and a hold kept through the other proxy is kept — any
+	// proxy serves any request, and a proxy that restarts is one that
+	// never saw the grant.
+	t.Run("e state on masters", func(t *testing.T) {
+		x := startRuleRun(t, cli, nil)
+		forEach(t, ruleOnMasters, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			if e.acquire {
+				hold := e.take
+				if e.holdWith != nil {
+					hold = e.holdWith
+				}
+				if o := hold(x, 0, key, holder, ttl); !o.granted {
+					t.Fatalf("the holder through proxy 0: %q", o.text)
+				}
+				if o := e.take(x, 1, key, other, ttl); o.granted {
+					t.Errorf("another holder through proxy 1 while the first holds: %q", o.text)
+				}
+				return
+			}
+			if o := e.take(x, 0, key, holder, ttl); !o.granted {
+				t.Fatalf("the hold through proxy 0: %q", o.text)
+			}
+			if o := e.keep(x, 1, key, holder, ttl); !o.granted {
+				t.Errorf("kept through proxy 1: %q; want it kept (the hold is on the masters)", o.text)
+			}
+		})
+	})
+
+	// (f) Fencing tokens strictly increase across holders, whichever
+	// proxy (engine, process) grants them.
+	t.Run("f fencing", func(t *testing.T) {
+		x := startRuleRun(t, cli, nil)
+		forEach(t, ruleFencing, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			if !e.fenced {
+				t.Fatalf("a row neither fenced nor excused from (f)")
+			}
+			short := 300 * time.Millisecond
+			var last int64
+			for round, inst := range []int{0, 1, 0} {
+				o := e.take(x, inst, key, fmt.Sprintf("holder-%d-0123456789abcdef", round), short)
+				if !o.granted {
+					t.Fatalf("holder %d through proxy %d: %q", round, inst, o.text)
+				}
+				if o.fence <= last {
+					t.Errorf("holder %d's fencing token %d, not above the previous holder's %d", round, o.fence, last)
+				}
+				last = o.fence
+				time.Sleep(short + 100*time.Millisecond) // its lock expires (or was released)
+			}
+		})
+	})
+
+	// (a) No vote from a master in restart quarantine: every key is held
+	// (kept) through proxy 0, then three of five masters restart empty.
+	// An acquisition through proxy 1 may count only the two masters that
+	// kept the holder's key, so it must not be granted; a keeping entry
+	// whose hold the restarted masters show again (and the other two
+	// show another holder's) must not be kept. Last, since it restarts
+	// masters; redlock lock, a new process, meets all five masters
+	// younger than MaxTTL at first contact.
+	t.Run("a quarantine", func(t *testing.T) {
+		x := startRuleRun(t, cli, nil)
+		x.cliFresh = false
+		long := 9 * time.Second
+		kept := map[string]string{} // keeping entry → its hold's value
+		for _, e := range entries {
+			if _, ok := e.na[ruleQuarantine]; ok {
+				continue
+			}
+			key := entryKey(ruleQuarantine, e)
+			x.t = t
+			if e.acquire {
+				hold := e.take
+				if e.holdWith != nil {
+					hold = e.holdWith
+				}
+				if o := hold(x, 0, key, holder, long); !o.granted {
+					t.Fatalf("%s: the holder: %q", e.name, o.text)
+				}
+				continue
+			}
+			if o := e.take(x, 0, key, holder, long); !o.granted {
+				t.Fatalf("%s: the hold: %q", e.name, o.text)
+			}
+			kept[e.name] = x.value(3, e.holdKeyOf(key))
+		}
+		restartEmpty(t, x.p[0], 0, 1, 2)
+		for _, p := range x.p {
+			c := dialRaw(t, p.addr)
+			waitFor(t, "3 masters quarantined", func() bool { return strings.Contains(c.cmd("INFO", "masters"), "masters_quarantined:3") })
+		}
+		for _, e := range entries {
+			if v, ok := kept[e.name]; ok {
+				key := entryKey(ruleQuarantine, e)
+				x.write(t, e.holdKeyOf(key), v, long, 0, 1, 2)
+				x.write(t, e.holdKeyOf(key), other, long, 3, 4)
+			}
+		}
+		forEach(t, ruleQuarantine, func(t *testing.T, e ruleEntry, key string) {
+			x.t = t
+			var o outcome
+			if e.acquire {
+				o = e.take(x, 1, key, other, long)
+			} else {
+				o = e.keep(x, 0, key, holder, long)
+			}
+			if o.granted {
+				t.Errorf("granted while 3 of 5 masters are quarantined and the others refuse: %q", o.text)
+			}
+		})
+	})
+}
+
+// keysOf lists master i's keys that belong to the entry named name.
+func (x *ruleRun) keysOf(i int, name string) []string {
+	keys, _ := x.masters[i].Keys(context.Background(), "*").Result()
+	var out []string
+	for _, k := range keys {
+		if strings.Contains(k, "{"+name+"}") {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestGrantRuleTableComplete: every entry point is in the table — each
+// exported method of the engine's lock types, each proxy command, each
+// Redisson script kind (proxyEntries) and each redlock subcommand is a
+// row or is listed here as not granting, with the reason. A new method,
+// command or subcommand fails this test until it is classified.
+func TestGrantRuleTableComplete(t *testing.T) {
+	rows := map[string]bool{}
+	for _, e := range ruleEntries(t) {
+		rows[e.method] = true
+	}
+	notGrant := map[string]string{
+		// engine
+		"Engine.Close": "ends the engine", "Engine.Config": "a read", "Engine.Holder": "a quorum read",
+		"Engine.Masters": "a read", "Engine.NewRWLock": "no master traffic", "Engine.NewReentrant": "no master traffic",
+		"Engine.NewSemaphore": "no master traffic", "Engine.Quorum": "a read", "Engine.Stats": "a read",
+		"Engine.Status": "a read", "Engine.WaitReady": "waits for connections",
+		"Lock.Context": "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
+		"Lock.FencingToken": "a read", "Lock.Key": "a read", "Lock.Remaining": "a read", "Lock.Token": "a read",
+		"Lock.Unlock": "releases", "Lock.Until": "a read", "Lock.Valid": "a read",
+		"LockSet.Context": "a view", "LockSet.Done": "a view", "LockSet.Err": "a view", "LockSet.Locks": "a read",
+		"LockSet.Remaining": "a read", "LockSet.Unlock": "releases", "LockSet.Valid": "a read",
+		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",
+		"Reentrant.Held": "a read", "Reentrant.Key": "a read", "Reentrant.Unlock": "releases (or counts down)",
+		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
+		// proxy commands
+		"get": "a quorum read", "pttl": "a quorum read", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
+		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
+		"eval":    "runs the scripts of libTable and rTable (rows), others only with --allow-scripts",
+		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",
+		"subscribe": "pub/sub", "ssubscribe": "pub/sub", "unsubscribe": "pub/sub", "sunsubscribe": "pub/sub",
+		"ping": "plumbing", "echo": "plumbing", "hello": "plumbing", "auth": "plumbing", "client": "plumbing",
+		"select": "plumbing", "command": "plumbing", "wait": "plumbing", "waitaof": "plumbing", "info": "plumbing",
+		"config": "plumbing", "quit": "plumbing", "reset": "plumbing",
+		// redlock subcommands
+		"proxy": "serves the proxy's rows", "bench": "load through the engine's and the proxy's rows", "inspect": "reads", "version": "prints the version",
+	}
+	classify := func(name string) {
+		if !rows[name] && notGrant[name] == "" {
+			t.Errorf("%s is neither a row of the grant rule table (grantrule_test.go) nor listed as not granting", name)
+		}
+	}
+	for _, v := range []any{(*engine.Engine)(nil), (*engine.Lock)(nil), (*engine.LockSet)(nil), (*engine.Reentrant)(nil), (*engine.RWLock)(nil), (*engine.Semaphore)(nil)} {
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumMethod() {
+			classify(typ.Elem().Name() + "." + typ.Method(i).Name)
+		}
+	}
+	for _, c := range commandTable {
+		classify(c.name)
+	}
+	out, _ := exec.Command("go", "run", "../cmd/redlock").CombinedOutput()
+	subs := regexp.MustCompile(`(?m)^  ([a-z]+)  `).FindAllSubmatch(out, -1)
+	if len(subs) == 0 {
+		t.Fatalf("no subcommands in redlock's usage: %s", out)
+	}
+	for _, m := range subs {
+		classify(string(m[1]))
+	}
+	if !rows["libTable"] || !rows["rTable"] {
+		t.Error("the library and Redisson scripts are not rows")
+	}
+}
