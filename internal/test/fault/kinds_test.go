@@ -1,12 +1,10 @@
 package fault_test
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +15,6 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
-	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
 )
 
@@ -46,8 +43,7 @@ type kindRun struct {
 	mu      sync.Mutex
 	re      map[string]*engine.Reentrant // per worker and key
 	ops     atomic.Int64                 // entries, and re-entries of reentrant locks
-	rc      []*redissonwire.Client       // Redisson clients (proxy scenarios), each on one proxy
-	twins   []*redissonwire.Client       // rc[i]'s twin on the other proxy (same ID, same owners)
+	rc      []*redissonwire.Client       // Redisson clients (proxy scenarios)
 }
 
 func (k *kindRun) engine(w int) *engine.Engine { return k.engines[w%len(k.engines)] }
@@ -69,11 +65,9 @@ func hotKey(rng *rand.Rand, prefix string, n int) string {
 }
 
 var kindScenarios = []kindScenario{
-	// Redisson's RLock through two proxies (a load balancer): 24 clients
-	// replaying its exact traffic (every recognised release, in turn) on
-	// 8 hot keys, each client's commands spread over both proxies, one of
-	// which is killed and started again mid-run.
-	{name: "redisson-rlock-via-two-proxies", proxy: true, hold: redissonHold},
+	// Redisson's RLock through the proxy: 24 clients replaying its exact
+	// traffic (every recognised release, in turn) on 8 hot keys.
+	{name: "redisson-rlock-via-proxy", proxy: true, hold: redissonHold},
 	// Reentrant: a holder re-enters (one script per master, raising the
 	// TTL) and leaves once inside; the checker counts the raised validity.
 	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
@@ -193,14 +187,6 @@ const redissonClients = 24
 func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	key := hotKey(rng, "kinds:redisson", hotKeys)
 	c := k.rc[w%len(k.rc)]
-	// Each command through either proxy, as a pool behind a load
-	// balancer sends it.
-	either := func() *redissonwire.Client {
-		if rng.IntN(2) == 0 {
-			return k.twins[w%len(k.twins)]
-		}
-		return c
-	}
 	thread := int64(w)
 	lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
 	t0, err := c.LockAt(lctx, key, thread, ttl)
@@ -220,7 +206,7 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		k.ops.Add(1)
 		if rng.IntN(2) == 0 {
 			t1 := time.Now()
-			if ok, _, err := either().TryLock(k.ctx, key, thread, ttl); ok && err == nil {
+			if ok, _, err := c.TryLock(k.ctx, key, thread, ttl); ok && err == nil {
 				count++
 				k.ops.Add(1)
 				k.chk.Extend(key, id, t1.Add(ttl-drift))
@@ -230,7 +216,7 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		k.chk.Leave(key, id)
 	}
 	for range count {
-		if _, err := either().Unlock(k.ctx, key, thread); err != nil {
+		if _, err := c.Unlock(k.ctx, key, thread); err != nil {
 			break
 		}
 	}
@@ -282,26 +268,16 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	cfg := engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: ttl, MasterTimeout: masterTimeout,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
 	k := &kindRun{ctx: ctx, chk: &fault.Checker{Margin: margin}, crowd: &fault.Crowd{Margin: margin}, re: map[string]*engine.Reentrant{}}
-	var proxyFlags []string
-	var proxies [2]*proctest.Proxy
 	if ks.proxy {
-		proxyFlags = []string{"--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms",
-			"--dial-timeout", "300ms", "--max-ttl", ttl.String()}
-		for i := range proxies {
-			proxies[i] = proctest.StartProxy(t, nil, set.Addrs(), proxyFlags...)
-		}
+		addr := redlockProxy(t, set.Addrs(), "--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms",
+			"--dial-timeout", "300ms", "--max-ttl", ttl.String())
 		for i := range redissonClients {
-			c, err := redissonwire.Dial(ctx, proxies[i%2].Addr, redissonwire.Profiles[i%len(redissonwire.Profiles)])
+			c, err := redissonwire.Dial(ctx, addr, redissonwire.Profiles[i%len(redissonwire.Profiles)])
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(c.Close)
-			tw, err := c.Twin(ctx, proxies[(i+1)%2].Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(tw.Close)
-			k.rc, k.twins = append(k.rc, c), append(k.twins, tw)
+			k.rc = append(k.rc, c)
 		}
 	} else {
 		k.engines = []*engine.Engine{newEngine(t, ctx, cfg), newEngine(t, ctx, cfg)}
@@ -330,18 +306,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	}
 	injected := 0
 	rng := rand.New(rand.NewPCG(seed, 0))
-	steps := kindSteps(rng)
-	if ks.proxy {
-		// A proxy restart loses nothing: every hold is on the masters.
-		steps = append(steps, step{0.45, "kill -9 proxy 1, start it again on its port", func(f *fixture) {
-			p := proxies[1]
-			p.Cmd.Process.Kill()
-			<-p.Exited
-			proxies[1] = proctest.StartProxy(t, nil, set.Addrs(), append(proxyFlags, "--listen", p.Addr)...)
-		}})
-		slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
-	}
-	for _, s := range steps {
+	for _, s := range kindSteps(rng) {
 		for ctx.Err() == nil && float64(k.ops.Load()) < s.at*float64(target) {
 			time.Sleep(2 * time.Millisecond)
 		}

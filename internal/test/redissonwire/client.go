@@ -117,18 +117,6 @@ func Dial(ctx context.Context, addr string, prof Profile) (*Client, error) {
 	return c, nil
 }
 
-// Twin connects another instance of c (the same ID, so the same owners)
-// to addr: one Redisson client whose pooled connections a load balancer
-// spreads over several proxies.
-func (c *Client) Twin(ctx context.Context, addr string) (*Client, error) {
-	t, err := Dial(ctx, addr, c.Prof)
-	if err != nil {
-		return nil, err
-	}
-	t.ID = c.ID
-	return t, nil
-}
-
 // Close closes the connections.
 func (c *Client) Close() {
 	c.mu.Lock()
