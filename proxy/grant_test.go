@@ -15,6 +15,9 @@ type grantPath struct {
 	name    string
 	acquire bool                                 // takes a free key (else extends a held one)
 	cmd     func(key, token, ms string) []string // the client's command
+	// held is the value a master holds for the extending client's token
+	// (nil: the token itself).
+	held func(token string) string
 }
 
 // grantPaths lists every command the proxy maps to a grant or an
@@ -24,10 +27,10 @@ type grantPath struct {
 // list by construction.
 func grantPaths() []grantPath {
 	paths := []grantPath{
-		{"SET NX PX", true, func(k, tok, ms string) []string { return []string{"SET", k, tok, "NX", "PX", ms} }},
-		{"REDLOCK.LOCK", true, func(k, tok, ms string) []string { return []string{"REDLOCK.LOCK", k, tok, ms} }},
-		{"PEXPIRE", false, func(k, _, ms string) []string { return []string{"PEXPIRE", k, ms} }},
-		{"SET IFEQ", false, func(k, tok, ms string) []string { return []string{"SET", k, tok, "IFEQ", tok, "PX", ms} }},
+		{name: "SET NX PX", acquire: true, cmd: func(k, tok, ms string) []string { return []string{"SET", k, tok, "NX", "PX", ms} }},
+		{name: "REDLOCK.LOCK", acquire: true, cmd: func(k, tok, ms string) []string { return []string{"REDLOCK.LOCK", k, tok, ms} }},
+		{name: "PEXPIRE", cmd: func(k, _, ms string) []string { return []string{"PEXPIRE", k, ms} }},
+		{name: "SET IFEQ", cmd: func(k, tok, ms string) []string { return []string{"SET", k, tok, "IFEQ", tok, "PX", ms} }},
 	}
 	for i := range libTable {
 		ls := &libTable[i]
@@ -43,7 +46,7 @@ func grantPaths() []grantPath {
 			if mode != "" {
 				name += " mode " + mode
 			}
-			paths = append(paths, grantPath{name, ls.Op == opAcquire, func(k, tok, ms string) []string {
+			paths = append(paths, grantPath{name: name, acquire: ls.Op == opAcquire, cmd: func(k, tok, ms string) []string {
 				argv := make([]string, max(ls.TokenArg, ls.TTLArg, ls.PrefixArg, 2)+1)
 				argv[ls.TokenArg], argv[ls.TTLArg] = tok, ms
 				if ls.PrefixArg > 0 {
@@ -59,20 +62,25 @@ func grantPaths() []grantPath {
 			}})
 		}
 	}
-	// Redisson's acquisitions (engine.Reentrant holds; renewals only
-	// extend holds the proxy granted, through Lock.Extend).
+	// Redisson's acquisitions (from zero, or a re-entry) and renewals:
+	// holds on the masters (redisson_hold.go), each change through the
+	// engine's grant rule.
 	for i := range rTable {
 		rs := &rTable[i]
-		if rs.Kind != rTryLock && rs.Kind != rFencedTryLock && rs.Kind != rFencedTryLockToken {
-			continue
+		switch rs.Kind {
+		case rTryLock, rFencedTryLock, rFencedTryLockToken:
+			paths = append(paths, grantPath{name: rs.Name, acquire: true, cmd: func(k, tok, ms string) []string {
+				keys := []string{k}
+				if rs.Keys == 2 {
+					keys = append(keys, rTokenPrefix+k)
+				}
+				return append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), ms, tok)
+			}})
+		case rRenew:
+			paths = append(paths, grantPath{name: rs.Name, cmd: func(k, tok, ms string) []string {
+				return []string{"EVALSHA", rs.SHA, "1", k, ms, tok}
+			}, held: func(tok string) string { return rHold{owner: tok, kind: 'R', count: 1, rand: "00"}.value() }})
 		}
-		paths = append(paths, grantPath{rs.Name, true, func(k, tok, ms string) []string {
-			keys := []string{k}
-			if rs.Keys == 2 {
-				keys = append(keys, rTokenPrefix+k)
-			}
-			return append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), ms, tok)
-		}})
 	}
 	return paths
 }
@@ -132,10 +140,14 @@ func TestGrantRuleEveryPath(t *testing.T) {
 	// extending client's token (for the extension paths).
 	for _, p := range paths {
 		if !p.acquire {
+			v := other
+			if p.held != nil {
+				v = p.held(other)
+			}
 			for _, m := range e.masters[:3] {
 				// The first command on a pooled connection to a
 				// restarted master may meet the old, closed socket.
-				for err := m.Set(ctx, key(p), other, 9*time.Second).Err(); err != nil; err = m.Set(ctx, key(p), other, 9*time.Second).Err() {
+				for err := m.Set(ctx, key(p), v, 9*time.Second).Err(); err != nil; err = m.Set(ctx, key(p), v, 9*time.Second).Err() {
 					if ctx.Err() != nil {
 						t.Fatal(err)
 					}
