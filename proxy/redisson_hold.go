@@ -352,6 +352,11 @@ func (s *Server) rFence(ctx context.Context, dst []byte, rs *rScript, rkeys []st
 // rReenter re-enters cur, the hold a quorum keeps: count+1 by a quorum's
 // compare-and-set within validity, else reverted.
 func (s *Server) rReenter(ctx context.Context, dst []byte, rs *rScript, key string, cur rHold, lease time.Duration) []byte {
+	if cur.kind == 'F' && cur.token == 0 {
+		// An RFencedLock value whose token was never written at a
+		// quorum: its grant failed, and the value ends at its lease.
+		return s.engineErr(engine.ErrNotAcquired)
+	}
 	nx := cur.next(1)
 	t1 := time.Now()
 	reps, err := s.rGrant(ctx, key, lease, scripts.RedissonCAS, []string{key}, []string{cur.value(), nx.value(), msArg(lease), "", "0"}, isOne)
