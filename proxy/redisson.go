@@ -212,16 +212,16 @@ func msgRedissonKind(what string) string {
 		"RWLock, Semaphore and LockAll (docs/proxy.md)"
 }
 
-// maxRLockName bounds a Redisson lock's name (the proxy keeps it with the
-// hold and names derived from it).
+// maxRLockName bounds a Redisson lock's name (the masters keep it in the
+// hold's value, and names derived from it).
 const maxRLockName = 1024
 
 // rNames checks the keys besides the lock that a Redisson script names:
 // each is derived from the lock's name as Redisson (prefixName: p + ":" +
 // name when it has a brace, else p + ":{" + name + "}") or node-redisson
 // (braces added unless it starts with one) derives it — the channel the
-// proxy publishes on, the latch it keeps, the fencing token key it
-// answers GET for — so that a client cannot name another lock's.
+// proxy publishes on, the latch it keeps on the masters, the fencing
+// token key it answers GET for — so that a client cannot name another lock's.
 func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
 	if rs.Kind == rRenew {
 		for _, k := range keys {

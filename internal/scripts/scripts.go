@@ -5,7 +5,7 @@
 //     multi-key forms). A file is the script without its final newline.
 //   - proxy/: scripts the proxy sends on its own account (the cleanup of a
 //     failed multi-key acquisition, redis-py's adding extend capped at
-//     MaxTTL). Same convention.
+//     MaxTTL, the Redisson holds it keeps on the masters). Same convention.
 //   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
 //     redsync, node-redlock, redis.io's examples), byte for byte with no
 //     newline added or removed: the proxy recognises them by SHA1.
