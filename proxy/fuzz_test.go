@@ -124,12 +124,9 @@ func FuzzServe(f *testing.F) {
 		if n := srv.panics.Load(); n != 0 {
 			t.Fatalf("%d panics recovered", n)
 		}
-		// The connection is closed: everything it held is given back,
-		// except what the server keeps on purpose beyond it (Redisson
-		// holds and unlock latches: Server.charge), which is exactly their
-		// costs.
+		// The connection is closed: everything it held is given back.
 		deadline := time.Now().Add(fuzzInputTimeout)
-		for srv.mem.Load() != srv.rl.kept() || srv.clients.Load() != 0 {
+		for srv.mem.Load() != 0 || srv.clients.Load() != 0 {
 			if time.Now().After(deadline) {
 				buf := make([]byte, 1<<20)
 				t.Fatalf("after the connection closed: %d bytes still charged, %d clients; goroutines:\n%s",

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -230,12 +229,9 @@ func failureKind(err error) string {
 func (c *client) cmdGet(args [][]byte) *call {
 	key, s := args[1], c.s
 	if strings.HasPrefix(s.unprefixed(key), rTokenPrefix) {
-		// RFencedLock.getToken: the fencing token of the hold this proxy
-		// granted (redisson.go); nil when it holds none.
-		if tok, ok := s.rl.tokenOf(string(key)); ok {
-			return reply(redcon.AppendBulkString(nil, strconv.FormatInt(tok, 10)))
-		}
-		return reply(redcon.AppendNull(nil))
+		// RFencedLock.getToken: the fencing token in the hold a quorum of
+		// masters keeps (redisson_hold.go); nil when none.
+		return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.rToken(ctx, key) })
 	}
 	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
 }
@@ -250,8 +246,8 @@ func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
 	if name == "del" && s.latchKeys(keys) {
 		// Redisson's DEL of its unlock latches after an unlock: the
-		// latches are the proxy's (redisson.go).
-		return reply(redcon.AppendInt(nil, s.rl.delLatches(keys)))
+		// latches are kept under the proxy's names (redisson_hold.go).
+		return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.rDelLatches(ctx, keys) })
 	}
 	if name == "del" && !s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("DEL", "compare-and-delete (release)"))

@@ -298,8 +298,8 @@ func (s *Server) info(sections [][]byte) string {
 		ec := s.eng.Config()
 		fmt.Fprintf(&b, "drift_factor:%s\r\ndrift_min_us:%d\r\n",
 			strconv.FormatFloat(ec.DriftFactor, 'g', -1, 64), ec.DriftMin.Microseconds())
-		fmt.Fprintf(&b, "redisson_holds:%d\r\nwakeups_sent:%d\r\nwakeups_dropped:%d\r\n\r\n",
-			s.rl.count(), s.wakesSent.Load(), s.wakeDropped.Load())
+		fmt.Fprintf(&b, "wakeups_sent:%d\r\nwakeups_dropped:%d\r\n\r\n",
+			s.wakesSent.Load(), s.wakeDropped.Load())
 	}
 	if want["masters"] {
 		b.WriteString("# Masters\r\n")

@@ -310,7 +310,7 @@ func (c *client) framesWritten() bool {
 func subCost(ch string) int64 { return int64(len(ch) + 256) }
 
 // charge adds n bytes (n < 0: gives them back) of state the server keeps
-// beyond a request's life (subscriptions, Redisson holds and latches) to
+// beyond a request's life (subscriptions) to
 // what MaxClientMemory bounds; a growth that would pass it fails (counted
 // as a memory refusal) and changes nothing.
 func (s *Server) charge(n int64) bool {

@@ -228,7 +228,6 @@ type Server struct {
 	lib libCounts // lock operations run as broadcasts, for INFO
 
 	hub                    hub           // lock wake-up subscriptions (pubsub.go)
-	rl                     rLocks        // Redisson holds (redisson.go)
 	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
 
 	// Log budgets (logBurst lines per logWindow each): what clients cause
@@ -249,7 +248,6 @@ func New(cfg Config) (*Server, error) {
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
-	s.rl.s = s
 	if s.eng == nil {
 		if s.eng, err = engine.New(cfg.EngineConfig); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)

@@ -6,7 +6,8 @@
 //   - proxy/: scripts the proxy sends on its own account (the cleanup of a
 //     failed multi-key acquisition, redis-py's adding extend capped at
 //     MaxTTL, bsm/redislock's obtains telling "created" from
-//     "overwrote"). Same convention.
+//     "overwrote", the Redisson holds it keeps on the masters). Same
+//     convention.
 //   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
 //     redsync, node-redlock, redis.io's examples), byte for byte with no
 //     newline added or removed: the proxy recognises them by SHA1.
@@ -140,6 +141,37 @@ var (
 	// the cleanup of a failed obtain deletes only what it created.
 	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
 	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
+
+	// The Redisson scripts (proxy/redisson.go). Each master holds a
+	// Redisson lock as a plain string whose value carries the hold:
+	// "<owner>|<kind R or F>|<hold count>|<random hex>|<fencing token>",
+	// a fresh random part on every write, so that every value is unique to
+	// the attempt that wrote it and every change is a compare-and-set.
+
+	// RedissonAcquire (KEYS lock[, fencing counter]; ARGV value, lease ms)
+	// is SET NX PX: {1} when it set the key ({1, counter} with the
+	// counter, advanced as FenceAcquire does), else {0, value, PTTL}.
+	RedissonAcquire = load("proxy", "redisson_acquire")
+	// RedissonFence (KEYS lock, fencing counter; ARGV value, token, value
+	// with the token): if the lock holds the value, raises the counter to
+	// the token (FenceRaise), stores the value with the token (same PTTL)
+	// and returns 1; else 0.
+	RedissonFence = load("proxy", "redisson_fence")
+	// RedissonCAS (KEYS lock[, latch]; ARGV expected, new value or "" to
+	// delete, ms, latch value or "" to delete it, latch ms): if the lock
+	// holds the expected value, replaces it (its PTTL raised to ms when
+	// lower, never lowered) or deletes it, sets or deletes the latch, and
+	// returns 1; else 0 and writes nothing.
+	RedissonCAS = load("proxy", "redisson_cas")
+	// RedissonRead (KEYS lock[, latch]) returns {value or "", PTTL[,
+	// latch value or ""]}.
+	RedissonRead = load("proxy", "redisson_read")
+	// RedissonRenew (KEYS lock; ARGV owner, lease ms): if the lock's value
+	// is a hold of exactly that owner, PEXPIRE lease and 1; else 0.
+	RedissonRenew = load("proxy", "redisson_renew")
+	// RedissonCleanup (KEYS lock; ARGV values...) deletes the lock if it
+	// holds one of the values (all unique to one attempt): 1 or 0.
+	RedissonCleanup = load("proxy", "redisson_cleanup")
 )
 
 // Lib returns the exact text of the client-library script lib/name.lua,

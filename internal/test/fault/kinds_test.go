@@ -1,13 +1,16 @@
 package fault_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/fault"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
 )
 
@@ -43,7 +47,16 @@ type kindRun struct {
 	mu      sync.Mutex
 	re      map[string]*engine.Reentrant // per worker and key
 	ops     atomic.Int64                 // entries, and re-entries of reentrant locks
-	rc      []*redissonwire.Client       // Redisson clients (proxy scenarios)
+	// Redisson clients (proxy scenarios): rc[2i] and rc[2i+1] are one
+	// client (one id) connected to the first and the second proxy.
+	rc []*redissonwire.Client
+}
+
+// redisson returns a connection of worker w's Redisson client, to either
+// proxy at random: a client's pool spread over proxies behind a load
+// balancer.
+func (k *kindRun) redisson(rng *rand.Rand, w int) *redissonwire.Client {
+	return k.rc[2*(w%redissonClients)+rng.IntN(2)]
 }
 
 func (k *kindRun) engine(w int) *engine.Engine { return k.engines[w%len(k.engines)] }
@@ -180,13 +193,14 @@ var kindScenarios = []kindScenario{
 const redissonClients = 24
 
 // redissonHold is one Redisson thread's turn: lock() (subscribe, then
-// retry on each wake-up or at the holder's TTL) on a hot key through the
-// proxy, re-enter one time in two, unlock to zero. The validity counts
+// retry on each wake-up or at the holder's TTL) on a hot key, re-enter one
+// time in two, unlock to zero — each command through either of two
+// proxies on the same masters. The validity counts
 // from when the successful tryLock was sent, less the proxy's drift
 // allowance.
 func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	key := hotKey(rng, "kinds:redisson", hotKeys)
-	c := k.rc[w%len(k.rc)]
+	c := k.redisson(rng, w)
 	thread := int64(w)
 	lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
 	t0, err := c.LockAt(lctx, key, thread, ttl)
@@ -206,7 +220,7 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		k.ops.Add(1)
 		if rng.IntN(2) == 0 {
 			t1 := time.Now()
-			if ok, _, err := c.TryLock(k.ctx, key, thread, ttl); ok && err == nil {
+			if ok, _, err := k.redisson(rng, w).TryLock(k.ctx, key, thread, ttl); ok && err == nil {
 				count++
 				k.ops.Add(1)
 				k.chk.Extend(key, id, t1.Add(ttl-drift))
@@ -216,7 +230,7 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		k.chk.Leave(key, id)
 	}
 	for range count {
-		if _, err := c.Unlock(k.ctx, key, thread); err != nil {
+		if _, err := k.redisson(rng, w).Unlock(k.ctx, key, thread); err != nil {
 			break
 		}
 	}
@@ -268,17 +282,40 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	cfg := engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: ttl, MasterTimeout: masterTimeout,
 		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
 	k := &kindRun{ctx: ctx, chk: &fault.Checker{Margin: margin}, crowd: &fault.Crowd{Margin: margin}, re: map[string]*engine.Reentrant{}}
+	var restartProxy step
 	if ks.proxy {
-		addr := redlockProxy(t, set.Addrs(), "--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms",
-			"--dial-timeout", "300ms", "--max-ttl", ttl.String())
+		// Two proxies on the same masters; each client's commands go to
+		// either (redisson), and the first proxy is restarted (a new
+		// process on the same address) during the run.
+		flags := []string{"--master-timeout", masterTimeout.String(), "--reconnect-max", "50ms",
+			"--dial-timeout", "300ms", "--max-ttl", ttl.String()}
+		p1 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
+		p2 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
 		for i := range redissonClients {
-			c, err := redissonwire.Dial(ctx, addr, redissonwire.Profiles[i%len(redissonwire.Profiles)])
+			prof := redissonwire.Profiles[i%len(redissonwire.Profiles)]
+			c1, err := redissonwire.Dial(ctx, p1.Addr, prof)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(c.Close)
-			k.rc = append(k.rc, c)
+			c2, err := redissonwire.Dial(ctx, p2.Addr, prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2.ID = c1.ID
+			t.Cleanup(c1.Close)
+			t.Cleanup(c2.Close)
+			k.rc = append(k.rc, c1, c2)
 		}
+		restartProxy = step{0.45, "restart proxy 1 (a new process, same address)", func(f *fixture) {
+			addr := p1.Addr
+			p1.Cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p1.Exited:
+			case <-time.After(15 * time.Second):
+				t.Fatal("proxy 1 did not stop")
+			}
+			p1 = proctest.StartProxy(t, nil, set.Addrs(), append(flags, "--listen", addr)...)
+		}}
 	} else {
 		k.engines = []*engine.Engine{newEngine(t, ctx, cfg), newEngine(t, ctx, cfg)}
 	}
@@ -306,7 +343,12 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	}
 	injected := 0
 	rng := rand.New(rand.NewPCG(seed, 0))
-	for _, s := range kindSteps(rng) {
+	steps := kindSteps(rng)
+	if restartProxy.do != nil {
+		steps = append(steps, restartProxy)
+		slices.SortStableFunc(steps, func(a, b step) int { return cmp.Compare(a.at, b.at) })
+	}
+	for _, s := range steps {
 		for ctx.Err() == nil && float64(k.ops.Load()) < s.at*float64(target) {
 			time.Sleep(2 * time.Millisecond)
 		}

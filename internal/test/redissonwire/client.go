@@ -469,6 +469,10 @@ func (c *Client) subscribe(ctx context.Context, ch string) (*waitEntry, error) {
 func (c *Client) unsubscribe(ch string) {
 	c.smu.Lock()
 	w := c.waiters[ch]
+	if w == nil || c.sub == nil { // the connection was lost meanwhile
+		c.smu.Unlock()
+		return
+	}
 	w.refs--
 	last := w.refs == 0
 	if last {
@@ -490,6 +494,15 @@ func (c *Client) readSub(nc net.Conn) {
 	for {
 		r, err := rd.ReadReply()
 		if err != nil {
+			// The server went away (a proxy restarted): the next
+			// subscribe opens a new connection; waiters of the old one
+			// retry at the holder's TTL.
+			c.smu.Lock()
+			if c.sub == nc {
+				c.sub, c.waiters = nil, map[string]*waitEntry{}
+			}
+			c.smu.Unlock()
+			nc.Close()
 			return
 		}
 		if r.Type != resp.TypeArray || len(r.Elems) != 3 {

@@ -1,0 +1,11 @@
+if redis.call("set",KEYS[1],ARGV[1],"NX","PX",ARGV[2]) then
+  if #KEYS < 2 then return {1} end
+  local t = redis.call("time")
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local c = tonumber(redis.call("get",KEYS[2])) or 0
+  if c < now then c = now end
+  c = c + 1
+  redis.call("set",KEYS[2],string.format("%d",c))
+  return {1, c}
+end
+return {0, redis.call("get",KEYS[1]), redis.call("pttl",KEYS[1])}
