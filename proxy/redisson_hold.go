@@ -417,7 +417,7 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{cur.value(), newV, "0", strconv.FormatInt(res, 10), latchTTL})
 	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() {
 		if res == 1 {
-			s.publish(s.unprefixed(keys[1]), "0")
+			s.wake(string(keys[1]))
 		}
 		return redcon.AppendInt(dst, res)
 	}
@@ -451,7 +451,7 @@ func (s *Server) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []
 		}
 		return s.engineErr(err)
 	}
-	s.publish(s.unprefixed(keys[1]), "0")
+	s.wake(string(keys[1]))
 	return redcon.AppendInt(dst, 1)
 }
 

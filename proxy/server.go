@@ -133,6 +133,16 @@ type Config struct {
 	// without seeing or touching each other's locks. The engine's own
 	// Config.KeyPrefix must then be empty.
 	KeyPrefix string
+	// WakeChannel is the channel on the masters over which proxies on the
+	// same masters wake each other's Redisson waiters when a hold ends
+	// (default [DefaultWakeChannel]); proxies that serve the same clients
+	// must use the same channel. With a master ACL user the proxy needs
+	// PUBLISH and SUBSCRIBE on it.
+	WakeChannel string
+	// LocalWakeups keeps wake-ups inside this proxy: no subscription to
+	// WakeChannel, no publication on the masters. A waiter subscribed
+	// through another proxy then retries at the lock's TTL.
+	LocalWakeups bool
 	// Logger receives the server's events (panics, refused clients);
 	// nil discards them. Passwords are never logged.
 	Logger *slog.Logger
@@ -182,6 +192,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	if c.WakeChannel == "" {
+		c.WakeChannel = DefaultWakeChannel
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -198,6 +211,7 @@ type Server struct {
 	tr        enginex.Transport // eng's broadcasts and attached locks
 	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
 	passTr    enginex.Transport // pass's broadcasts
+	wakes     *wakeRelay        // wake-ups across proxies (nil with LocalWakeups)
 	scripts   scriptCache
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
@@ -271,6 +285,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.startWakeRelay()
 	return s, nil
 }
 
@@ -430,6 +445,9 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeEngines() {
+	if s.wakes != nil {
+		s.wakes.close()
+	}
 	if s.ownEngine {
 		s.eng.Close()
 	}

@@ -87,6 +87,8 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`addr`/metrics (e.g. 127.0.0.1:9121)")
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "serve net/http/pprof at http://`addr`/debug/pprof/ (e.g. localhost:6060; keep it off public interfaces: profiles show memory)")
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "", "`prefix` added to every client key on the masters (tenants sharing masters through separate proxies)")
+	fs.StringVar(&cfg.WakeChannel, "wake-channel", proxy.DefaultWakeChannel, "`channel` on the masters over which proxies on the same masters wake each other's Redisson waiters")
+	fs.BoolVar(&cfg.LocalWakeups, "local-wakeups", false, "wake only this proxy's Redisson waiters (no --wake-channel traffic); waiters on other proxies retry at the lock's TTL")
 	fs.IntVar(&cfg.MaxClients, "max-clients", proxy.DefaultMaxClients, "maximum concurrent client connections")
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum `bytes` of one request's arguments")
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
