@@ -200,8 +200,8 @@ func (cl *Cluster) Stats() ClusterStats {
 // return). A request without Key goes to any node. Requests with keys of
 // one slot reach the node that serves it in the order Do accepted them,
 // across -MOVED and -ASK re-sends (a later one may wait for the earlier
-// ones' redirects: cluster_order.go), unless the slot moves again while
-// one of them is being redirected.
+// ones' redirects: cluster_order.go), unless the slot's owner changes
+// again while one of them is being redirected.
 func (cl *Cluster) Do(req Request) error {
 	if len(req.Cmd) == 0 || req.Callback == nil {
 		return ErrBadCommand

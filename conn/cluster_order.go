@@ -23,7 +23,10 @@ import (
 // queue (and so ahead of it); otherwise it is held, and sent when they
 // are, in the order Do accepted them. Redirected requests move from queue
 // to queue in the order the old node answers them, so a slot that moves
-// once keeps its order. While a slot is stable this costs a count per
+// once keeps its order. It is not kept when the owner changes again while
+// a request is being redirected — also when the source gives the slot up
+// before the target takes it: the target, still importing, bounces a
+// request back to the source, then serves a later one itself. While a slot is stable this costs a count per
 // request; a redirect holds the slot's later requests for one round trip.
 // A request held behind a node that stopped answering waits for the
 // earlier requests' deadlines (or the session's end), then goes.
