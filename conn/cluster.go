@@ -92,6 +92,11 @@ type Cluster struct {
 	// -ASK of a long migration.
 	askedNew map[string]bool
 	inflight atomic.Int64 // requests accepted by Do whose callback has not run
+
+	// omu guards order, the per-slot order of requests across redirects
+	// (cluster_order.go). It is taken before mu, never while mu is held.
+	omu   sync.Mutex
+	order []*slotOrder // per slot, nil until the slot's first request
 }
 
 // ClusterConfig configures a Cluster (NewClusterWith).
@@ -122,7 +127,8 @@ func NewCluster(seeds []string, cfg Config) *Cluster {
 func NewClusterWith(cc ClusterConfig) *Cluster {
 	cfg, seeds := cc.Conn, cc.Seeds
 	cl := &Cluster{cfg: cfg, seeds: append([]string(nil), seeds...), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{}), onNewOwner: cc.OnNewOwner}
+		nodes: map[string]*Conn{}, slots: make([]*Conn, Slots), loaded: make(chan struct{}), onNewOwner: cc.OnNewOwner,
+		order: make([]*slotOrder, Slots)}
 	user := cfg.OnState
 	cl.cfg.OnState = func(sc StateChange) {
 		if !sc.Up {
@@ -191,7 +197,11 @@ func (cl *Cluster) Stats() ClusterStats {
 
 // Do sends req to the node serving the slot of req.Key, with the
 // guarantees of [Conn.Do] (the callback is called exactly once on a nil
-// return). A request without Key goes to any node.
+// return). A request without Key goes to any node. Requests with keys of
+// one slot reach the node that serves it in the order Do accepted them,
+// across -MOVED and -ASK re-sends (a later one may wait for the earlier
+// ones' redirects: cluster_order.go), unless the slot's owner changes
+// again while one of them is being redirected.
 func (cl *Cluster) Do(req Request) error {
 	if len(req.Cmd) == 0 || req.Callback == nil {
 		return ErrBadCommand
@@ -209,14 +219,24 @@ func (cl *Cluster) Do(req Request) error {
 	}
 	r.req = req
 	req.Callback, req.Tag = r, 0
-	c, err := cl.route(r.slot)
+	var c *Conn
+	var err error
+	if r.slot < 0 {
+		c, err = cl.route(r.slot)
+	} else {
+		c, err = cl.admit(r)
+	}
 	if err != nil {
 		return err
 	}
-	r.host, _, _ = net.SplitHostPort(c.Addr())
 	cl.inflight.Add(1)
+	if c == nil {
+		return nil // held: sent after the slot's earlier requests (release)
+	}
+	r.host, _, _ = net.SplitHostPort(c.Addr())
 	if err := c.Do(req); err != nil {
 		cl.inflight.Add(-1)
+		cl.answered(r)
 		return err
 	}
 	return nil
@@ -255,6 +275,8 @@ type redirect struct {
 	slot  int
 	tries int
 	host  string // of the node last asked: a redirect without a host means it
+	at    *Conn  // whose queue holds it, while counted in its slot's order (omu)
+	err   error  // why a held request could not be sent (releaseLocked)
 }
 
 // Complete implements Callback.
@@ -268,6 +290,7 @@ func (r *redirect) Complete(_ uint64, rep resp.Reply, err error) {
 		}
 	}
 	r.cl.inflight.Add(-1)
+	r.cl.answered(r)
 	r.cb.Complete(r.tag, rep, err)
 }
 
@@ -310,6 +333,7 @@ func (r *redirect) follow(addr string, ask bool) bool {
 	req := r.req
 	req.Callback, req.Tag = r, 0
 	var err error
+	old := cl.resending(r, c)
 	if ask {
 		cl.asked.Add(1)
 		err = c.doAsking(req)
@@ -318,6 +342,7 @@ func (r *redirect) follow(addr string, ask bool) bool {
 		cl.refresh()
 		err = c.Do(req)
 	}
+	cl.resent(r, old, c, err == nil)
 	return err == nil
 }
 

@@ -200,12 +200,58 @@ func TestQuarantineFirstContact(t *testing.T) {
 // must count from the latest instant the server can have started: it may
 // end late, never early. Before, it was counted from connect time −
 // uptime, up to a second early.
+//
+// "first contact" is the case the rounding alone decides (StartedBy's
+// extra second): an engine that never met the server has no run_id to
+// compare, so only the uptime bounds the quarantine; it ended ~650 ms
+// early with the second removed. "reconnect" is also bounded by the
+// run_id rule (a new run_id quarantines from the session's start), which
+// holds it without the rounding.
 func TestQuarantineNeverEarly(t *testing.T) {
-	set := mastertest.Start(t, 5)
-	mastertest.RequireReal(t, set)
 	const maxTTL = 3 * time.Second
-	var notBefore atomic.Int64 // dial no earlier than this (Unix ns)
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+	t.Run("first contact", func(t *testing.T) {
+		t.Parallel()
+		set := mastertest.Start(t, 1)
+		mastertest.RequireReal(t, set)
+		var notBefore atomic.Int64
+		for try := 0; ; try++ {
+			t0, next := restartAcrossSecond(t, set, &notBefore)
+			// A process that never met the server (the next `redlock
+			// lock` run, a proxy just started) dials it after the next
+			// wall-clock second began.
+			e, err := engine.New(engine.Config{Addrs: set.Addrs(), MaxTTL: maxTTL,
+				Conn: conn.Config{Dialer: dialNotBefore(&notBefore), ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			retry := checkNeverEarly(t, e, t0, next, maxTTL, try)
+			e.Close()
+			if !retry {
+				return
+			}
+		}
+	})
+	t.Run("reconnect", func(t *testing.T) {
+		t.Parallel()
+		set := mastertest.Start(t, 5)
+		mastertest.RequireReal(t, set)
+		var notBefore atomic.Int64
+		v := newEnvOn(t, set, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: maxTTL,
+			Conn: conn.Config{Dialer: dialNotBefore(&notBefore), ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
+		v.waitConnected()
+		for try := 0; ; try++ {
+			t0, next := restartAcrossSecond(t, set, &notBefore)
+			if !checkNeverEarly(t, v.e, t0, next, maxTTL, try) {
+				return
+			}
+		}
+	})
+}
+
+// dialNotBefore dials no earlier than the instant in notBefore (Unix ns).
+func dialNotBefore(notBefore *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if d := time.Until(time.Unix(0, notBefore.Load())); d > 0 {
 			select {
 			case <-time.After(d):
@@ -216,49 +262,54 @@ func TestQuarantineNeverEarly(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	v := newEnvOn(t, set, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: maxTTL,
-		Conn: conn.Config{Dialer: dial, ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
-	v.waitConnected()
-	for try := 0; ; try++ {
-		// Restart master 0 in the last fifth of a wall-clock second; let
-		// the engine reconnect only after the next second began.
-		now := time.Now()
-		next := now.Truncate(time.Second).Add(time.Second)
-		if now.Before(next.Add(-200 * time.Millisecond)) {
-			time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
-		} else {
-			next = next.Add(time.Second)
-			time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
-		}
-		notBefore.Store(next.Add(150 * time.Millisecond).UnixNano())
-		t0 := time.Now() // the server starts after this
-		restartEmpty(t, set, 0)
-		startedBy := time.Now()
-		deadline := time.Now().Add(10 * time.Second)
-		for !v.e.Status()[0].Up || v.e.Stats().QuarantinedUntil[0].IsZero() {
-			if time.Now().After(deadline) {
-				t.Fatal("master 0 did not come back quarantined")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		st := v.e.Status()[0]
-		if st.Info.Uptime == 0 {
-			// The restart ended after the second began: no rounding
-			// to catch; try again.
-			if try < 3 {
-				continue
-			}
-			t.Fatalf("uptime 0 after %d tries (last restart done at %v, second began %v): the interleaving did not happen",
-				try+1, startedBy.Format(time.RFC3339Nano), next.Format(time.RFC3339Nano))
-		}
-		until := v.e.Stats().QuarantinedUntil[0]
-		if min := t0.Add(maxTTL); until.Before(min) {
-			t.Fatalf("quarantine ends at %v, %v before the server can be MaxTTL old (it started after %v; uptime read %v)",
-				until.Format(time.RFC3339Nano), min.Sub(until), t0.Format(time.RFC3339Nano), st.Info.Uptime)
-		}
-		t.Logf("uptime read %v; quarantine ends %v after the earliest safe end", st.Info.Uptime, until.Sub(t0.Add(maxTTL)))
-		return
+}
+
+// restartAcrossSecond restarts master 0 of set empty in the last fifth of
+// a wall-clock second and sets notBefore just after the next second began,
+// so that a dial through dialNotBefore reads an uptime Redis rounded up.
+// It returns t0 (the server started after it) and that next second.
+func restartAcrossSecond(t *testing.T, set *localmaster.Set, notBefore *atomic.Int64) (t0, next time.Time) {
+	t.Helper()
+	now := time.Now()
+	next = now.Truncate(time.Second).Add(time.Second)
+	if !now.Before(next.Add(-200 * time.Millisecond)) {
+		next = next.Add(time.Second)
 	}
+	time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
+	notBefore.Store(next.Add(150 * time.Millisecond).UnixNano())
+	t0 = time.Now()
+	restartEmpty(t, set, 0)
+	return t0, next
+}
+
+// checkNeverEarly waits until e is connected to master 0 and has
+// quarantined it, then fails t if the quarantine ends before t0 + maxTTL.
+// It reports whether to try again: the restart ended after the second
+// began (uptime 0), so there was no rounding to catch.
+func checkNeverEarly(t *testing.T, e *engine.Engine, t0, next time.Time, maxTTL time.Duration, try int) (retry bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.Status()[0].Up || e.Stats().QuarantinedUntil[0].IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("master 0 did not come up quarantined")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := e.Status()[0]
+	if st.Info.Uptime == 0 {
+		if try < 3 {
+			return true
+		}
+		t.Fatalf("uptime 0 after %d tries (second began %v): the interleaving did not happen",
+			try+1, next.Format(time.RFC3339Nano))
+	}
+	until := e.Stats().QuarantinedUntil[0]
+	if min := t0.Add(maxTTL); until.Before(min) {
+		t.Fatalf("quarantine ends at %v, %v before the server can be MaxTTL old (it started after %v; uptime read %v)",
+			until.Format(time.RFC3339Nano), min.Sub(until), t0.Format(time.RFC3339Nano), st.Info.Uptime)
+	}
+	t.Logf("uptime read %v; quarantine ends %v after the earliest safe end", st.Info.Uptime, until.Sub(t0.Add(maxTTL)))
+	return false
 }
 
 // TestMaxTTL: no lock, wait or extension longer than MaxTTL is accepted —

@@ -153,6 +153,32 @@ var libBySHA = func() map[string]*libScript {
 	return m
 }()
 
+// masterScripts are the scripts the server sends to the masters with
+// EVALSHA through its engine: every recognised library script, redis-py's
+// capped adding extend and the cleanup after a failed acquisition. Its
+// engine loads them on every connect (before the session serves a
+// request), as the engine loads its own. A NOSCRIPT answer would make the
+// connection re-send the call as EVAL only if the call's deadline has not
+// passed: a cleanup (100 ms) answered NOSCRIPT later by a slow master
+// that had just restarted or was first met was dropped, and the failed
+// attempt's key stayed until its TTL (TestCleanupOnFreshMaster).
+var masterScripts = func() []*conn.Script {
+	out := []*conn.Script{scripts.CleanupMulti, scripts.RedisPyExtendAdd}
+	seen := map[string]bool{scripts.CleanupMulti.SHA(): true, scripts.RedisPyExtendAdd.SHA(): true}
+	for _, ls := range libTable {
+		if sc := libBySHA[ls.SHA].script; !seen[sc.SHA()] {
+			seen[sc.SHA()] = true
+			out = append(out, sc)
+		}
+	}
+	return out
+}()
+
+// MasterScripts returns the scripts a [Server] sends to the masters with
+// EVALSHA. Its own engine loads them on every connect; an engine given
+// as [Config.Engine] should list them in its Conn.Scripts.
+func MasterScripts() []*conn.Script { return append([]*conn.Script(nil), masterScripts...) }
+
 // LibraryScript describes one recognised client-library script.
 type LibraryScript struct {
 	Name string // library and operation

@@ -63,6 +63,9 @@ type Config struct {
 	EngineConfig engine.Config
 	// Engine, if set, is the engine the server drives instead of creating
 	// one; the server does not close it. AllowScripts needs EngineConfig's members.
+	// Its connections should load [MasterScripts] at connect
+	// (engine.Config.Conn.Scripts), as the server's own engine does:
+	// otherwise a cleanup answered NOSCRIPT after its timeout is dropped.
 	Engine *engine.Engine
 	// Listen is the address ListenAndServe listens on (default [DefaultListen]).
 	Listen string
@@ -263,7 +266,9 @@ func New(cfg Config) (*Server, error) {
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
-		if s.eng, err = engine.New(cfg.EngineConfig); err != nil {
+		ec := cfg.EngineConfig
+		ec.Conn.Scripts = append(append([]*conn.Script(nil), ec.Conn.Scripts...), masterScripts...)
+		if s.eng, err = engine.New(ec); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		s.ownEngine = true

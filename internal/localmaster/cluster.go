@@ -201,7 +201,10 @@ func firstLines(s string, n int) string {
 // does: SETSLOT IMPORTING on the target and MIGRATING on the source, a
 // pause of hold (meanwhile the source answers -ASK for keys it does not
 // have), MIGRATE of every key (without REPLACE: a key exists on one side
-// only), then SETSLOT NODE on every master. It returns both addresses.
+// only), then SETSLOT NODE on every master, the target first and the
+// source next (the other order lets the target, still importing, bounce
+// requests back to the source that has just redirected them to it). It
+// returns both addresses.
 func (c *Cluster) MoveSlot(ctx context.Context, slot int, hold time.Duration) (from, to string, err error) {
 	any, err := c.MasterAddrs(ctx)
 	if err != nil || len(any) == 0 {
@@ -265,7 +268,8 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, hold time.Duration) (f
 			return from, to, err
 		}
 	}
-	for _, m := range masters {
+	order := append([]string{to, from}, slices.DeleteFunc(slices.Clone(masters), func(m string) bool { return m == to || m == from })...)
+	for _, m := range order {
 		if err := run(m, "CLUSTER", "SETSLOT", s, "NODE", ids[to]); err != nil && !strings.Contains(err.Error(), "only with masters") {
 			return from, to, err
 		}
