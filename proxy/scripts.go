@@ -154,8 +154,9 @@ var libBySHA = func() map[string]*libScript {
 }()
 
 // masterScripts are the scripts the server sends to the masters with
-// EVALSHA through its engine: every recognised library script, redis-py's
-// capped adding extend and the cleanup after a failed acquisition. Its
+// EVALSHA through its engine: every recognised library script (and the
+// telling form sent for it), redis-py's capped adding extend, the cleanup
+// after a failed acquisition and the Redisson holds' scripts. Its
 // engine loads them on every connect (before the session serves a
 // request), as the engine loads its own. A NOSCRIPT answer would make the
 // connection re-send the call as EVAL only if the call's deadline has not
@@ -163,13 +164,21 @@ var libBySHA = func() map[string]*libScript {
 // that had just restarted or was first met was dropped, and the failed
 // attempt's key stayed until its TTL (TestCleanupOnFreshMaster).
 var masterScripts = func() []*conn.Script {
-	out := []*conn.Script{scripts.CleanupMulti, scripts.RedisPyExtendAdd}
-	seen := map[string]bool{scripts.CleanupMulti.SHA(): true, scripts.RedisPyExtendAdd.SHA(): true}
-	for _, ls := range libTable {
-		if sc := libBySHA[ls.SHA].script; !seen[sc.SHA()] {
+	var out []*conn.Script
+	seen := map[string]bool{}
+	add := func(sc *conn.Script) {
+		if sc != nil && !seen[sc.SHA()] {
 			seen[sc.SHA()] = true
 			out = append(out, sc)
 		}
+	}
+	for _, sc := range []*conn.Script{scripts.CleanupMulti, scripts.RedisPyExtendAdd, scripts.RedissonAcquire, scripts.RedissonCAS,
+		scripts.RedissonCleanup, scripts.RedissonFence, scripts.RedissonRead, scripts.RedissonRenew} {
+		add(sc)
+	}
+	for _, ls := range libTable {
+		add(libBySHA[ls.SHA].script)
+		add(ls.Tells)
 	}
 	return out
 }()
