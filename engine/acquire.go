@@ -24,7 +24,9 @@ import (
 // [*QuorumError] with per-master causes —, ctx's error as it is, or
 // [ErrBadArgument]/[ErrClosed]. Masters still on their first connect
 // attempt are waited for within the per-master timeout. On every
-// failure the token has been released on all masters before it returns.
+// failure what the attempt created has been released before it returns
+// (bounded by Config.CleanupTimeout; with [WithToken], on the masters that
+// answered that they created the key, see [WithToken]).
 func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opts ...Option) (*Lock, error) {
 	var co callOpts
 	if len(opts) > 0 {

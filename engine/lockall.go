@@ -44,8 +44,8 @@ func lockAllKeys(keys []string) ([]string, error) {
 // key's error (as [Engine.TryLock]'s, naming the key). It returns a set
 // only if every lock in it is still valid once the last key is taken;
 // otherwise it releases them all and returns an error matching
-// [ErrNotAcquired] and [ErrGrantedTooLate] (the TTL was too short for
-// taking that many keys). Options apply to every key's lock.
+// [ErrNotAcquired] and [ErrExpired] or [ErrGrantedTooLate] (the TTL was
+// too short for taking that many keys). Options apply to every key's lock.
 func (e *Engine) TryLockAll(ctx context.Context, keys []string, ttl time.Duration, opts ...Option) (*LockSet, error) {
 	ks, err := lockAllKeys(keys)
 	if err != nil {
@@ -126,13 +126,31 @@ func (e *Engine) lockAll(ctx context.Context, ks []string, take func(context.Con
 	// used up an earlier key's validity (each key is one try, up to a
 	// per-master timeout, and a LockAll may wait), and a set is granted
 	// only while every lock in it is valid.
-	for _, l := range s.locks {
-		if !l.Valid() {
-			s.release(ctx)
-			return nil, fmt.Errorf("key %q: %w: %w: taking the set's %d keys took longer than its validity", l.Key(), ErrNotAcquired, ErrGrantedTooLate, len(ks))
-		}
+	if err := s.check(ErrNotAcquired, "taking"); err != nil {
+		s.release(ctx)
+		return nil, err
 	}
 	return s, nil
+}
+
+// check returns nil when every lock of the set is valid and has not
+// ended, else an error naming the first that is not, matching sentinel
+// and the lock's Err when it ended (ErrExpired when its validity ran
+// out), or ErrGrantedTooLate when its validity ran out while the set's
+// keys were taken or extended (doing) and its end is not signalled yet.
+func (s *LockSet) check(sentinel error, doing string) error {
+	for _, l := range s.locks {
+		if err := l.Err(); err != nil {
+			if errors.Is(err, sentinel) {
+				return fmt.Errorf("key %q: %w", l.Key(), err)
+			}
+			return fmt.Errorf("key %q: %w: %w", l.Key(), sentinel, err)
+		}
+		if !l.Valid() {
+			return fmt.Errorf("key %q: %w: %w: %s the set's %d keys took longer than its validity", l.Key(), sentinel, ErrGrantedTooLate, doing, len(s.locks))
+		}
+	}
+	return nil
 }
 
 // release unlocks the locks taken so far, in reverse order, ignoring the
@@ -181,14 +199,20 @@ func (s *LockSet) Unlock(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Extend extends every lock to ttl, as [Lock.Extend]; the error joins
-// those of the locks whose extension failed.
+// Extend extends every lock to ttl, as [Lock.Extend], one after another;
+// the error joins those of the locks whose extension failed. It returns
+// nil only if every lock is valid once the last is extended (checked
+// last): an extension that outlasted an earlier lock's new validity is an
+// error matching [ErrLockLost] (and [ErrExpired] or [ErrGrantedTooLate]).
 func (s *LockSet) Extend(ctx context.Context, ttl time.Duration) error {
 	var errs []error
 	for _, l := range s.locks {
 		if err := l.Extend(ctx, ttl); err != nil {
 			errs = append(errs, fmt.Errorf("key %q: %w", l.Key(), err))
 		}
+	}
+	if len(errs) == 0 {
+		return s.check(ErrLockLost, "extending")
 	}
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -169,8 +170,8 @@ func TestLockAllValidAtReturn(t *testing.T) {
 	if err == nil {
 		t.Fatalf("TryLockAll returned a set whose first lock ran out while the second was taken (valid: %v)", s.Valid())
 	}
-	if !errors.Is(err, engine.ErrNotAcquired) || !errors.Is(err, engine.ErrGrantedTooLate) {
-		t.Fatalf("TryLockAll: %v; want ErrNotAcquired and ErrGrantedTooLate", err)
+	if !errors.Is(err, engine.ErrNotAcquired) || !errors.Is(err, engine.ErrExpired) && !errors.Is(err, engine.ErrGrantedTooLate) {
+		t.Fatalf("TryLockAll: %v; want ErrNotAcquired, and ErrExpired or ErrGrantedTooLate", err)
 	}
 	for _, k := range keys {
 		v.waitGone(k, time.Second)
@@ -189,4 +190,45 @@ func TestLockAllValidAtReturn(t *testing.T) {
 		t.Fatalf("LockAll: %v; want a valid set (it starts again when its first lock ends)", err)
 	}
 	s.Unlock(ctx)
+}
+
+// slowExtends is an Observer that, once armed, holds up the goroutine of
+// the next successful extension for pause.
+type slowExtends struct {
+	engine.NopObserver
+	pause time.Duration
+	armed atomic.Bool
+}
+
+func (o *slowExtends) Extend(ok, auto bool) {
+	if ok && !auto && o.armed.CompareAndSwap(true, false) {
+		time.Sleep(o.pause)
+	}
+}
+
+// TestLockSetExtendValidAtReturn: LockSet.Extend returns nil only if
+// every lock is valid once the last is extended (the grant rule's (c),
+// checked last). Before, a pause between keys (here 150 ms after the
+// first of two 100 ms extensions) returned nil with the first lock
+// expired; found by the review of issue #30 (200 keys extended to 20 ms:
+// nil with up to 74 locks invalid).
+func TestLockSetExtendValidAtReturn(t *testing.T) {
+	cfg := functional
+	obs := &slowExtends{pause: 150 * time.Millisecond}
+	cfg.Observer = obs
+	v := newEnv(t, 5, cfg)
+	ctx := context.Background()
+	s, err := v.e.TryLockAll(ctx, []string{keyName(t, "a"), keyName(t, "b")}, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unlock(ctx)
+	obs.armed.Store(true)
+	err = s.Extend(ctx, 100*time.Millisecond)
+	if err == nil {
+		t.Fatalf("Extend returned nil with the first lock expired (valid: %v)", s.Valid())
+	}
+	if !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrExpired) && !errors.Is(err, engine.ErrGrantedTooLate) {
+		t.Fatalf("Extend: %v; want ErrLockLost, and ErrExpired or ErrGrantedTooLate", err)
+	}
 }

@@ -263,7 +263,7 @@ func (c *client) cmdPExpire(args [][]byte) *call {
 	if !ok {
 		return errCall(msgNotInteger)
 	}
-	if ms <= 0 {
+	if ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
 		return errCall("ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
 	}
 	key, s := args[1], c.s

@@ -381,7 +381,8 @@ func countOnes(reps []enginex.MasterReply) int {
 func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
 	ttl := time.Duration(ms) * time.Millisecond
 	t1 := time.Now()
-	reps, err := s.tr.Grant(ctx, string(key), ttl, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ms, 10)), isOne)
+	// The masters get the TTL that Grant checks, not the client's text.
+	reps, err := s.tr.Grant(ctx, string(key), ttl, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ttl.Milliseconds(), 10)), isOne)
 	if err != nil {
 		return s.engineErr(err)
 	}
