@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -46,6 +48,9 @@ type outcome struct {
 	granted bool
 	fence   int64  // the fencing token of a fenced grant
 	text    string // the reply, error or exit status, for messages
+	// set is a set's handle (TryLockAll, LockAll, LockSet.Extend), whose
+	// validity is checked when the call returns.
+	set *engine.LockSet
 }
 
 // ruleEntry is one entry point.
@@ -57,6 +62,7 @@ type ruleEntry struct {
 	method  string
 	acquire bool // takes a free key; otherwise it keeps (extends, re-enters) a held one
 	fenced  bool // it returns a fencing token
+	set     bool // it takes or keeps several keys one after another (key and key+":2")
 	// callerToken: the client chooses the token, so a failed attempt may
 	// meet the client's own valid lock under it (property d).
 	callerToken bool
@@ -89,6 +95,31 @@ type ruleRun struct {
 	// --drift-factor.
 	cliFresh bool
 	cliDrift string
+	// addrs are the master addresses instance i uses (relays in column
+	// c's latency run); pauser is instance 1's engine Observer.
+	addrs  [2][]string
+	pauser *pauser
+}
+
+// pauser is an Observer that, once armed, holds up the goroutine of the
+// next granted acquisition or successful extension (a pause between a
+// set's keys).
+type pauser struct {
+	engine.NopObserver
+	pause time.Duration
+	armed atomic.Bool
+}
+
+func (p *pauser) Acquire(ev engine.AcquireEvent) {
+	if ev.Result == engine.AcquireGranted && p.armed.CompareAndSwap(true, false) {
+		time.Sleep(p.pause)
+	}
+}
+
+func (p *pauser) Extend(ok, auto bool) {
+	if ok && !auto && p.armed.CompareAndSwap(true, false) {
+		time.Sleep(p.pause)
+	}
 }
 
 // eng returns instance inst's engine.
@@ -141,6 +172,24 @@ func lockOutcome(l *engine.Lock, err error) outcome {
 // opCtx bounds one attempt (a waiting entry waits at most this long).
 func opCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 500*time.Millisecond)
+}
+
+// setOutcome is a set's outcome, with the set.
+func setOutcome(s *engine.LockSet, err error) outcome {
+	o := engineOutcome(err)
+	o.set = s
+	return o
+}
+
+// tryLockAll takes key and key+":2" with TryLockAll.
+func tryLockAll(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+	ctx, cancel := opCtx()
+	defer cancel()
+	s, err := x.eng(inst).TryLockAll(ctx, []string{key, key + ":2"}, ttl)
+	if err == nil {
+		x.handles.Store(key, s)
+	}
+	return setOutcome(s, err)
 }
 
 // engineEntries are the engine's entry points, through each proxy's engine.
@@ -208,20 +257,11 @@ func engineEntries() []ruleEntry {
 			defer cancel()
 			return lockOutcome(x.eng(inst).Lock(ctx, key, ttl, waitOne...))
 		}},
-		{name: "Engine.TryLockAll", method: "Engine.TryLockAll", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		{name: "Engine.TryLockAll", method: "Engine.TryLockAll", acquire: true, set: true, na: notFenced, take: tryLockAll},
+		{name: "Engine.LockAll", method: "Engine.LockAll", acquire: true, set: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
 			ctx, cancel := opCtx()
 			defer cancel()
-			s, err := x.eng(inst).TryLockAll(ctx, []string{key}, ttl)
-			if err == nil {
-				x.handles.Store(key, s)
-			}
-			return engineOutcome(err)
-		}},
-		{name: "Engine.LockAll", method: "Engine.LockAll", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
-			ctx, cancel := opCtx()
-			defer cancel()
-			_, err := x.eng(inst).LockAll(ctx, []string{key}, ttl, waitOne...)
-			return engineOutcome(err)
+			return setOutcome(x.eng(inst).LockAll(ctx, []string{key, key + ":2"}, ttl, waitOne...))
 		}},
 		{name: "Reentrant.TryLock", method: "Reentrant.TryLock", acquire: true, take: reentrant(false), na: notFenced},
 		{name: "Reentrant.Lock", method: "Reentrant.Lock", acquire: true, take: reentrant(true), na: notFenced},
@@ -261,19 +301,14 @@ func engineEntries() []ruleEntry {
 			defer cancel()
 			return engineOutcome(l.(*engine.Lock).Extend(ctx, ttl))
 		}},
-		{name: "LockSet.Extend", method: "LockSet.Extend", na: keepNA, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		{name: "LockSet.Extend", method: "LockSet.Extend", set: true, na: keepNA, take: tryLockAll, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
+			h, _ := x.handles.Load(key)
+			s := h.(*engine.LockSet)
 			ctx, cancel := opCtx()
 			defer cancel()
-			s, err := x.eng(inst).TryLockAll(ctx, []string{key}, ttl)
-			if err == nil {
-				x.handles.Store(key, s)
-			}
-			return engineOutcome(err)
-		}, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
-			s, _ := x.handles.Load(key)
-			ctx, cancel := opCtx()
-			defer cancel()
-			return engineOutcome(s.(*engine.LockSet).Extend(ctx, ttl))
+			o := engineOutcome(s.Extend(ctx, ttl))
+			o.set = s
+			return o
 		}},
 		{name: "Reentrant re-entry", method: "Reentrant.TryLock", take: reentrant(false), na: keepNA, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
 			r, _ := x.handles.Load(key)
@@ -431,7 +466,7 @@ func cliEntries() []ruleEntry {
 			if viaProxy {
 				args = append(args, "--proxy", x.p[inst].addr)
 			} else {
-				args = append(args, "--masters", strings.Join(x.set.Addrs(), ","), "--max-ttl", x.maxTTL.String())
+				args = append(args, "--masters", strings.Join(x.addrs[inst], ","), "--max-ttl", x.maxTTL.String(), "--master-timeout", "300ms")
 				if x.cliFresh {
 					args = append(args, "--fresh-masters")
 				}
@@ -471,17 +506,25 @@ func ruleEntries(t *testing.T) []ruleEntry {
 
 // startRuleRun starts five masters and two proxies over them.
 func startRuleRun(t *testing.T, cli string, mod func(i int, c *Config)) *ruleRun {
-	set := mastertest.Start(t, 5)
+	return startRuleRunOn(t, mastertest.Start(t, 5), cli, mod)
+}
+
+// startRuleRunOn starts two proxies over the masters of set.
+func startRuleRunOn(t *testing.T, set *localmaster.Set, cli string, mod func(i int, c *Config)) *ruleRun {
 	mastertest.RequireReal(t, set)
-	x := &ruleRun{t: t, set: set, cli: cli, maxTTL: 10 * time.Second, cliFresh: true, cliDrift: "0.01"}
+	x := &ruleRun{t: t, set: set, cli: cli, maxTTL: 10 * time.Second, cliFresh: true, cliDrift: "0.01", pauser: &pauser{pause: 400 * time.Millisecond}}
 	for i := range x.p {
 		x.p[i] = startEnvOn(t, set, func(c *Config) {
 			c.EngineConfig.MaxTTL = x.maxTTL
 			c.AllowTokenlessWrites = true // PEXPIRE is an entry point too
 			c.EngineConfig.Conn.ReconnectMin, c.EngineConfig.Conn.ReconnectMax = time.Millisecond, 20*time.Millisecond
+			if i == 1 {
+				c.EngineConfig.Observer = x.pauser
+			}
 			if mod != nil {
 				mod(i, c)
 			}
+			x.addrs[i] = c.EngineConfig.Addrs
 		})
 	}
 	x.masters = x.p[0].masters
@@ -553,43 +596,132 @@ func TestGrantRule(t *testing.T) {
 			if o.granted || !strings.Contains(strings.ToLower(o.text), "maximum ttl") && !strings.Contains(o.text, "max-ttl") {
 				t.Errorf("a TTL of MaxTTL+1ms: %q; want the maximum TTL refusal", o.text)
 			}
-			for i := range x.masters {
-				if pttl, _ := x.masters[i].PTTL(context.Background(), e.holdKeyOf(key)).Result(); pttl > x.maxTTL {
-					t.Errorf("master %d holds %s for %d ms, over MaxTTL", i, key, pttl)
-				}
-			}
-		})
-	})
-
-	// (c) A grant is returned only while it is valid, checked last:
-	// instance 1 allows 99% of the TTL for drift, so a lock taken or kept
-	// for 100 ms through it has no validity left when its quorum arrives
-	// and no entry point may report a grant. (The holds that keeping
-	// entries keep are taken for 9 s: 88 ms of validity, enough to try
-	// the keeping at once.) TestLockAllValidAtReturn (engine) checks the
-	// last step of a set taken key after key.
-	t.Run("c valid at return", func(t *testing.T) {
-		x := startRuleRun(t, cli, func(i int, c *Config) {
-			if i == 1 {
-				c.EngineConfig.DriftFactor = 0.99
-			}
-		})
-		x.cliDrift = "0.99"
-		short := 100 * time.Millisecond
-		forEach(t, ruleValid, func(t *testing.T, e ruleEntry, key string) {
-			x.t = t
-			o := outcome{}
-			if e.acquire {
-				o = e.take(x, 1, key, other, short)
-			} else {
-				if o = e.take(x, 1, key, holder, 9*time.Second); !o.granted {
+			x.noneOverMaxTTL(t, e.holdKeyOf(key))
+			if !e.acquire {
+				// A keeping within MaxTTL of a hold with 9 s left (redis-py's
+				// adding extend: 9 s + 9 s, capped) stays within it.
+				key += ":legal"
+				if o = e.take(x, 0, key, holder, 9*time.Second); !o.granted {
 					t.Fatalf("setting up the hold: %s", o.text)
 				}
-				o = e.keep(x, 1, key, holder, short)
+				e.keep(x, 0, key, holder, 9*time.Second)
+				x.noneOverMaxTTL(t, e.holdKeyOf(key))
 			}
-			if o.granted {
-				t.Errorf("reported a grant with no validity left: %q", o.text)
+		})
+		// TTLs whose milliseconds do not fit a time.Duration are refused by
+		// every command that takes a client's TTL: 1000 + 2^58 ms once
+		// wrapped to 1 s past PEXPIRE's MaxTTL check while the masters got
+		// 2^58 ms (found by the review of issue #30).
+		c := dialRaw(t, x.p[0].addr)
+		var redisson, plainExtend string
+		for _, rs := range rTable {
+			if rs.Kind == rTryLock && redisson == "" {
+				redisson = rs.SHA
 			}
+		}
+		for _, ls := range libTable {
+			if ls.Op == opExtend && ls.Engine && plainExtend == "" {
+				plainExtend = ls.SHA
+			}
+		}
+		for _, huge := range []string{"288230376151712744", "9223372036854775807"} {
+			x.write(t, "gr:b:huge", holder, ttl, 0, 1, 2, 3, 4)
+			for _, args := range [][]string{
+				{"PEXPIRE", "gr:b:huge", huge},
+				{"SET", "gr:b:huge", holder, "IFEQ", holder, "PX", huge},
+				{"EVALSHA", plainExtend, "1", "gr:b:huge", holder, huge},
+				{"SET", "gr:b:free", holder, "NX", "PX", huge},
+				{"REDLOCK.LOCK", "gr:b:free", holder, huge},
+				{"EVALSHA", redisson, "1", "gr:b:free", huge, "owner:1"},
+			} {
+				if r := c.cmd(args...); !strings.HasPrefix(r, "-ERR") {
+					t.Errorf("%q: %q; want an error", args, r)
+				}
+			}
+			x.noneOverMaxTTL(t, "gr:b:huge")
+			x.noneOverMaxTTL(t, "gr:b:free")
+		}
+	})
+
+	// (c) A grant is returned only while it is valid, checked last —
+	// three ways. Drift: instance 1 allows 99% of the TTL for drift, so a
+	// lock taken or kept for 100 ms through it has no validity left when
+	// its quorum arrives. Latency: instance 1 reaches the masters through
+	// relays that add 60 ms each way, so a 100 ms lock's quorum arrives
+	// after 120 ms (the per-master timeout is 300 ms: the masters answer,
+	// and grant). Sets: a 400 ms pause after the first key of a 300 ms set
+	// (taken or extended) leaves the first lock expired when the last is
+	// done. The holds that keeping entries keep are taken for 9 s first.
+	t.Run("c valid at return", func(t *testing.T) {
+		try := func(t *testing.T, x *ruleRun, e ruleEntry, key string, short time.Duration, before func()) outcome {
+			x.t = t
+			if !e.acquire {
+				if o := e.take(x, 1, key, holder, 9*time.Second); !o.granted {
+					t.Fatalf("setting up the hold: %s", o.text)
+				}
+			}
+			before()
+			if e.acquire {
+				return e.take(x, 1, key, other, short)
+			}
+			return e.keep(x, 1, key, holder, short)
+		}
+		t.Run("drift", func(t *testing.T) {
+			x := startRuleRun(t, cli, func(i int, c *Config) {
+				if i == 1 {
+					c.EngineConfig.DriftFactor = 0.99
+				}
+			})
+			x.cliDrift = "0.99"
+			forEach(t, ruleValid, func(t *testing.T, e ruleEntry, key string) {
+				if o := try(t, x, e, key, 100*time.Millisecond, func() {}); o.granted {
+					t.Errorf("reported a grant with no validity left: %q", o.text)
+				}
+			})
+		})
+		t.Run("latency", func(t *testing.T) {
+			set := mastertest.Start(t, 5)
+			var relays []*relay.Relay
+			var addrs []string
+			for _, a := range set.Addrs() {
+				r, err := relay.Start(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				relays, addrs = append(relays, r), append(addrs, r.Addr())
+			}
+			x := startRuleRunOn(t, set, cli, func(i int, c *Config) {
+				if i == 1 {
+					c.EngineConfig.Addrs = addrs
+				}
+			})
+			forEach(t, ruleValid, func(t *testing.T, e ruleEntry, key string) {
+				o := try(t, x, e, key, 100*time.Millisecond, func() {
+					for _, r := range relays {
+						r.SetDelay(60 * time.Millisecond)
+					}
+				})
+				for _, r := range relays {
+					r.SetDelay(0)
+				}
+				if o.granted {
+					t.Errorf("reported a grant whose quorum came after its 100 ms TTL: %q", o.text)
+				}
+			})
+		})
+		t.Run("sets", func(t *testing.T) {
+			x := startRuleRun(t, cli, nil)
+			forEach(t, ruleValid, func(t *testing.T, e ruleEntry, key string) {
+				if !e.set {
+					t.Skip("one key: the verdict of its one round trip is the last step (drift, latency)")
+				}
+				o := try(t, x, e, key, 300*time.Millisecond, func() { x.pauser.armed.Store(true) })
+				x.pauser.armed.Store(false)
+				if o.granted && !o.set.Valid() {
+					t.Errorf("returned a set whose first lock expired while the second was done: %q", o.text)
+				}
+			})
 		})
 	})
 
@@ -688,9 +820,22 @@ func TestGrantRule(t *testing.T) {
 			if !e.fenced {
 				t.Fatalf("a row neither fenced nor excused from (f)")
 			}
+			// Master 0's counter runs far ahead: the first holder's token
+			// is above it, and the second holder, granted without master
+			// 0, must still be above the first (the write-back raised the
+			// others' counters).
+			ahead := strconv.FormatInt(time.Now().UnixMicro()+1e12, 10)
+			if err := x.masters[0].Set(context.Background(), engine.DefaultFenceKey, ahead, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
 			short := 300 * time.Millisecond
 			var last int64
 			for round, inst := range []int{0, 1, 0} {
+				if round == 1 {
+					// Master 0 refuses the second holder (it holds the key
+					// for someone else): the others' counters decide.
+					x.write(t, e.holdKeyOf(key), "blocker", short, 0)
+				}
 				o := e.take(x, inst, key, fmt.Sprintf("holder-%d-0123456789abcdef", round), short)
 				if !o.granted {
 					t.Fatalf("holder %d through proxy %d: %q", round, inst, o.text)
@@ -761,8 +906,26 @@ func TestGrantRule(t *testing.T) {
 			if o.granted {
 				t.Errorf("granted while 3 of 5 masters are quarantined and the others refuse: %q", o.text)
 			}
+			if e.acquire {
+				// What the quarantined masters granted is cleaned up
+				// like any other creation of a failed attempt (d).
+				waitFor(t, "the attempt's keys gone from the quarantined masters", func() bool {
+					return len(x.keysOf(0, e.name))+len(x.keysOf(1, e.name))+len(x.keysOf(2, e.name)) == 0
+				})
+			}
 		})
 	})
+}
+
+// noneOverMaxTTL fails t if a master holds key for longer than MaxTTL
+// (PTTL read as an integer: a time.Duration would wrap).
+func (x *ruleRun) noneOverMaxTTL(t *testing.T, key string) {
+	t.Helper()
+	for i := range x.masters {
+		if pttl, _ := x.masters[i].Do(context.Background(), "PTTL", key).Int64(); pttl > x.maxTTL.Milliseconds() {
+			t.Errorf("master %d holds %s for %d ms, over MaxTTL", i, key, pttl)
+		}
+	}
 }
 
 // keysOf lists master i's keys that belong to the entry named name.

@@ -64,14 +64,24 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	var err error
 	switch ls.Op {
 	case opAcquire:
+		if err := ctx.Err(); err != nil { // Close: nothing is sent
+			s.observeLib(ls, t1, ttl, err, -s.eng.Quorum())
+			return s.engineErr(err)
+		}
 		// The one grant rule (engine): TTL at most MaxTTL, no vote from
 		// a master in restart quarantine. Every master's answer is
 		// awaited (bounded by the per-master timeout) even when the
 		// client goes away: the cleanup needs to know what was created.
 		reps, err = s.tr.Grant(context.WithoutCancel(ctx), string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
 		if err == nil && ctx.Err() != nil {
+			// Close: the client will not see the answer. A failed attempt
+			// is cleaned up (Close keeps the connection open until then);
+			// a grant is left to its TTL, as the lock of a client that
+			// went away: its value may since be a retry's own.
 			s.observeLib(ls, t1, ttl, ctx.Err(), -s.eng.Quorum())
-			s.cleanup(ls, keys, token, reps)
+			if !s.granted(ls, reps, len(keys), t1, ttl) {
+				s.cleanup(ls, keys, token, reps)
+			}
 			return s.engineErr(ctx.Err())
 		}
 	case opExtend:
@@ -233,6 +243,18 @@ func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []engi
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
 	s.tr.BroadcastTo(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd, to)
+}
+
+// granted reports whether reps grant a library acquisition: a quorum
+// voted yes within the validity.
+func (s *Server) granted(ls *libScript, reps []enginex.MasterReply, nkeys int, t1 time.Time, ttl time.Duration) bool {
+	yes := 0
+	for _, r := range reps {
+		if r.Err == nil && vote(ls, r.Reply, nkeys) {
+			yes++
+		}
+	}
+	return yes >= s.eng.Quorum() && ttl-time.Since(t1)-s.drift(ttl) > 0
 }
 
 // created reports whether a master's reply to a library acquisition says

@@ -94,3 +94,61 @@ func TestReobtainFailureKeepsLock(t *testing.T) {
 		e.waitHolding(t, key, "someone-else-0123456789", 3)
 	})
 }
+
+// TestCloseThenRetryElsewhere: a proxy closed while a bsm obtain is in
+// flight, its client retrying the same value through another proxy once
+// its connection closes (a load balancer, go-redis's retry). Found by the
+// review of issue #30: the closed proxy's cleanup ran after every master
+// answered, deleted the value where its attempt had created it — by then
+// the retry's overwritten grant — and a third client obtained the key
+// inside the retry's lock. Now a grant the client never saw is left to
+// its TTL, and Close keeps the connection open until a failed attempt's
+// cleanup ran.
+func TestCloseThenRetryElsewhere(t *testing.T) {
+	var sha string
+	for _, ls := range libTable {
+		if ls.Name == "bsm/redislock v0.9.4 obtain" {
+			sha = ls.SHA
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		paused []int // masters stopped while the first attempt runs
+	}{
+		{"the first attempt granted", []int{4}},
+		{"the first attempt failed", []int{2, 3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mastertest.Start(t, 5)
+			mastertest.RequireReal(t, set)
+			p0, p1 := startEnvOn(t, set, nil), startEnvOn(t, set, nil)
+			const key, val = "close:{k}", "tokA-0123456789abcdefXYZ-meta"
+			ms := set.Masters()
+			for _, i := range tc.paused {
+				if err := ms[i].Pause(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ms[i].Resume() })
+			}
+			a := dialRaw(t, p0.addr)
+			a.sendCmd("EVALSHA", sha, "1", key, val, "22", "10000")
+			time.Sleep(50 * time.Millisecond) // the unpaused masters ran it
+			go p0.srv.Close()
+			for a.read() != "" { // its reply (an error), then EOF
+			}
+			for _, i := range tc.paused {
+				ms[i].Resume()
+			}
+			b := dialRaw(t, p1.addr)
+			rB := b.cmd("EVALSHA", sha, "1", key, val, "22", "10000")
+			if rB != "+OK\r\n" {
+				t.Fatalf("the retry through the other proxy: %q", rB)
+			}
+			time.Sleep(400 * time.Millisecond) // anything left of the closed proxy's attempt runs
+			c := dialRaw(t, p1.addr)
+			if rC := c.cmd("EVALSHA", sha, "1", key, "tokC-0123456789abcdefXYZ-meta", "22", "10000"); rC != "$-1\r\n" {
+				t.Fatalf("a third client inside the retry's 10 s lock: %q; want nil (held)", rC)
+			}
+		})
+	}
+}

@@ -429,20 +429,41 @@ func (s *Server) stopAccepting() {
 	s.mu.Unlock()
 }
 
-// Close stops the server at once: listeners and client connections are
-// closed, in-flight commands are cancelled (an acquisition cancelled this
-// way is released by the engine), every goroutine is waited for, and the
-// engines the server created are closed. Idempotent.
+// Close stops the server: listeners are closed, clients are not read
+// again, in-flight commands are cancelled (an acquisition cancelled this
+// way is released), client connections are closed once those commands
+// ended — at most a per-master timeout and a cleanup timeout later —,
+// every goroutine is waited for, and the engines the server created are
+// closed. Idempotent.
+//
+// The wait is for the grant rule's (d): a failed library acquisition's
+// cleanup deletes by the client's value where the attempt created the
+// key; a client that saw its connection close before that cleanup ran
+// could retry the same value through another proxy, and the late cleanup
+// would delete the retry's grant.
 func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.stopAccepting()
 		s.cancel()
 		s.mu.Lock()
 		for c := range s.conns {
+			c.nc.SetReadDeadline(time.Now()) // wakes the reader; it sees shutting
+		}
+		s.mu.Unlock()
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		bound := time.NewTimer(s.tr.MasterTimeout(s.eng.Config().MaxTTL) + s.eng.Config().CleanupTimeout + 100*time.Millisecond)
+		select {
+		case <-done:
+		case <-bound.C: // a client that does not read its replies
+		}
+		bound.Stop()
+		s.mu.Lock()
+		for c := range s.conns {
 			c.nc.Close()
 		}
 		s.mu.Unlock()
-		s.wg.Wait()
+		<-done
 		s.workers.release()
 		s.closeEngines()
 	})
