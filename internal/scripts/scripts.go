@@ -153,15 +153,16 @@ var (
 	// counter, advanced as FenceAcquire does), else {0, value, PTTL}.
 	RedissonAcquire = load("proxy", "redisson_acquire")
 	// RedissonFence (KEYS lock, fencing counter; ARGV value, token, value
-	// with the token): if the lock holds the value, raises the counter to
-	// the token (FenceRaise), stores the value with the token (same PTTL)
-	// and returns 1; else 0.
+	// with the token): if the lock holds the value with a TTL, raises the
+	// counter to the token (FenceRaise), stores the value with the token
+	// (same PTTL) and returns 1; else 0 and writes nothing.
 	RedissonFence = load("proxy", "redisson_fence")
 	// RedissonCAS (KEYS lock[, latch]; ARGV expected, new value or "" to
 	// delete, ms, latch value or "" to delete it, latch ms): if the lock
 	// holds the expected value, replaces it (its PTTL raised to ms when
-	// lower, never lowered) or deletes it, sets or deletes the latch, and
-	// returns 1; else 0 and writes nothing.
+	// lower, never lowered; a value without a TTL is never written) or
+	// deletes it, sets or deletes the latch, and returns 1; else 0 and
+	// writes nothing.
 	RedissonCAS = load("proxy", "redisson_cas")
 	// RedissonRead (KEYS lock[, latch]) returns {value or "", PTTL[,
 	// latch value or ""]}.
