@@ -449,8 +449,45 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				}
 			}
 			entries = append(entries, ruleEntry{name: rs.Name, method: "rTable", take: take, keep: renew, na: keepNA})
-		case rUnlock, rForceUnlock:
-			// Not grants: they end holds.
+		case rUnlock:
+			// A nested unlock (count 2 → 1) resets the lease and answers
+			// 0: an extension. (At count 1 it ends the hold.)
+			family := rTable[0].SHA // holds are the same whichever release took them
+			if strings.HasPrefix(rs.Name, "node-redisson") {
+				for _, o := range rTable {
+					if o.Kind == rTryLock && strings.HasPrefix(o.Name, "node-redisson") {
+						family = o.SHA
+					}
+				}
+			}
+			take := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+				var r string
+				for range 2 {
+					if r = x.cmd(x.t, inst, "EVALSHA", family, "1", key, ms(ttl), owner); r != "$-1\r\n" {
+						return outcome{text: r}
+					}
+				}
+				return outcome{granted: true, text: r}
+			}
+			unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+				keys := []string{key, "redisson_lock__channel:" + key}
+				argv := []string{"0", ms(ttl), owner}
+				if rs.LatchArg > 0 {
+					keys = append(keys, "redisson_unlock_latch:"+key+":0123456789abcdef0123456789abcdef")
+				}
+				for len(argv) < rs.Argc {
+					if len(argv) == rs.LatchArg {
+						argv = append(argv, "10000")
+					} else {
+						argv = append(argv, "publish")
+					}
+				}
+				r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
+				return outcome{granted: r == ":0\r\n", text: r}
+			}
+			entries = append(entries, ruleEntry{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA})
+		case rForceUnlock:
+			// Not a grant: it ends the hold.
 		default:
 			t.Errorf("rTable kind %d (%s) is not classified in the grant rule table", rs.Kind, rs.Name)
 		}

@@ -113,7 +113,7 @@ func (rs *rScript) fits(keys, argv [][]byte) bool {
 	case rTryLock, rFencedTryLock, rFencedTryLockToken:
 		return validOwner(argv[1]) && isMillis(argv[0])
 	case rUnlock:
-		return validOwner(argv[2]) && (rs.LatchArg == 0 || isMillis(argv[rs.LatchArg]))
+		return validOwner(argv[2]) && isMillis(argv[1]) && (rs.LatchArg == 0 || isMillis(argv[rs.LatchArg]))
 	case rRenew:
 		for _, o := range argv[1:] {
 			if !validOwner(o) {

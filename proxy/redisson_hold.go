@@ -408,24 +408,31 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	if !isHold || cur.owner != owner {
 		return redcon.AppendNull(dst) // not this owner's (or free, or expired)
 	}
-	newV, res := "", int64(1)
-	var nx rHold
-	if cur.count > 1 {
-		nx = cur.next(-1)
-		newV, res = nx.value(), 0
-	}
-	reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{cur.value(), newV, "0", strconv.FormatInt(res, 10), latchTTL})
-	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() {
-		if res == 1 {
+	if cur.count == 1 {
+		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{cur.value(), "", "0", "1", latchTTL})
+		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() {
 			s.wake(string(keys[1]))
+			return redcon.AppendInt(dst, 1)
 		}
-		return redcon.AppendInt(dst, res)
-	}
-	if res == 0 {
+	} else {
+		// Still held: Redisson's unlock resets the lease (pexpire) and
+		// answers 0 — an extension, so it obeys the grant rule (the lease
+		// at most MaxTTL, no vote from a quarantined master, 0 only
+		// within the lease's validity, checked last).
+		lease := millis(argv[1])
+		nx := cur.next(-1)
+		t1 := time.Now()
+		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{cur.value(), nx.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
+		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+			return redcon.AppendInt(dst, 0)
+		}
 		// Undo the decrement (and its latch) wherever it landed. A failed
 		// delete is not undone: masters that deleted hold no lock, the
 		// others keep it to its lease.
-		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{newV, cur.value(), "0", "", "0"})
+		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{nx.value(), cur.value(), "0", "", "0"})
+		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() {
+			return s.engineErr(engine.ErrGrantedTooLate)
+		}
 	}
 	if err != nil {
 		return s.engineErr(err)

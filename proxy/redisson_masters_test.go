@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
 )
@@ -320,4 +321,51 @@ func TestRedissonCountNeverUnder(t *testing.T) {
 		}
 	}
 	t.Logf("3 holds released by 2 unlocks answering 0 and one answering 1, %d unavailable errors on the way", errs)
+}
+
+// TestRedissonNestedUnlockResetsLease: Redisson's unlock that leaves the
+// count above zero resets the lock's TTL to the lease (pexpire) and
+// answers 0, as one Redis does: with a 2 s lease taken twice and the
+// inner unlock 1.5 s later, another owner is still refused 1 s after it.
+// Through the proxy the decrement kept the old TTL and the other owner
+// was granted (found by the review of issue #30); it is an extension now,
+// through the grant rule (a row of the table).
+func TestRedissonNestedUnlockResetsLease(t *testing.T) {
+	prof := redissonwire.Profiles[0]
+	run := func(addr string) bool {
+		ctx := context.Background()
+		dial := func() *redissonwire.Client {
+			c, err := redissonwire.Dial(ctx, addr, prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			return c
+		}
+		a, b := dial(), dial()
+		const name, lease = "nested:{lease}", 2 * time.Second
+		for range 2 {
+			if ok, _, err := a.TryLock(ctx, name, 1, lease); !ok || err != nil {
+				t.Fatalf("tryLock: %v %v", ok, err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if n, err := a.UnlockLease(ctx, name, 1, lease); n != 0 || err != nil {
+			t.Fatalf("the inner unlock: %d %v; want 0 (still held)", n, err)
+		}
+		time.Sleep(time.Second)
+		ok, _, err := b.TryLock(ctx, name, 2, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	one := mastertest.Start(t, 1)
+	if run(one.Addrs()[0]) {
+		t.Fatal("one redis-server granted the other owner: the test's premise is wrong")
+	}
+	e := startEnv(t, 5, nil)
+	if run(e.addr) {
+		t.Error("through the proxy another owner was granted 1 s after the inner unlock reset the 2 s lease: two holders in Redisson's model")
+	}
 }

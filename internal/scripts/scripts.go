@@ -158,11 +158,12 @@ var (
 	// (same PTTL) and returns 1; else 0 and writes nothing.
 	RedissonFence = load("proxy", "redisson_fence")
 	// RedissonCAS (KEYS lock[, latch]; ARGV expected, new value or "" to
-	// delete, ms, latch value or "" to delete it, latch ms): if the lock
-	// holds the expected value, replaces it (its PTTL raised to ms when
-	// lower, never lowered; a value without a TTL is never written) or
-	// deletes it, sets or deletes the latch, and returns 1; else 0 and
-	// writes nothing.
+	// delete, ms, latch value or "" to delete it, latch ms[, "exact"]): if
+	// the lock holds the expected value, replaces it (its PTTL raised to
+	// ms when lower, never lowered — or set to ms with "exact", as
+	// Redisson's nested unlock resets the lease; a value without a TTL is
+	// never written) or deletes it, sets or deletes the latch, and returns
+	// 1; else 0 and writes nothing.
 	RedissonCAS = load("proxy", "redisson_cas")
 	// RedissonRead (KEYS lock[, latch]) returns {value or "", PTTL[,
 	// latch value or ""]}.

@@ -4,7 +4,7 @@ if ARGV[2] == "" then
 else
   local p = redis.call("pttl",KEYS[1])
   local ms = tonumber(ARGV[3])
-  if p < ms then p = ms end
+  if ARGV[6] == "exact" or p < ms then p = ms end
   if p <= 0 then return 0 end
   redis.call("set",KEYS[1],ARGV[2],"PX",p)
 end

@@ -288,8 +288,15 @@ func (c *Client) LockAt(ctx context.Context, name string, thread int64, lease ti
 // Unlock runs the unlock script: 1 released, 0 still held (re-entered);
 // ErrNotOwner for nil. With the latch (3.24.0+) it then DELs the latch key.
 func (c *Client) Unlock(ctx context.Context, name string, thread int64) (int64, error) {
+	return c.UnlockLease(ctx, name, thread, 30*time.Second)
+}
+
+// UnlockLease is Unlock with the lock's lease (Redisson's
+// internalLockLeaseTime): an unlock that leaves the count above zero
+// resets the lock's TTL to it.
+func (c *Client) UnlockLease(ctx context.Context, name string, thread int64, lease time.Duration) (int64, error) {
 	keys := []string{name, Channel(name)}
-	args := []string{"0", "30000", c.Owner(thread)}
+	args := []string{"0", ms(lease), c.Owner(thread)}
 	latch := ""
 	switch c.Prof.Unlock {
 	case "redisson-3.24.0-unlock":
