@@ -271,16 +271,19 @@ func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
 // master that did not answer may hold the caller's own earlier lock under
 // that token, which this attempt's SET NX left alone, so only the masters
 // that answered that they created the key (counted or quarantined) are
-// released; the others keep what they hold until its TTL.
+// released, and only while the attempt's validity lasts: past it the
+// caller may have given up and taken the same token again, which a
+// release by token would delete. What is not released expires at its TTL.
 func (e *Engine) cleanup(acq *op, l *Lock) {
 	<-acq.all
 	o := e.getOp(opRelease, true, l.cix, acq.first)
 	o.khash, o.key = acq.khash, l.key
 	yes := acq.yes.Load()
+	late := l.callerToken && time.Since(e.epoch) >= time.Duration(e.untilAfter(acq.t1, l.ttl))
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		created := yes&(1<<uint(i)) != 0 || r.err == ErrQuarantined
-		if r.state == -1 && r.err == ErrHeld || l.callerToken && !created {
+		if r.state == -1 && r.err == ErrHeld || l.callerToken && (!created || late) {
 			o.preset[i] = 1 // nothing of this attempt's there: not sent, counted as done
 		}
 	}

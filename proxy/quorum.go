@@ -80,7 +80,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 			// went away: its value may since be a retry's own.
 			s.observeLib(ls, t1, ttl, ctx.Err(), -s.eng.Quorum())
 			if !s.granted(ls, reps, len(keys), t1, ttl) {
-				s.cleanup(ls, keys, token, reps)
+				s.cleanup(ls, keys, token, reps, t1, ttl)
 			}
 			return s.engineErr(ctx.Err())
 		}
@@ -108,7 +108,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	if r := s.undecided(reps); r != nil {
 		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, yes-q)
 		if ls.Op == opAcquire {
-			s.cleanup(ls, keys, token, reps)
+			s.cleanup(ls, keys, token, reps, t1, ttl)
 		}
 		return r
 	}
@@ -125,7 +125,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	}
 	s.observeLib(ls, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == opAcquire {
-		s.cleanup(ls, keys, token, reps)
+		s.cleanup(ls, keys, token, reps, t1, ttl)
 	}
 	if ls.Reply == replyRedsync && missing >= q {
 		return redcon.AppendInt(nil, -1)
@@ -227,16 +227,23 @@ func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
 	return redcon.AppendNull(nil)
 }
 
-// cleanup undoes a failed library acquisition: it deletes keys holding
-// token on the masters whose reply says this attempt created them (a
-// quarantined master's too), waiting at most the engine's
+// cleanup undoes a failed library acquisition sent at t1 for ttl: it
+// deletes keys holding token on the masters whose reply says this attempt
+// created them (a quarantined master's too), waiting at most the engine's
 // CleanupTimeout, whatever became of the client's command. It removes
 // only what the attempt created (docs/safety.md, the grant rule's (d)):
 // the token is the client's, so a master that refused, overwrote the
 // client's own lock (bsm/redislock's re-obtain) or did not answer may
 // hold a valid earlier lock under it; what a master that did not answer
-// may have created expires at its TTL.
-func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []enginex.MasterReply) {
+// may have created expires at its TTL. And only while the attempt's
+// validity lasts: a decision that late (the proxy paused, or a per-master
+// timeout longer than the TTL) may come after the client gave up and
+// took the same value again elsewhere, which a deletion by value would
+// remove; the attempt's keys are then left to their TTL.
+func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
+	if ttl-time.Since(t1)-s.drift(ttl) <= 0 {
+		return
+	}
 	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
 	cmd := appendEvalSha(nil, scripts.CleanupMulti, keys, [][]byte{token})
 	timeout := s.eng.Config().CleanupTimeout

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // TestReobtainFailureKeepsLock: a bsm/redislock client re-obtains its own
@@ -148,6 +150,86 @@ func TestCloseThenRetryElsewhere(t *testing.T) {
 			c := dialRaw(t, p1.addr)
 			if rC := c.cmd("EVALSHA", sha, "1", key, "tokC-0123456789abcdefXYZ-meta", "22", "10000"); rC != "$-1\r\n" {
 				t.Fatalf("a third client inside the retry's 10 s lock: %q; want nil (held)", rC)
+			}
+		})
+	}
+}
+
+// TestLateDecisionLeavesKeys: a proxy whose answers come back after the
+// attempt's validity (here: its masters behind relays adding 600 ms each
+// way, a 2 s per-master timeout, a 1 s TTL; in production a proxy paused
+// between the answers and its decision) must not clean up by the
+// client's value: the client gave up meanwhile and took the same value
+// again through another proxy — bsm/redislock re-obtaining its lock, or
+// redsync releasing its value and setting it again — and the late
+// deletion removed that grant; a third client was granted inside it.
+// Found by the review of issue #30.
+func TestLateDecisionLeavesKeys(t *testing.T) {
+	obtain := redis.NewScript(scripts.Lib("bsm-redislock-v0.10.0-obtain"))
+	release := redis.NewScript(scripts.Lib("redis.io-compare-and-delete"))
+	for _, tc := range []struct {
+		name  string
+		first func(ctx context.Context, c *redis.Client, key, v string) error
+		again func(ctx context.Context, c *redis.Client, key, v string) error
+	}{
+		{"bsm re-obtain", func(ctx context.Context, c *redis.Client, key, v string) error {
+			return obtain.Run(ctx, c, []string{key}, v, len(v), "1000").Err()
+		}, func(ctx context.Context, c *redis.Client, key, v string) error {
+			return obtain.Run(ctx, c, []string{key}, v, len(v), "1000").Err()
+		}},
+		{"SET NX PX, released and set again", func(ctx context.Context, c *redis.Client, key, v string) error {
+			return c.SetNX(ctx, key, v, time.Second).Err()
+		}, func(ctx context.Context, c *redis.Client, key, v string) error {
+			release.Run(ctx, c, []string{key}, v)
+			if ok, err := c.SetNX(ctx, key, v, time.Second).Result(); !ok {
+				return fmt.Errorf("not granted: %v", err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := mastertest.Start(t, 5)
+			mastertest.RequireReal(t, set)
+			var relays []*relay.Relay
+			var addrs []string
+			for _, a := range set.Addrs() {
+				r, err := relay.Start(a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Close() })
+				relays, addrs = append(relays, r), append(addrs, r.Addr())
+			}
+			p1 := startEnvOn(t, set, func(c *Config) { c.EngineConfig.Addrs, c.EngineConfig.MasterTimeout = addrs, 2*time.Second })
+			p2 := startEnvOn(t, set, nil)
+			ctx := context.Background()
+			c1 := redis.NewClient(&redis.Options{Addr: p1.addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+			c2 := redis.NewClient(&redis.Options{Addr: p2.addr, MaxRetries: -1})
+			t.Cleanup(func() { c1.Close(); c2.Close() })
+			if err := c1.Ping(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			obtain.Load(ctx, c1)
+			const key, v = "late:{k}", "tokenA-0123456789abcdef"
+			for _, r := range relays {
+				r.SetDelay(600 * time.Millisecond) // lands at 600 ms, answers at 1200 ms
+			}
+			first := make(chan error, 1)
+			go func() { first <- tc.first(ctx, c1, key, v) }()
+			time.Sleep(650 * time.Millisecond)
+			for _, r := range relays {
+				r.SetDelay(0) // a cleanup would travel at once
+			}
+			// The client gave up on the first attempt: the same value
+			// again, through the other proxy.
+			if err := tc.again(ctx, c2, key, v); err != nil {
+				t.Fatalf("the same value through the other proxy: %v", err)
+			}
+			granted := time.Now()
+			<-first
+			time.Sleep(50 * time.Millisecond)
+			if ok, err := c2.SetNX(ctx, key, "other-0123456789abcdef", time.Second).Result(); ok && time.Since(granted) < 900*time.Millisecond {
+				t.Fatalf("a third client granted %v into the second grant's 1 s lock (%v)", time.Since(granted), err)
 			}
 		})
 	}
