@@ -381,6 +381,10 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	key, owner := string(keys[0]), string(argv[2])
 	rkeys, latchTTL := []string{key}, "0"
 	if rs.LatchArg > 0 {
+		if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
+			// The latch key would not share the lock's slot.
+			return redcon.AppendError(dst, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
+		}
 		rkeys = append(rkeys, rLatchKey(key, string(keys[2])))
 		latchTTL = msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL))
 	}

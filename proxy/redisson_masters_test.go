@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
@@ -367,5 +369,35 @@ func TestRedissonNestedUnlockResetsLease(t *testing.T) {
 	e := startEnv(t, 5, nil)
 	if run(e.addr) {
 		t.Error("through the proxy another owner was granted 1 s after the inner unlock reset the 2 s lease: two holders in Redisson's model")
+	}
+}
+
+// TestRedissonLatchOnCluster: on a cluster member the unlock latch lives
+// in the lock's slot; a lock whose hash tag contains a brace ("{}x":
+// the whole name) cannot have one there, and its 3.24+ unlock says so
+// instead of answering unavailable with CROSSSLOT until the lease ends
+// (found by the review of issue #30). A plain name unlocks.
+func TestRedissonLatchOnCluster(t *testing.T) {
+	ctx := context.Background()
+	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
+	e := startEnvOn(t, lc.Set, func(c *Config) {
+		c.EngineConfig.Addrs, c.EngineConfig.Clusters = nil, []engine.ClusterMember{{Seeds: lc.Addrs()[:2]}}
+	})
+	a, err := redissonwire.Dial(ctx, e.addr, redissonwire.Profiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if ok, _, err := a.TryLock(ctx, "plain", 1, 30*time.Second); !ok || err != nil {
+		t.Fatalf("tryLock plain: %v %v", ok, err)
+	}
+	if n, err := a.Unlock(ctx, "plain", 1); n != 1 || err != nil {
+		t.Fatalf("unlock plain: %d %v", n, err)
+	}
+	if ok, _, err := a.TryLock(ctx, "{}x", 1, 30*time.Second); !ok || err != nil {
+		t.Fatalf("tryLock {}x: %v %v", ok, err)
+	}
+	if _, err := a.Unlock(ctx, "{}x", 1); err == nil || !strings.Contains(err.Error(), "cannot keep its unlock latch") {
+		t.Fatalf("unlock {}x: %v; want the latch refusal", err)
 	}
 }
