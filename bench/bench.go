@@ -480,7 +480,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		addr, err := metrics.Serve(mctx, cfg.MetricsAddr, reg)
+		addr, err := metrics.Serve(mctx, cfg.MetricsAddr, reg, nil) // the bench's engines come and go: no readiness
 		if err != nil {
 			return Result{}, fmt.Errorf("%w: metrics server: %w", ErrBadConfig, err)
 		}

@@ -336,3 +336,31 @@ func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 	e.cfg.Logger.Warn("engine: master quarantined: "+why+"; its grants do not count until the quarantine ends",
 		"master", i, "addr", sc.Addr, "run_id", sc.Info.RunID, "uptime", sc.Info.Uptime, "until", until.Format(time.RFC3339Nano), "period", period)
 }
+
+// Voting returns nil when a quorum of masters vote now — up, and out of
+// restart quarantine —, and otherwise an error matching [ErrUnavailable]
+// that says how many vote and, for each master that does not, why: down
+// (with the dial error, a [*MasterError]) or in quarantine until when.
+// It is what a readiness probe asks (`redlock proxy --metrics-addr`
+// serves it at /readyz); it does not contact the masters.
+func (e *Engine) Voting() error {
+	st := e.Status()
+	until := e.Stats().QuarantinedUntil
+	voting := 0
+	var errs []error
+	for i, m := range st {
+		switch {
+		case !m.Up:
+			errs = append(errs, &MasterError{Master: i, Addr: m.Addr, Err: fmt.Errorf("down: %w", m.Err)})
+		case m.Quarantined:
+			errs = append(errs, &MasterError{Master: i, Addr: m.Addr, Err: fmt.Errorf("%w until %s (in %s)", ErrQuarantined,
+				until[i].Format(time.RFC3339), time.Until(until[i]).Round(time.Second))})
+		default:
+			voting++
+		}
+	}
+	if voting >= e.q {
+		return nil
+	}
+	return errors.Join(append([]error{fmt.Errorf("%w: %d/%d masters vote (quorum %d)", ErrUnavailable, voting, e.n, e.q)}, errs...)...)
+}

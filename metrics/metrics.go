@@ -14,6 +14,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -352,16 +353,31 @@ func Handler(reg prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Serve serves reg on addr at /metrics until ctx ends. It returns once
-// the listener is open (its address, for ":0"), or the listen error;
-// the server shuts down in the background when ctx ends.
-func Serve(ctx context.Context, addr string, reg prometheus.Gatherer) (net.Addr, error) {
+// Serve serves reg on addr at /metrics until ctx ends, with the probes a
+// load balancer or Kubernetes asks: /healthz answers 200 while the
+// process serves, /readyz 200 when ready returns nil (or ready is nil)
+// and 503 with ready's error otherwise — for a proxy, [engine.Engine.Voting]:
+// a quorum of masters up and out of restart quarantine. It returns once
+// the listener is open (its address, for ":0"), or the listen error; the
+// server shuts down in the background when ctx ends.
+func Serve(ctx context.Context, addr string, reg prometheus.Gatherer, ready func() error) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", Handler(reg))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, err.Error()+"\n")
+				return
+			}
+		}
+		io.WriteString(w, "ready\n")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	context.AfterFunc(ctx, func() {

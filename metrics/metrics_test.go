@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,7 +39,7 @@ func TestMetricsMove(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +191,7 @@ func TestClusterMetrics(t *testing.T) {
 	if _, err := e.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +247,7 @@ func TestProxySeries(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,4 +271,66 @@ func TestProxySeries(t *testing.T) {
 	}
 	mu.Unlock()
 	expect(10) // read at scrape time
+}
+
+// TestProbes: /healthz answers 200 while the process serves; /readyz
+// answers 503 while too few masters vote — here all three were started a
+// moment ago and the engine does not declare them fresh, so they are in
+// restart quarantine (MaxTTL 2 s) — with the reason, and 200 once they
+// vote; 503 again when two of three are killed.
+func TestProbes(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), MaxTTL: 2 * time.Second, MasterTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", metrics.NewRegistry(), e.Voting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		r, err := http.Get("http://" + addr.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	if _, err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
+	}
+	code, body := get("/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "restart quarantine until") || !strings.Contains(body, "0/3 masters vote") {
+		t.Fatalf("/readyz with every master in quarantine: %d %q", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for code, body = get("/readyz"); code != http.StatusOK; code, body = get("/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz after the quarantine: %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, m := range set.Masters()[:2] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for code, body = get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "down"); code, body = get("/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz with 2 of 3 masters killed: %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz with the masters down: %d", code)
+	}
 }

@@ -41,7 +41,7 @@ func startMetricsEnv(t *testing.T, mod func(*Config)) *metricsEnv {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg)
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.srv.Engine().Voting)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,11 +186,11 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		addr, err := metrics.Serve(mctx, o.metricsAddr, reg)
+		addr, err := metrics.Serve(mctx, o.metricsAddr, reg, srv.Engine().Voting)
 		if err != nil {
 			return usageError{fmt.Errorf("--metrics-addr: %w", err)}
 		}
-		fmt.Fprintf(stdout, "redlock proxy metrics at http://%s/metrics\n", addr)
+		fmt.Fprintf(stdout, "redlock proxy metrics at http://%s/metrics (probes: /healthz, /readyz)\n", addr)
 	}
 	if o.pprofAddr != "" {
 		ps, err := pprofsrv.Start(o.pprofAddr)
