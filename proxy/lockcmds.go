@@ -47,7 +47,10 @@ func (c *client) cmdSet(args [][]byte) *call {
 			return errCall(msgSetForm)
 		}
 	}
-	if !nx || ttl == 0 {
+	if nx && ttl == 0 {
+		return errCall(msgSetNoTTL)
+	}
+	if !nx {
 		return errCall(msgSetForm)
 	}
 	return c.acquire(args, ttl, false)

@@ -119,7 +119,7 @@ func TestCommands(t *testing.T) {
 		{"set px nx lower", []string{"set", "c:2", "t1", "px", "10000", "nx"}, "+OK\r\n"},
 		{"set ex", []string{"SET", "c:3", "t1", "Ex", "10", "nX"}, "+OK\r\n"},
 		{"set plain", []string{"SET", "c:4", "v"}, "-ERR redlock proxy: only SET*"},
-		{"set nx only", []string{"SET", "c:4", "v", "NX"}, "-ERR redlock proxy: only SET*"},
+		{"set nx only", []string{"SET", "c:4", "v", "NX"}, "-ERR redlock proxy: SET NX without PX or EX: a lock without a TTL would never be released if its holder died*"},
 		{"set xx", []string{"SET", "c:4", "v", "XX", "PX", "100"}, "-ERR redlock proxy: only SET*"},
 		{"set keepttl", []string{"SET", "c:4", "v", "NX", "KEEPTTL"}, "-ERR redlock proxy: only SET*"},
 		{"set px twice", []string{"SET", "c:4", "v", "NX", "PX", "100", "EX", "1"}, "-ERR syntax error\r\n"},

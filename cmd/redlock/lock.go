@@ -181,6 +181,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		h, closeFn, err = proxyAcquire(ctx, o, log)
 	} else {
+		if o.ttl > ec.MaxTTL {
+			return usageError{fmt.Errorf("--ttl %v is longer than --max-ttl %v: raise --max-ttl, on every process that locks on these masters; a master that restarted then waits that much longer before it votes (restart quarantine)", o.ttl, ec.MaxTTL)}
+		}
 		h, closeFn, err = engineAcquire(ctx, o, &mf, ec, log)
 	}
 	if err != nil {

@@ -705,3 +705,14 @@ func TestLockKeptWhileValid(t *testing.T) {
 		})
 	}
 }
+
+// TestLockTTLOverCap: a --ttl over --max-ttl is a usage error (exit 2)
+// that names the flag to raise and what raising it costs, before any
+// master is asked; it was exit 1 with the engine's error naming a
+// library field (issue #31 item 2).
+func TestLockTTLOverCap(t *testing.T) {
+	code, stderr := runLock("--masters", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--ttl", "5m", "job", "--", "true")
+	if code != 2 || !strings.Contains(stderr, "--max-ttl") || !strings.Contains(stderr, "restart quarantine") || strings.Contains(stderr, "Config.") {
+		t.Fatalf("--ttl 5m with the default --max-ttl: exit %d, stderr:\n%s\nwant exit 2 naming --max-ttl and its cost", code, stderr)
+	}
+}
