@@ -230,7 +230,9 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		k.chk.Leave(key, id)
 	}
 	for range count {
-		if _, err := k.redisson(rng, w).Unlock(k.ctx, key, thread); err != nil {
+		// With the lock's lease, as Redisson sends its internalLockLeaseTime:
+		// a nested unlock resets the TTL to it (an extension, at most MaxTTL).
+		if _, err := k.redisson(rng, w).UnlockLease(k.ctx, key, thread, ttl); err != nil {
 			break
 		}
 	}
