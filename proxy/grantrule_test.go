@@ -19,7 +19,6 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
-	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // The grant rule (docs/safety.md, "The grant rule"; ../shared/DESIGN.md
@@ -718,16 +717,7 @@ func TestGrantRule(t *testing.T) {
 		})
 		t.Run("latency", func(t *testing.T) {
 			set := mastertest.Start(t, 5)
-			var relays []*relay.Relay
-			var addrs []string
-			for _, a := range set.Addrs() {
-				r, err := relay.Start(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { r.Close() })
-				relays, addrs = append(relays, r), append(addrs, r.Addr())
-			}
+			relays, addrs := startRelays(t, set.Addrs())
 			x := startRuleRunOn(t, set, cli, func(i int, c *Config) {
 				if i == 1 {
 					c.EngineConfig.Addrs = addrs

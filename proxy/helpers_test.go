@@ -13,6 +13,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // env is a proxy in front of real local masters, plus direct clients to
@@ -131,4 +132,21 @@ func requirePeer(t *testing.T, what string, ok bool) {
 func haveCmd(name string) bool {
 	_, err := exec.LookPath(name)
 	return err == nil
+}
+
+// startRelays starts a relay (internal/test/relay) in front of each
+// address, closed when t ends; it returns them and their addresses.
+func startRelays(t *testing.T, targets []string) ([]*relay.Relay, []string) {
+	t.Helper()
+	var relays []*relay.Relay
+	var addrs []string
+	for _, a := range targets {
+		r, err := relay.Start(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		relays, addrs = append(relays, r), append(addrs, r.Addr())
+	}
+	return relays, addrs
 }

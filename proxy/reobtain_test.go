@@ -12,7 +12,6 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
-	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // TestReobtainFailureKeepsLock: a bsm/redislock client re-obtains its own
@@ -190,16 +189,7 @@ func TestLateDecisionLeavesKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			set := mastertest.Start(t, 5)
 			mastertest.RequireReal(t, set)
-			var relays []*relay.Relay
-			var addrs []string
-			for _, a := range set.Addrs() {
-				r, err := relay.Start(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { r.Close() })
-				relays, addrs = append(relays, r), append(addrs, r.Addr())
-			}
+			relays, addrs := startRelays(t, set.Addrs())
 			p1 := startEnvOn(t, set, func(c *Config) { c.EngineConfig.Addrs, c.EngineConfig.MasterTimeout = addrs, 2*time.Second })
 			p2 := startEnvOn(t, set, nil)
 			ctx := context.Background()
