@@ -61,7 +61,8 @@ func (e *Engine) lockTTL(ttl time.Duration) (time.Duration, error) {
 		return 0, errBadTTL
 	}
 	if ttl > e.cfg.MaxTTL {
-		return 0, fmt.Errorf("%w: ttl %v is longer than the maximum TTL %v (Config.MaxTTL, --max-ttl: the restart quarantine period rests on it)", ErrBadArgument, ttl, e.cfg.MaxTTL)
+		return 0, fmt.Errorf("%w: ttl %v is longer than the maximum TTL %v: raise %s to at least %v (this also lengthens the restart "+
+			"quarantine, in which restarted masters do not vote, to that long), or use a shorter TTL", ErrBadArgument, ttl, e.cfg.MaxTTL, e.cfg.Names.MaxTTL, ttl)
 	}
 	return ttl, nil
 }

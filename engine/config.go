@@ -40,6 +40,15 @@ const (
 	DefaultFenceKey = "redlock:fence"
 )
 
+// Names name the settings that errors point to: how the user of the
+// program changes them (see Config.Names). An empty field selects the
+// Config field's name.
+type Names struct {
+	MaxTTL        string // Config.MaxTTL
+	FreshMasters  string // Config.FreshMasters
+	MasterTimeout string // Config.MasterTimeout
+}
+
 // Config configures an [Engine].
 type Config struct {
 	// Addrs are the standalone masters' host:port addresses. Addrs and
@@ -106,6 +115,10 @@ type Config struct {
 	// start plus the period, because it may have lost locks that other
 	// processes still hold. Never set it for masters other processes use.
 	FreshMasters bool
+	// Names are how the engine's errors name the settings that change
+	// what they report. Default: the fields of Config ("Config.MaxTTL");
+	// a command-line program names its flags instead ("--max-ttl").
+	Names Names
 	// FenceKey is the key of the fencing counter on every master (default
 	// [DefaultFenceKey]): one counter per master, for every lock key (see
 	// [WithFencing]). Nothing else may write it.
@@ -211,6 +224,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FenceKey == "" {
 		c.FenceKey = DefaultFenceKey
+	}
+	for _, n := range []struct {
+		f   *string
+		def string
+	}{{&c.Names.MaxTTL, "Config.MaxTTL"}, {&c.Names.FreshMasters, "Config.FreshMasters"}, {&c.Names.MasterTimeout, "Config.MasterTimeout"}} {
+		if *n.f == "" {
+			*n.f = n.def
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

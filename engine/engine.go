@@ -40,6 +40,7 @@ type Engine struct {
 	mlog       []masterLog // guarded by logMu
 	upCount    int         // guarded by logMu
 	quorumLost bool        // guarded by logMu
+	quorumSeen bool        // a quorum voted once (guarded by logMu): only then can it be lost
 	// lastRun is the run_id of the server last met at each address of
 	// each member (restart quarantine, quarantineFrom). Guarded by logMu.
 	lastRun map[serverAt]string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // ErrNotAcquired is matched by the error of an acquisition that a quorum of
@@ -18,7 +19,7 @@ var ErrNotAcquired = errors.New("engine: lock not acquired")
 // that fails this way matches ErrUnavailable and not [ErrNotAcquired]; an
 // Unlock or Extend matches both ErrUnavailable and [ErrLockLost] (the
 // holder can no longer count on it).
-var ErrUnavailable = errors.New("engine: no quorum of masters answered")
+var ErrUnavailable = errors.New("engine: unavailable: too few masters could vote")
 
 // ErrLockLost is matched by the error of Unlock or Extend when a quorum of
 // masters no longer holds the lock's token (it expired or was taken over).
@@ -45,10 +46,36 @@ var ErrHeld = errors.New("engine: key held on master")
 // token on release, extend or the fencing write-back (see [WithFencing]).
 var ErrNotHeld = errors.New("engine: token not held on master")
 
-// ErrQuarantined is the per-master cause recorded when a master granted
-// an acquire or extend, or confirmed a fencing write-back, while in restart
-// quarantine: the answer does not count (see Config.DisableQuarantine).
+// ErrQuarantined is matched by the per-master cause recorded when a master
+// granted an acquire or extend, or confirmed a fencing write-back, while in
+// restart quarantine: the answer does not count (see
+// Config.DisableQuarantine). The cause is a [*QuarantineError], which says
+// when the quarantine ends.
 var ErrQuarantined = errors.New("engine: master in restart quarantine")
+
+// QuarantineError is the per-master cause of a master in restart
+// quarantine: it answered, but its grants do not count until Until. It
+// matches [ErrQuarantined].
+type QuarantineError struct {
+	Until time.Time // when the master votes again
+}
+
+// Error implements the error interface: the end, and how long from now.
+func (e *QuarantineError) Error() string {
+	return fmt.Sprintf("%v until %s (in %s)", ErrQuarantined, e.Until.UTC().Format(time.RFC3339), untilNow(e.Until))
+}
+
+// Is matches ErrQuarantined.
+func (e *QuarantineError) Is(target error) bool { return target == ErrQuarantined }
+
+// untilNow is how long from now to t, rounded to what a reader needs.
+func untilNow(t time.Time) time.Duration {
+	d := time.Until(t)
+	if d < 10*time.Second {
+		return max(d.Round(100*time.Millisecond), 0)
+	}
+	return d.Round(time.Second)
+}
 
 // ErrGrantedTooLate is the cause of an acquisition or extension that got a
 // quorum too late: the elapsed time plus drift used up the TTL. (A held
@@ -89,39 +116,110 @@ func (e *MasterError) Unwrap() error { return e.Err }
 
 // QuorumError reports an operation that did not reach a quorum. It matches
 // its sentinel (ErrNotAcquired for acquire, ErrLockLost for release and
-// extend) — or, when fewer than a quorum answered at all, ErrUnavailable
-// (for acquire instead of ErrNotAcquired, for release and extend as well
-// as ErrLockLost) — and unwraps to the per-master errors.
+// extend) — or, when fewer than a quorum of masters voted (answered yes or
+// no, out of restart quarantine), ErrUnavailable (for acquire instead of
+// ErrNotAcquired, for release and extend as well as ErrLockLost) — and
+// unwraps to the per-master errors.
 type QuorumError struct {
 	Op       string // "acquire", "release", "extend"
 	Granted  int    // masters that said yes
-	Answered int    // masters that answered yes or no (not down, not timed out)
-	Total    int    // masters contacted
-	Quorum   int    // yes answers needed
-	Masters  []error
+	Held     int    // masters that said no: the key is held (acquire), or the token is not (release, extend)
+	Answered int    // masters that answered: Granted + Held + Quarantined (not down, not timed out)
+	// Quarantined masters answered, but are in restart quarantine: their
+	// grants do not count (each one's [*QuarantineError] says until when).
+	Quarantined int
+	Total       int // masters contacted
+	Quorum      int // yes answers needed
+	// VotesAt, when not zero, is when enough of the masters that answered
+	// leave restart quarantine for a quorum of them to vote: the
+	// quarantine alone kept the quorum away.
+	VotesAt time.Time
+	Masters []error
+	// hint says what the caller can do (declaring fresh masters), named
+	// as Config.Names says; "" when nothing.
+	hint     string
 	sentinel error
-	// unavailable: fewer than Quorum answered; the error also matches
+	// unavailable: fewer than Quorum voted; the error also matches
 	// ErrUnavailable.
 	unavailable bool
 }
 
-// Error implements the error interface.
+// Error implements the error interface: the counts, when a quorum votes
+// if the quarantine is what stands in the way, and the masters that did
+// not say yes, grouped by what they said.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
+	s := e.sentinel
 	if e.unavailable {
-		fmt.Fprintf(&b, "%v: %s: %d/%d masters answered, %d granted (quorum %d)", ErrUnavailable, e.Op, e.Answered, e.Total, e.Granted, e.Quorum)
-	} else {
-		fmt.Fprintf(&b, "%v: %s: %d/%d masters (quorum %d)", e.sentinel, e.Op, e.Granted, e.Total, e.Quorum)
+		s = ErrUnavailable
 	}
-	for i, m := range e.Masters {
+	fmt.Fprintf(&b, "%v: %s: %d/%d masters answered: %d granted, %d %s", s, e.Op, e.Answered, e.Total, e.Granted, e.Held, heldWord(e.Op))
+	if e.Quarantined > 0 {
+		fmt.Fprintf(&b, ", %d in restart quarantine", e.Quarantined)
+	}
+	fmt.Fprintf(&b, " (quorum %d)", e.Quorum)
+	if !e.VotesAt.IsZero() {
+		fmt.Fprintf(&b, "; a quorum votes from %s (in %s)", e.VotesAt.UTC().Format(time.RFC3339), untilNow(e.VotesAt))
+	}
+	if e.hint != "" {
+		b.WriteString("; " + e.hint)
+	}
+	writeMasters(&b, e.Masters)
+	return b.String()
+}
+
+// heldWord names a "no" answer of op.
+func heldWord(op string) string {
+	switch op {
+	case "acquire", "holder":
+		return "held"
+	}
+	return "not held"
+}
+
+// writeMasters appends ": " and the per-master errors, those with the
+// same cause together ("master 1 (a), master 3 (b): timed out"), so that
+// five masters failing alike read as one cause.
+func writeMasters(b *strings.Builder, errs []error) {
+	type group struct {
+		key, cause string // cause without the master's address, and with it
+		who        []string
+	}
+	var groups []group
+	for _, err := range errs {
+		who, cause, key := "", err.Error(), ""
+		if me := (*MasterError)(nil); errors.As(err, &me) && me.Err != nil {
+			who, cause = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error()
+			// A dial error names the master's address again.
+			key = strings.ReplaceAll(cause, me.Addr, "…")
+		}
+		j := 0
+		for j < len(groups) && (groups[j].key != key || who == "") {
+			j++
+		}
+		if j == len(groups) {
+			groups = append(groups, group{key: key, cause: cause})
+		}
+		if who != "" {
+			groups[j].who = append(groups[j].who, who)
+		}
+	}
+	for i := range groups {
+		if len(groups[i].who) > 1 {
+			groups[i].cause = groups[i].key
+		}
+	}
+	for i, g := range groups {
 		if i == 0 {
 			b.WriteString(": ")
 		} else {
 			b.WriteString("; ")
 		}
-		b.WriteString(m.Error())
+		if len(g.who) > 0 {
+			b.WriteString(strings.Join(g.who, ", ") + ": ")
+		}
+		b.WriteString(g.cause)
 	}
-	return b.String()
 }
 
 // Is matches the operation's sentinel, and ErrUnavailable when fewer than

@@ -70,8 +70,17 @@ func (v *env) waitConnected() {
 	v.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := v.e.WaitReady(ctx); err != nil {
-		v.tb.Fatalf("WaitReady: %v", err)
+	// WaitReady waits for each master's first connect only: after a
+	// restart it reports the reconnects still under way. Ask again.
+	for {
+		_, err := v.e.WaitReady(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			v.tb.Fatalf("WaitReady: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	for i := range v.direct {
 		for _, c := range enginex.Open(v.e).Conns(i) {

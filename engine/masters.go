@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -31,6 +33,8 @@ type MasterStatus struct {
 	// Quarantined: it may have started less than the quarantine period ago: its
 	// grants do not count yet (docs/safety.md).
 	Quarantined bool
+	// QuarantinedUntil is when its quarantine ends, when Quarantined.
+	QuarantinedUntil time.Time
 }
 
 // Status returns every master's state now.
@@ -38,13 +42,16 @@ func (e *Engine) Status() []MasterStatus {
 	out := make([]MasterStatus, e.n)
 	for i, cs := range e.conns {
 		if cl := e.cluster(i); cl != nil {
-			out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Quarantined: e.quarantined(i)}
+			out[i] = MasterStatus{Index: i, Addr: e.addrs[i]}
 			out[i].Up, out[i].Err = cl.Up() // slot map loaded and a node connected
-			continue
+		} else {
+			out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info()}
+			if !out[i].Up {
+				out[i].Err = cs[0].DownErr()
+			}
 		}
-		out[i] = MasterStatus{Index: i, Addr: e.addrs[i], Up: cs[0].Connected(), Info: cs[0].Info(), Quarantined: e.quarantined(i)}
-		if !out[i].Up {
-			out[i].Err = cs[0].DownErr()
+		if e.quarantined(i) {
+			out[i].Quarantined, out[i].QuarantinedUntil = true, e.quarantineEnd(i)
 		}
 	}
 	return out
@@ -104,7 +111,17 @@ func (e *Engine) WaitReady(ctx context.Context) ([]MasterStatus, error) {
 		}
 	}
 	if up < e.q {
-		errs = append(errs, fmt.Errorf("%w: %d/%d masters reachable, quorum %d", ErrUnavailable, up, e.n, e.q))
+		refused := 0
+		for _, m := range st {
+			if !m.Up && errors.Is(m.Err, conn.ErrAuth) {
+				refused++
+			}
+		}
+		if refused > 0 {
+			errs = append(errs, fmt.Errorf("%w: %d/%d masters up, quorum %d: %d refused the credentials", ErrUnavailable, up, e.n, e.q, refused))
+		} else {
+			errs = append(errs, fmt.Errorf("%w: %d/%d masters reachable, quorum %d", ErrUnavailable, up, e.n, e.q))
+		}
 		for _, m := range st {
 			if !m.Up {
 				errs = append(errs, &MasterError{Master: m.Index, Addr: m.Addr, Err: m.Err})
@@ -196,7 +213,11 @@ func (e *Engine) checkQuorum(down bool) {
 	case voting >= e.q && e.quorumLost:
 		e.quorumLost = false
 		e.cfg.Logger.Info("engine: quorum regained", "up", e.upCount, "voting", voting, "masters", e.n, "quorum", e.q)
-	case voting < e.q && !e.quorumLost && down:
+	case voting >= e.q && !e.quorumSeen:
+		e.quorumSeen = true
+		e.cfg.Logger.Info("engine: a quorum of masters votes: locks can be taken", "up", e.upCount, "voting", voting, "masters", e.n, "quorum", e.q)
+	case voting < e.q && !e.quorumLost && down && e.quorumSeen:
+		// (Never before a quorum voted: there was none to lose.)
 		e.quorumLost = true
 		e.cfg.Logger.Error("engine: quorum lost: locks cannot be taken until a quorum of masters is up and out of quarantine",
 			"up", e.upCount, "voting", voting, "masters", e.n, "quorum", e.q)
@@ -339,13 +360,14 @@ func (e *Engine) quarantineFrom(i int, sc conn.StateChange) {
 
 // Voting returns nil when a quorum of masters vote now — up, and out of
 // restart quarantine —, and otherwise an error matching [ErrUnavailable]
-// that says how many vote and, for each master that does not, why: down
-// (with the dial error, a [*MasterError]) or in quarantine until when.
-// It is what a readiness probe asks (`redlock proxy --metrics-addr`
-// serves it at /readyz); it does not contact the masters.
+// that says how many vote, when a quorum will if the quarantine is what
+// stands in the way, and for each master that does not vote why: down
+// (with the dial error) or in quarantine (a [*QuarantineError], matching
+// [ErrQuarantined], with its end), each in a [*MasterError]. It is what a
+// readiness probe asks (`redlock proxy --metrics` serves it at /readyz);
+// it does not contact the masters.
 func (e *Engine) Voting() error {
 	st := e.Status()
-	until := e.Stats().QuarantinedUntil
 	voting := 0
 	var errs []error
 	for i, m := range st {
@@ -353,8 +375,7 @@ func (e *Engine) Voting() error {
 		case !m.Up:
 			errs = append(errs, &MasterError{Master: i, Addr: m.Addr, Err: fmt.Errorf("down: %w", m.Err)})
 		case m.Quarantined:
-			errs = append(errs, &MasterError{Master: i, Addr: m.Addr, Err: fmt.Errorf("%w until %s (in %s)", ErrQuarantined,
-				until[i].Format(time.RFC3339), time.Until(until[i]).Round(time.Second))})
+			errs = append(errs, &MasterError{Master: i, Addr: m.Addr, Err: &QuarantineError{Until: m.QuarantinedUntil}})
 		default:
 			voting++
 		}
@@ -362,5 +383,118 @@ func (e *Engine) Voting() error {
 	if voting >= e.q {
 		return nil
 	}
-	return errors.Join(append([]error{fmt.Errorf("%w: %d/%d masters vote (quorum %d)", ErrUnavailable, voting, e.n, e.q)}, errs...)...)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d masters vote (quorum %d)", voting, e.n, e.q)
+	at, hint := e.outlook(st)
+	if !at.IsZero() {
+		fmt.Fprintf(&b, "; a quorum votes from %s (in %s)", at.UTC().Format(time.RFC3339), untilNow(at))
+	}
+	if hint != "" {
+		b.WriteString("; " + hint)
+	}
+	writeMasters(&b, errs)
+	return &votingError{msg: b.String(), masters: errs}
+}
+
+// QuarantineOutlook says when a quorum of the masters that are up votes,
+// if restart quarantine is what keeps it from voting now (zero otherwise:
+// a quorum votes now, or too few masters are up for any time to be
+// told), and hint, the advice to declare the masters fresh where it could
+// be true (every master started less than the quarantine period ago), or
+// "". It does not contact the masters.
+func (e *Engine) QuarantineOutlook() (votesAt time.Time, hint string) {
+	return e.outlook(e.Status())
+}
+
+func (e *Engine) outlook(st []MasterStatus) (time.Time, string) {
+	now := time.Now()
+	at := make([]time.Time, 0, len(st))
+	quarantined := false
+	for _, m := range st {
+		switch {
+		case m.Quarantined:
+			quarantined = true
+			at = append(at, m.QuarantinedUntil)
+		case m.Up:
+			at = append(at, now)
+		}
+	}
+	if !quarantined {
+		return time.Time{}, ""
+	}
+	return quorumAt(at, e.q), e.freshHint(st)
+}
+
+// votingError is Voting's error: it matches ErrUnavailable and unwraps to
+// the per-master errors.
+type votingError struct {
+	msg     string
+	masters []error
+}
+
+func (e *votingError) Error() string        { return ErrUnavailable.Error() + ": " + e.msg }
+func (e *votingError) Is(target error) bool { return target == ErrUnavailable }
+func (e *votingError) Unwrap() []error      { return e.masters }
+
+// quorumEnd is when master i's quarantine ends (now if it has).
+func (e *Engine) quarantineEnd(i int) time.Time {
+	if until := e.quar[i].Load(); until != 0 {
+		return e.epoch.Add(time.Duration(until))
+	}
+	return time.Now()
+}
+
+// quarantineErr is the cause recorded for master i's answer in quarantine.
+func (e *Engine) quarantineErr(i int) error { return &QuarantineError{Until: e.quarantineEnd(i)} }
+
+// quorumAt returns when q of the masters whose vote times are at vote —
+// now for those that vote, the quarantine's end for those in it — vote:
+// the q-th earliest; zero when fewer than q are listed (the others are
+// down or failed: no time can be told).
+func quorumAt(at []time.Time, q int) time.Time {
+	if len(at) < q {
+		return time.Time{}
+	}
+	slices.SortFunc(at, time.Time.Compare)
+	if !at[q-1].After(time.Now()) {
+		return time.Time{}
+	}
+	return at[q-1]
+}
+
+// explainQuarantine fills in qe, with masters quar answering in
+// quarantine, when a quorum of the masters that answered votes, and the
+// hint to declare fresh masters where it could be true.
+func (e *Engine) explainQuarantine(qe *QuorumError, quar []int) {
+	now := time.Now()
+	at := make([]time.Time, 0, qe.Answered)
+	for range qe.Granted + qe.Held {
+		at = append(at, now)
+	}
+	for _, i := range quar {
+		at = append(at, e.quarantineEnd(i))
+	}
+	qe.VotesAt = quorumAt(at, qe.Quorum)
+	qe.hint = e.freshHint(e.Status())
+}
+
+// freshHint is the hint to declare the masters fresh, when it could be
+// true (the caller saw a master in quarantine): the engine does not trust fresh
+// masters yet, and every master is up and started less than the
+// quarantine period ago (a deployment started a moment ago). A master
+// that has run longer may have served locks: then restarted ones must
+// wait, and nothing is hinted.
+func (e *Engine) freshHint(st []MasterStatus) string {
+	if e.cfg.FreshMasters || e.cfg.DisableQuarantine {
+		return ""
+	}
+	period := e.quarantinePeriod()
+	since := time.Now().Add(-period)
+	for _, m := range st {
+		if !m.Up || m.Info.RunID == "" || m.Info.ConnectedAt.Add(-m.Info.Uptime).Before(since) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("every master started less than %v ago: if they were started empty and have never served locks, "+
+		"declare them fresh (%s) and they vote at once; otherwise they vote when the quarantine ends", period, e.cfg.Names.FreshMasters)
 }

@@ -213,7 +213,18 @@ func (o *op) record(i int, ok bool, cause error) {
 	if all {
 		o.all <- struct{}{}
 	}
-	if (all || (!o.waitAll && (yes >= q || no > n-q))) && o.decided.CompareAndSwap(false, true) {
+	decide := all || (!o.waitAll && (yes >= q || no > n-q))
+	if decide && !all && yes < q && o.notify != nil && !o.refusedByQuorum() {
+		// A watchdog's extension that failed for want of answers (masters
+		// down, timed out) is decided when every master has answered —
+		// each within its request's deadline, the per-master timeout —,
+		// so that the lock's error counts and names what each master
+		// said, not "no answer yet" for the healthy ones. Its lock keeps
+		// its deadline meanwhile (the keeper ends it there). A quorum
+		// saying "not held" decides at once: the lock is lost.
+		decide = false
+	}
+	if decide && o.decided.CompareAndSwap(false, true) {
 		if o.notify != nil {
 			o.notify(o)
 		} else {
@@ -223,6 +234,20 @@ func (o *op) record(i int, ok bool, cause error) {
 	if !ok && cause != ErrHeld && cause != ErrNotHeld && cause != ErrQuarantined {
 		o.e.masterErrs[i].Add(1)
 	}
+}
+
+// refusedByQuorum reports whether so many masters said no (the key held,
+// or the token not held) that no quorum can say yes.
+func (o *op) refusedByQuorum() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	no := 0
+	for _, r := range o.results {
+		if r.state == -1 && (r.err == ErrHeld || r.err == ErrNotHeld) {
+			no++
+		}
+	}
+	return no > o.e.n-o.e.q
 }
 
 // fanout sends o.cmd to every master, one enqueue each.
@@ -311,26 +336,38 @@ func (o *op) quorumError(sentinel error, extra error) error {
 	// before it is counted).
 	yes := o.yes.Load()
 	e := &QuorumError{Op: opNames[o.kind], Granted: bits.OnesCount64(yes), Total: o.e.n, Quorum: o.e.q, sentinel: sentinel}
-	e.Answered = e.Granted
 	if extra != nil {
 		e.Masters = append(e.Masters, extra)
 	}
+	var quar []int
 	for i, r := range o.results {
+		cause := r.err
 		switch {
 		case r.state == -1:
-			if r.err == ErrHeld || r.err == ErrNotHeld {
-				e.Answered++
+			switch {
+			case r.err == ErrHeld || r.err == ErrNotHeld:
+				e.Held++
+			case r.err == ErrQuarantined:
+				quar = append(quar, i)
+				cause = o.e.quarantineErr(i)
 			}
-			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: r.err})
 		case yes&(1<<uint(i)) == 0:
-			e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: errNoAnswer})
+			cause = errNoAnswer
+		default:
+			continue
 		}
+		e.Masters = append(e.Masters, &MasterError{Master: i, Addr: o.e.addrs[i], Err: cause})
 	}
-	if e.Answered < e.Quorum {
+	e.Quarantined = len(quar)
+	e.Answered = e.Granted + e.Held + e.Quarantined
+	if e.Granted+e.Held < e.Quorum {
 		e.unavailable = true
 		if sentinel == ErrNotAcquired {
 			e.sentinel = ErrUnavailable
 		}
+	}
+	if len(quar) > 0 {
+		o.e.explainQuarantine(e, quar)
 	}
 	return e
 }

@@ -113,3 +113,105 @@ func captureStdout(f func() error) (string, error) {
 	w.Close()
 	return string(<-done), ferr
 }
+
+// TestReadmeExampleQuarantine: the README's example against masters
+// started a moment ago, without FreshMasters, as a new user runs it. Every
+// master answers in restart quarantine: the error counts them as answered
+// and quarantined (not "0/5 answered"), says when a quorum votes and how
+// long that is from now, carries the end for code ([engine.QuarantineError],
+// [engine.QuorumError.VotesAt]), and — every master being younger than the
+// quarantine period — says how to declare fresh masters and for which.
+func TestReadmeExampleQuarantine(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set) // an embedded master reports no uptime
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := captureStdout(func() error { return processOrder(ctx, engine.Config{Addrs: set.Addrs()}) })
+	if !errors.Is(err, engine.ErrUnavailable) || !errors.Is(err, engine.ErrQuarantined) {
+		t.Fatalf("README example on masters started a moment ago: %v; want ErrUnavailable and ErrQuarantined", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"5/5 masters answered: 0 granted, 0 held, 5 in restart quarantine (quorum 3)",
+		"; a quorum votes from ", "(in ",
+		"every master started less than 1m0s ago: if they were started empty and have never served locks, declare them fresh (Config.FreshMasters)",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q:\n%s", want, msg)
+		}
+	}
+	var qe *engine.QuorumError
+	var quar *engine.QuarantineError
+	if !errors.As(err, &qe) || !errors.As(err, &quar) {
+		t.Fatalf("want a QuorumError and a QuarantineError in %v", err)
+	}
+	// The masters started before the call, so the end is at most a
+	// period (60s, the default MaxTTL) plus a second (StartedBy) ahead.
+	latest := time.Now().Add(engine.DefaultMaxTTL + time.Second)
+	if qe.VotesAt.Before(start) || qe.VotesAt.After(latest) || quar.Until.Before(start) || quar.Until.After(latest) {
+		t.Errorf("VotesAt %v, Until %v; want both in [%v, %v]", qe.VotesAt, quar.Until, start, latest)
+	}
+	if qe.Answered != 5 || qe.Quarantined != 5 || qe.Granted != 0 || qe.Held != 0 {
+		t.Errorf("Answered %d Quarantined %d Granted %d Held %d; want 5 5 0 0", qe.Answered, qe.Quarantined, qe.Granted, qe.Held)
+	}
+	if strings.Count(msg, "in restart quarantine until") != 1 {
+		t.Errorf("the five quarantined masters are not listed as one cause:\n%s", msg)
+	}
+}
+
+// TestQuarantineHintOnlyWhereTrue: the hint to declare masters fresh is
+// not given when some master has run longer than the quarantine period —
+// it may have served locks, so a restarted one must wait —, and a program
+// that names its flags (Config.Names) gets its flag's name, never a Config
+// field's.
+func TestQuarantineHintOnlyWhereTrue(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	const period = 2 * time.Second
+	time.Sleep(period + 1500*time.Millisecond) // every master older than the period
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, m := range set.Masters()[:3] {
+		if err := m.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := engine.Names{MaxTTL: "--max-ttl", FreshMasters: "--fresh-masters", MasterTimeout: "--master-timeout"}
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), MaxTTL: period, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.WaitReady(ctx)
+	_, err = e.TryLock(ctx, "k", time.Second)
+	if !errors.Is(err, engine.ErrUnavailable) || !strings.Contains(err.Error(), "3 in restart quarantine") || !strings.Contains(err.Error(), "a quorum votes from") {
+		t.Fatalf("3 of 5 masters restarted: %v; want unavailable, 3 in quarantine, when a quorum votes", err)
+	}
+	if strings.Contains(err.Error(), "fresh") {
+		t.Errorf("two masters have run longer than the period, yet the error hints at declaring them fresh: %v", err)
+	}
+	if err := e.Voting(); err == nil || strings.Contains(err.Error(), "fresh") || !strings.Contains(err.Error(), "2/5 masters vote") {
+		t.Errorf("Voting: %v", err)
+	}
+	// The TTL cap names the flag and its cost, not Config.MaxTTL.
+	_, err = e.TryLock(ctx, "k", 3*time.Second)
+	if !errors.Is(err, engine.ErrBadArgument) || !strings.Contains(err.Error(), "raise --max-ttl to at least 3s") ||
+		!strings.Contains(err.Error(), "restart quarantine") || strings.Contains(err.Error(), "Config.") {
+		t.Errorf("TTL over the cap: %v", err)
+	}
+	// Fresh masters, named by the flag.
+	set2 := mastertest.Start(t, 3)
+	e2, err := engine.New(engine.Config{Addrs: set2.Addrs(), MaxTTL: period, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	_, err = e2.TryLock(ctx, "k", time.Second)
+	if !strings.Contains(err.Error(), "declare them fresh (--fresh-masters)") || strings.Contains(err.Error(), "Config.") {
+		t.Errorf("masters started a moment ago, flags named: %v", err)
+	}
+	if err := e2.Voting(); err == nil || !strings.Contains(err.Error(), "declare them fresh (--fresh-masters)") {
+		t.Errorf("Voting with masters started a moment ago: %v", err)
+	}
+}

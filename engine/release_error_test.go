@@ -151,3 +151,51 @@ func TestReleaseErrorPending(t *testing.T) {
 	}
 	checkNamed(t, v, err, map[int]error{1: conn.ErrDown, 2: conn.ErrDown, 3: conn.ErrDown, 4: nil})
 }
+
+// TestLockLossErrorNamesAnswers: a watched lock that ends because three
+// of five masters went down (killed: refused at once, or paused: timed
+// out) reports what every master said — the two up granted its
+// extension — not "0/5 masters answered" with the healthy masters listed
+// as "no answer yet" (before, the three failures decided the extension
+// before the two healthy answers arrived), and the three failures read as
+// one cause.
+func TestLockLossErrorNamesAnswers(t *testing.T) {
+	mastertest.RequireReal(t, mastertest.Start(t, 1))
+	for _, tt := range []struct {
+		name  string
+		fail  func(v *env, idx []int)
+		cause error
+	}{
+		{"killed", killMasters, conn.ErrDown},
+		// Timed out, or by then "not connected" (a stalled connection is
+		// closed): either way a failure, not "no answer".
+		{"paused", func(v *env, idx []int) { v.pause(idx...) }, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := functional
+			cfg.MasterTimeout = 100 * time.Millisecond
+			v := newEnv(t, 5, cfg)
+			l := v.mustLock(keyName(t), 2*time.Second, engine.WithAutoExtend(time.Minute))
+			tt.fail(v, []int{0, 2, 4})
+			select {
+			case <-l.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lock did not end with 3 of 5 masters down")
+			}
+			err := l.Err()
+			if !errors.Is(err, engine.ErrLockLost) {
+				t.Fatalf("Err = %v; want ErrLockLost", err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "no answer yet") || !strings.Contains(msg, "2/5 masters answered: 2 granted") {
+				t.Errorf("the loss does not say what each master answered:\n%s", msg)
+			}
+			// (Paused masters' stall messages count requests in flight,
+			// which differ: they need not read as one cause.)
+			if tt.name == "killed" && !strings.Contains(msg, "master 0 ("+v.set.Addrs()[0]+"), master 2 (") {
+				t.Errorf("the three failed masters are not one cause:\n%s", msg)
+			}
+			checkNamed(t, v, err, map[int]error{0: tt.cause, 2: tt.cause, 4: tt.cause})
+		})
+	}
+}

@@ -133,7 +133,7 @@ func (b *broadcast) Complete(tag uint64, r resp.Reply, err error) {
 	}
 	mr := enginex.MasterReply{Reply: r.Clone(), Err: err}
 	if err == nil && b.granted != nil && b.granted(r) && b.e.quarantined(int(tag)) {
-		mr.Err = ErrQuarantined
+		mr.Err = b.e.quarantineErr(int(tag))
 	}
 	b.record(int(tag), mr)
 }

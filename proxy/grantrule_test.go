@@ -994,7 +994,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Engine.Close": "ends the engine", "Engine.Config": "a read", "Engine.Holder": "a quorum read",
 		"Engine.Masters": "a read", "Engine.NewRWLock": "no master traffic", "Engine.NewReentrant": "no master traffic",
 		"Engine.NewSemaphore": "no master traffic", "Engine.Quorum": "a read", "Engine.Stats": "a read",
-		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.WaitReady": "waits for connections",
+		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.QuarantineOutlook": "a read", "Engine.WaitReady": "waits for connections",
 		"Lock.Context": "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
 		"Lock.FencingToken": "a read", "Lock.Key": "a read", "Lock.Remaining": "a read", "Lock.Token": "a read",
 		"Lock.Unlock": "releases", "Lock.Until": "a read", "Lock.Valid": "a read",
