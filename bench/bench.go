@@ -132,6 +132,9 @@ type Config struct {
 	TTL time.Duration
 	// Hold is how long a worker holds each lock before releasing it.
 	Hold time.Duration
+	// Names name the engine's settings in its errors (engine.Config.Names):
+	// the CLI names its flags.
+	Names engine.Names
 	// MasterTimeout is the engine's per-master timeout (0: the engine's
 	// default, max(5ms, min(50ms, ttl/100)); with embedded masters, which
 	// are far slower than redis-server, embeddedMasterTimeout).
@@ -337,18 +340,21 @@ type Result struct {
 	Masters int   `json:"masters"`
 	// MasterNodes is the servers whose CPU the masters' figures sum: the
 	// masters, or every node of cluster members (cpuNodes).
-	MasterNodes int          `json:"master_nodes"`
-	MastersUp   int          `json:"masters_up"` // connected when the run started
-	Concurrency int          `json:"concurrency"`
-	Keys        int          `json:"keys"`
-	TTLMillis   int64        `json:"ttl_ms"`
-	HoldMillis  float64      `json:"hold_ms"`
-	Workload    string       `json:"workload"`
-	Rate        float64      `json:"rate,omitempty"`
-	Embedded    bool         `json:"embedded_masters"`
-	GOMAXPROCS  int          `json:"gomaxprocs"`
-	Peers       []Phase      `json:"peers,omitempty"`
-	Ceiling     *CeilingInfo `json:"ceiling,omitempty"`
+	MasterNodes int   `json:"master_nodes"`
+	MastersUp   int   `json:"masters_up"` // connected when the run started
+	Concurrency int   `json:"concurrency"`
+	Keys        int   `json:"keys"`
+	TTLMillis   int64 `json:"ttl_ms"`
+	// MasterTimeoutMillis is the engine's per-master timeout (engine
+	// target; 0: not known): a master slower than it counts as failed.
+	MasterTimeoutMillis float64      `json:"master_timeout_ms,omitempty"`
+	HoldMillis          float64      `json:"hold_ms"`
+	Workload            string       `json:"workload"`
+	Rate                float64      `json:"rate,omitempty"`
+	Embedded            bool         `json:"embedded_masters"`
+	GOMAXPROCS          int          `json:"gomaxprocs"`
+	Peers               []Phase      `json:"peers,omitempty"`
+	Ceiling             *CeilingInfo `json:"ceiling,omitempty"`
 	// CeilingFraction is the target's cycles/s over the ceiling's.
 	CeilingFraction float64 `json:"ceiling_fraction,omitempty"`
 	// Sweep holds the points of a sweep, in order.
@@ -523,6 +529,8 @@ func runOnce(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.Target == TargetProxy {
 		cfg.probe.proxy = cfg.ProxyAddr
+	} else {
+		res.MasterTimeoutMillis = float64(cfg.masterTimeout()) / 1e6
 	}
 	res.Masters, res.MasterNodes = len(addrs), len(cfg.probe.masters)
 	if len(addrs) > 0 {
@@ -657,6 +665,15 @@ func newLocker(ctx context.Context, target string, addrs []string, cfg Config) (
 
 // masterConn returns the connection settings for the masters (AUTH, TLS)
 // with scripts to load.
+// masterTimeout is the engine's per-master timeout for c.TTL: the
+// engine's default when MasterTimeout is 0 (engine.Config.MasterTimeout).
+func (c Config) masterTimeout() time.Duration {
+	if c.MasterTimeout != 0 {
+		return c.MasterTimeout
+	}
+	return max(engine.MinMasterTimeout, min(engine.MaxMasterTimeout, c.TTL/100))
+}
+
 func (c Config) masterConn(scripts ...*conn.Script) conn.Config {
 	cc := c.MasterConn
 	cc.Scripts = scripts

@@ -85,12 +85,12 @@ func (r Result) writeTable(w io.Writer, wide bool) error {
 	}
 	for _, p := range r.phases() {
 		if p.FirstError != "" {
-			msg := p.Target + " first error: " + strings.Join(strings.Fields(p.FirstError), " ")
-			if r := []rune(msg); !wide && len(r) > 80 {
-				msg = string(r[:79]) + "…"
-			}
-			fmt.Fprintln(w, msg)
+			// Whole, wrapped: its end names the masters and their causes.
+			fmt.Fprintln(w, wrap(p.Target+" first error: "+strings.Join(strings.Fields(p.FirstError), " "), 78))
 		}
+	}
+	if n := r.timeoutNote(); n != "" {
+		fmt.Fprintln(w, wrap(n, 78))
 	}
 	if r.Sweep != nil {
 		if err := r.Sweep.writeTable(w); err != nil {
@@ -254,6 +254,20 @@ func (c *CeilingInfo) note() string {
 
 // wrap breaks s at spaces into lines of at most width runes (a longer
 // word stays whole); continuation lines start with a space.
+// timeoutNote suggests a longer --master-timeout when the engine's cycle
+// p99 is above its per-master timeout: masters answering slower than
+// that count as failed, and the errors are the timeout's, not the
+// masters' ("" otherwise).
+func (r Result) timeoutNote() string {
+	mt := r.MasterTimeoutMillis * 1000 // µs
+	if mt <= 0 || r.Target != TargetEngine || r.CycleP99 <= mt {
+		return ""
+	}
+	return fmt.Sprintf("note: the cycle p99 (%.0f µs) is above the per-master timeout (%v): a master slower than that counts as "+
+		"failed (this host may be overloaded); a longer --master-timeout tells slow masters from failed ones",
+		r.CycleP99, time.Duration(r.MasterTimeoutMillis*1e6))
+}
+
 func wrap(s string, width int) string {
 	var b strings.Builder
 	n := 0

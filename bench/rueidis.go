@@ -65,10 +65,7 @@ var rueidisRelease = rueidis.NewLuaScript(scripts.Release.Source())
 
 // newRueidisLocker connects one rueidis client to each of addrs.
 func newRueidisLocker(addrs []string, cfg Config) (*rueidisLocker, error) {
-	mt := cfg.MasterTimeout
-	if mt == 0 { // the engine's default (engine.Config.MasterTimeout)
-		mt = max(engine.MinMasterTimeout, min(engine.MaxMasterTimeout, cfg.TTL/100))
-	}
+	mt := cfg.masterTimeout()
 	l := &rueidisLocker{
 		ttl: cfg.TTL, ttlMillis: cfg.TTL.Milliseconds(), masterTimeout: mt, quorum: len(addrs)/2 + 1,
 		drift: time.Duration(float64(cfg.TTL)*engine.DefaultDriftFactor) + engine.DefaultDriftMin,

@@ -43,8 +43,11 @@ func TestFirstContactQuarantine(t *testing.T) {
 		c.EngineConfig.MaxTTL = 30 * time.Second
 	})
 	c := dialRaw(t, e.addr)
-	if got := c.cmd("SET", "fc:key", "token", "NX", "PX", "5000"); !strings.HasPrefix(got, "-ERR redlock proxy: unavailable") || !strings.Contains(got, "in restart quarantine") {
-		t.Fatalf("SET NX PX on five masters younger than MaxTTL: %q; want the unavailable error naming the quarantine", got)
+	got := c.cmd("SET", "fc:key", "token", "NX", "PX", "5000")
+	if !strings.HasPrefix(got, "-ERR redlock proxy: unavailable: 5/5 masters answered, 5 of them in restart quarantine") ||
+		!strings.Contains(got, "master 4: in restart quarantine until ") || !strings.Contains(got, "a quorum votes from") ||
+		!strings.Contains(got, "if they were started empty and have never served locks, declare them fresh") {
+		t.Fatalf("SET NX PX on five masters younger than MaxTTL: %q; want the unavailable error naming the quarantine, its end and the fresh masters hint", got)
 	}
 	if info := c.cmd("INFO", "masters"); !strings.Contains(info, "masters_quarantined:5") {
 		t.Fatalf("INFO masters: %q", info)

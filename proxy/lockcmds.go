@@ -135,10 +135,24 @@ func (s *Server) isFenceKey(k []byte) bool {
 }
 
 // unavailableReply is the error a client gets when too few masters
-// answered to decide: never the nil of "held". failures says which
-// masters did not answer and why (masterFailures).
-func unavailableReply(answered, total, quorum int, failures string) []byte {
+// answered to decide: never the nil of "held". answered counts the masters
+// that answered, quarantined those of them in restart quarantine (their
+// grants do not count); failures says which masters did not vote and why
+// (masterFailures). With masters in quarantine it says when a quorum
+// votes and, where it could be true, how to declare fresh masters.
+func (s *Server) unavailableReply(answered, quarantined, total, quorum int, failures string) []byte {
 	msg := fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, quorum %d", answered, total, quorum)
+	if quarantined > 0 {
+		msg = fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, %d of them in restart quarantine (their grants do not count yet), quorum %d",
+			answered, total, quarantined, quorum)
+		at, hint := s.eng.QuarantineOutlook()
+		if !at.IsZero() {
+			msg += fmt.Sprintf("; a quorum votes from %s (in %s)", at.UTC().Format(time.RFC3339), time.Until(at).Round(time.Second))
+		}
+		if hint != "" {
+			msg += "; " + hint
+		}
+	}
 	if failures != "" {
 		msg += " (" + failures + ")"
 	}
@@ -164,7 +178,7 @@ func (s *Server) engineErr(err error) []byte {
 	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
 	switch {
 	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
-		return unavailableReply(qe.Answered, qe.Total, qe.Quorum, masterFailures(qe, nil))
+		return s.unavailableReply(qe.Answered, qe.Quarantined, qe.Total, qe.Quorum, masterFailures(qe, nil))
 	case errors.As(err, &qe):
 		return redcon.AppendError(nil, fmt.Sprintf("ERR redlock proxy: %s failed: %d/%d masters granted, quorum %d (%s)",
 			qe.Op, qe.Granted, qe.Total, qe.Quorum, masterFailures(qe, nil)))
@@ -218,6 +232,9 @@ func failureKind(err error) string {
 	case errors.Is(err, conn.ErrDown), errors.Is(err, conn.ErrBroken), errors.Is(err, conn.ErrClosed):
 		return "not connected"
 	case errors.Is(err, engine.ErrQuarantined):
+		if qe := (*engine.QuarantineError)(nil); errors.As(err, &qe) {
+			return "in restart quarantine until " + qe.Until.UTC().Format(time.RFC3339)
+		}
 		return "in restart quarantine"
 	case errors.Is(err, engine.ErrHeld):
 		return "held"

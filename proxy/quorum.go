@@ -283,10 +283,13 @@ func created(ls *libScript, r enginex.MasterReply, nkeys int) bool {
 // reply (-LOADING, -NOREPLICAS, -OOM, …) is not an answer, as in the
 // engine.
 func (s *Server) undecided(reps []enginex.MasterReply) []byte {
-	answered := 0
+	answered, quarantined := 0, 0
 	for _, r := range reps {
-		if replyErr(r) == nil {
+		switch err := replyErr(r); {
+		case err == nil:
 			answered++
+		case errors.Is(err, engine.ErrQuarantined):
+			quarantined++
 		}
 	}
 	if q := s.eng.Quorum(); answered < q {
@@ -300,7 +303,7 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 			}
 		}
 		s.masterLog.warn(s.log, "proxy: too few masters answered", []any{"answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; ")})
-		return unavailableReply(answered, len(reps), q, masterFailures(nil, reps))
+		return s.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if !o.quiet {
 		cfg.Progress = stderr
 	}
-	cfg.Notice = stderr
+	cfg.Notice, cfg.Names = stderr, flagNames
 	res, err := bench.Run(ctx, cfg)
 	if errors.Is(err, bench.ErrBadConfig) {
 		return usageError{err}

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/members"
 )
 
@@ -46,7 +48,7 @@ func parseFlagsArgs(fs *flag.FlagSet, args []string, names []string, stdout io.W
 		return usageError{err}
 	}
 	if fs.NArg() > len(names) {
-		return usageError{fmt.Errorf("unexpected arguments: %q (flags go before the arguments)", fs.Args()[len(names):])}
+		return usageError{extraArgsError(fs.Args()[len(names):])}
 	}
 	if fs.NArg() < len(names) {
 		return usageError{fmt.Errorf("%s is missing", names[fs.NArg()])}
@@ -225,6 +227,36 @@ func checkAddrs(name string, addrs []string) error {
 	return nil
 }
 
+// credentialsHint is what to do when the masters refuse the credentials.
+const credentialsHint = "set the masters' password with --master-password, --master-password-file or $" + envPassword +
+	", and the user with --master-user for an ACL user"
+
+// flagNames name the engine's settings in its errors by the flags that
+// set them: a command's messages never name a library field.
+var flagNames = engine.Names{MaxTTL: "--max-ttl", FreshMasters: "--fresh-masters", MasterTimeout: "--master-timeout"}
+
+// logQuarantine warns, at start, when masters in restart quarantine keep a
+// quorum from voting: when a quorum will, and what else can be done.
+func logQuarantine(log *slog.Logger, e *engine.Engine) {
+	at, hint := e.QuarantineOutlook()
+	if at.IsZero() {
+		return
+	}
+	attrs := []any{"votes_at", at.UTC().Format(time.RFC3339), "in", time.Until(at).Round(time.Second)}
+	if hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	log.Warn("masters in restart quarantine (they may have lost locks): locks are refused until a quorum of them votes", attrs...)
+}
+
+// extraArgsError reports positional arguments beyond those a command
+// takes (a command can say more: redlock lock's missing "--").
+type extraArgsError []string
+
+func (e extraArgsError) Error() string {
+	return fmt.Sprintf("unexpected arguments: %q (flags go before the arguments)", []string(e))
+}
+
 // topologyWarning says what is weak about a group of n masters ("" if
 // nothing).
 func topologyWarning(n int) string {
@@ -235,9 +267,19 @@ func topologyWarning(n int) string {
 	case n < 3:
 		return fmt.Sprintf("%d masters: quorum %d, no master may fail (use 5, or at least 3)", n, q)
 	case n%2 == 0:
-		return fmt.Sprintf("%d masters tolerate %d failures, no more than %d would (use an odd number)", n, n-q, n-1)
+		return fmt.Sprintf("%d masters tolerate %s, no more than %d would: the extra master adds a failure point, "+
+			"not tolerance (use an odd number)", n, plural(n-q, "failed master"), n-1)
 	}
 	return ""
+}
+
+// plural writes n and word, with an s unless n is 1 ("1 failed master",
+// "2 failed masters").
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // cleanError drops the package prefixes that wrapping repeats

@@ -150,6 +150,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
+		if extra := extraArgsError(nil); !dash && errors.As(err, &extra) {
+			return usageError{fmt.Errorf("%q after KEY: the command goes after \"--\": redlock lock [flags] KEY -- COMMAND [ARG...]", []string(extra))}
+		}
 		return err
 	}
 	if !dash || len(argv) == 0 {
@@ -219,7 +222,7 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 	if err := mf.apply(&ec.Conn); err != nil {
 		return nil, nil, err
 	}
-	ec.Logger = log
+	ec.Logger, ec.Names = log, flagNames
 	e, err := engine.New(ec)
 	if err != nil {
 		return nil, nil, usageError{err}
@@ -236,6 +239,10 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 		}
 		return nil, nil, acquireExit(ctx, err, o)
 	}
+	if w := topologyWarning(len(e.Masters())); w != "" {
+		log.Warn(w)
+	}
+	logQuarantine(log, e)
 	opts := []engine.Option{engine.WithFencing(), engine.WithAutoExtend(o.maxHold)}
 	var l *engine.Lock
 	if o.wait > 0 {
@@ -258,8 +265,16 @@ func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	case ctx.Err() != nil:
 		return interrupted(ctx, waitInterrupted)
 	case errors.Is(err, conn.ErrAuth):
-		return usageError{fmt.Errorf("the masters refused the credentials: %w", err)}
-	case errors.Is(err, engine.ErrUnavailable): // also a --wait that ran out without a quorum
+		return usageError{fmt.Errorf("the masters refused the credentials: %w (%s)", err, credentialsHint)}
+	case errors.Is(err, engine.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded) && o.wait > 0:
+		// --wait ran out while too few masters could vote: the last try
+		// says why (down, quarantined until when), not the deadline.
+		var qe *engine.QuorumError
+		if errors.As(err, &qe) {
+			err = qe
+		}
+		return exitError{exitUnavailable, fmt.Sprintf("not acquired within --wait %v: %s", o.wait, cleanError(err))}
+	case errors.Is(err, engine.ErrUnavailable):
 		return exitError{exitUnavailable, cleanError(err)}
 	case errors.Is(err, engine.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		if o.wait > 0 {

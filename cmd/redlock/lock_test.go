@@ -201,6 +201,8 @@ func TestLockUsage(t *testing.T) {
 		{[]string{"--ttl", "5s", "--", "echo", "hi"}, "redlock lock: KEY is missing\n"},
 		{nil, "redlock lock: KEY is missing\n"},
 		{[]string{"--masters", m, "a", "b", "--", "true"}, "unexpected arguments"},
+		// The "--" is missing: say so, not "flags go before the arguments".
+		{[]string{"--masters", m, "k", "true"}, `["true"] after KEY: the command goes after "--": redlock lock [flags] KEY -- COMMAND [ARG...]`},
 		{[]string{"k", "--", "true"}, "--masters (or $REDLOCK_MASTERS) is required"},
 		{[]string{"--masters", m, "--proxy", m, "k", "--", "true"}, "exclusive"},
 		{[]string{"--masters", m, "--drift-factor", "1", "k", "--", "true"}, "--drift-factor must be in [0, 1)"},
@@ -627,8 +629,30 @@ func TestLockFirstContactQuarantine(t *testing.T) {
 	mastertest.RequireReal(t, set)
 	start := time.Now()
 	args := []string{"--masters", strings.Join(set.Addrs(), ","), "--max-ttl", "2s", "--ttl", "2s", "fc:job", "--", "true"}
-	if code, stderr := runLock(args...); code != exitUnavailable || !strings.Contains(stderr, "restart quarantine") {
-		t.Fatalf("masters younger than --max-ttl: exit %d; stderr:\n%s\nwant %d naming the quarantine", code, stderr, exitUnavailable)
+	code, stderr := runLock(args...)
+	if code != exitUnavailable {
+		t.Fatalf("masters younger than --max-ttl: exit %d; stderr:\n%s\nwant %d", code, stderr, exitUnavailable)
+	}
+	// It says at start when the masters vote, and in the error too, with
+	// the flag that declares fresh masters (never a Config field).
+	for _, want := range []string{
+		"masters in restart quarantine (they may have lost locks): locks are refused until a quorum of them votes", "votes_at=",
+		"5/5 masters answered: 0 granted, 0 held, 5 in restart quarantine (quorum 3)", "a quorum votes from ",
+		"if they were started empty and have never served locks, declare them fresh (--fresh-masters)",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("masters younger than --max-ttl: stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "Config.") || strings.Contains(stderr, "quorum lost") {
+		t.Errorf("stderr names a library field, or a quorum lost that it never had:\n%s", stderr)
+	}
+	// Waiting (--wait) shorter than the quarantine: the same story, not a
+	// bare "context deadline exceeded".
+	wargs := append([]string{"--wait", "300ms"}, args...)
+	if code, stderr := runLock(wargs...); code != exitUnavailable || !strings.Contains(stderr, "in restart quarantine") || !strings.Contains(stderr, "a quorum votes from") ||
+		!strings.Contains(stderr, "not acquired within --wait 300ms: unavailable") || strings.Contains(stderr, "deadline exceeded") {
+		t.Errorf("--wait 300ms in the quarantine: exit %d; stderr:\n%s", code, stderr)
 	}
 	time.Sleep(time.Until(start.Add(3200 * time.Millisecond))) // older than 2s, as Redis rounds uptime
 	if code, stderr := runLock(args...); code != 0 {
@@ -714,5 +738,29 @@ func TestLockTTLOverCap(t *testing.T) {
 	code, stderr := runLock("--masters", "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "--ttl", "5m", "job", "--", "true")
 	if code != 2 || !strings.Contains(stderr, "--max-ttl") || !strings.Contains(stderr, "restart quarantine") || strings.Contains(stderr, "Config.") {
 		t.Fatalf("--ttl 5m with the default --max-ttl: exit %d, stderr:\n%s\nwant exit 2 naming --max-ttl and its cost", code, stderr)
+	}
+}
+
+// TestLockStartMessages: an even number of masters is warned about (with
+// the right plural), and masters that refuse the password end with the
+// credentials named — not "start anyway", not "0/3 masters reachable",
+// and no "quorum lost" for a quorum never had.
+func TestLockStartMessages(t *testing.T) {
+	set := mastertest.Start(t, 4)
+	code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--fresh-masters", "even", "--", "true")
+	if code != 0 || !strings.Contains(stderr, "4 masters tolerate 1 failed master, no more than 3 would") {
+		t.Errorf("4 masters: exit %d; stderr:\n%s\nwant 0 and the even-count warning", code, stderr)
+	}
+	sec := mastertest.StartWith(t, localmaster.Options{N: 3, Password: "right"})
+	for _, pw := range []string{"", "wrong"} {
+		args := []string{"--masters", strings.Join(sec.Addrs(), ","), "--fresh-masters", "pw", "--", "true"}
+		if pw != "" {
+			args = append([]string{"--master-password", pw}, args...)
+		}
+		code, stderr := runLock(args...)
+		if code != 2 || !strings.Contains(stderr, "refused the credentials") || !strings.Contains(stderr, "--master-password") ||
+			strings.Contains(stderr, "quorum lost") || strings.Contains(stderr, "masters reachable") || strings.Contains(stderr, "--wait-masters") {
+			t.Errorf("password %q: exit %d; stderr:\n%s\nwant 2 naming the credentials and --master-password", pw, code, stderr)
+		}
 	}
 }

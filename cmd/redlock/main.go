@@ -11,10 +11,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 )
 
 const usage = `redlock: distributed locks over N independent Redis masters (Redlock).
@@ -105,31 +109,76 @@ func splitList(v string) []string {
 	return out
 }
 
-// version describes this build: module version, VCS revision, Go version.
+// version describes this build: module version, VCS revision and commit
+// time, Go version. `go build` stamps the revision into the binary; `go
+// run` stamps none, so then the revision is read from the source tree's
+// git, when there is one, and marked as such.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "redlock (unknown version)"
 	}
 	v := "redlock " + bi.Main.Version
-	var rev, dirty string
+	var rev, at, dirty string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			at = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
 				dirty = "+dirty"
 			}
 		}
 	}
+	from := ""
+	if rev == "" {
+		rev, at, dirty = sourceRevision()
+		from = " (read from the source tree: this build carries no VCS stamp)"
+	}
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	if rev != "" {
-		v += " " + rev + dirty
+	if rev == "" {
+		return v + " " + bi.GoVersion
 	}
-	return v + " " + bi.GoVersion
+	v += " " + rev + dirty
+	if at != "" {
+		v += " " + at
+	}
+	return v + from + " " + bi.GoVersion
+}
+
+// sourceRevision reads the revision, commit time and dirtiness of the git
+// tree this file was compiled from (a `go run` build): "" when that tree
+// or git is not there.
+func sourceRevision() (rev, at, dirty string) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok || !filepath.IsAbs(file) {
+		return "", "", ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	git := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, "git", append([]string{"-C", filepath.Dir(file)}, args...)...).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	line := git("log", "-1", "--format=%H %cI")
+	rev, at, _ = strings.Cut(line, " ")
+	if rev == "" {
+		return "", "", ""
+	}
+	if t, err := time.Parse(time.RFC3339, at); err == nil {
+		at = t.UTC().Format(time.RFC3339)
+	}
+	if git("status", "--porcelain", "--untracked-files=no") != "" {
+		dirty = "+dirty"
+	}
+	return rev, at, dirty
 }
 
 // signalCause is the cause of run's context when SIGINT or SIGTERM ended

@@ -160,6 +160,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 	var err error
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	cfg.Logger, ec.Logger = log, log
+	ec.Names = flagNames
 	var m *metrics.Metrics
 	var reg *prometheus.Registry
 	if o.metricsAddr != "" {
@@ -206,6 +207,8 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 	switch {
 	case errors.Is(err, engine.ErrDuplicateMaster):
 		return usageError{err}
+	case errors.Is(err, conn.ErrAuth) && !o.waitMasters:
+		return usageError{fmt.Errorf("--masters: %w (%s)", err, credentialsHint)}
 	case errors.Is(err, engine.ErrUnavailable) && o.waitMasters:
 		log.Warn("starting without a quorum of masters (--wait-masters)", "err", err)
 	case errors.Is(err, engine.ErrUnavailable):
@@ -222,6 +225,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 	if w := topologyWarning(len(names)); w != "" {
 		log.Warn(w)
 	}
+	logQuarantine(log, srv.Engine())
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
@@ -85,6 +86,53 @@ func TestProxyNoQuorum(t *testing.T) {
 	if d := time.Since(start); code != 2 || d > 5*time.Second || !strings.Contains(stderr.String(), "--masters: ") || !strings.Contains(stderr.String(), "1/3 masters reachable") ||
 		!strings.Contains(stderr.String(), "connection refused") || !strings.Contains(stderr.String(), "--wait-masters") {
 		t.Fatalf("exit %d after %v:\n%s", code, d, stderr.String())
+	}
+}
+
+// TestProxyStartMessages: a proxy on masters started a moment ago logs
+// at start when they will vote, with the flag that declares fresh masters,
+// and its clients' SET gets the same story; on masters that refuse its
+// password it ends naming the credentials, not "--wait-masters" or
+// "masters reachable", and logs no "quorum lost" it never had.
+func TestProxyStartMessages(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	stdout, stderr := startProxyCmdOut(t, "--masters", strings.Join(set.Addrs(), ","), "--max-ttl", "20s")
+	for _, want := range []string{
+		"masters in restart quarantine (they may have lost locks): locks are refused until a quorum of them votes", "votes_at=",
+		"declare them fresh (--fresh-masters)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("proxy start on masters started a moment ago: stderr does not say %q:\n%s", want, stderr.String())
+		}
+	}
+	addr := strings.TrimSuffix(strings.Fields(strings.SplitN(stdout.String(), "listening on ", 2)[1])[0], ",")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1000\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"-ERR redlock proxy: unavailable: 3/3 masters answered, 3 of them in restart quarantine", "a quorum votes from",
+		"declare them fresh (--fresh-masters)", "master 0: in restart quarantine until "} {
+		if !strings.Contains(line, want) {
+			t.Errorf("SET NX PX through the proxy: %q does not say %q", line, want)
+		}
+	}
+	if strings.Contains(line+stderr.String(), "Config.") {
+		t.Errorf("a library field is named:\n%s\n%s", line, stderr.String())
+	}
+
+	sec := mastertest.StartWith(t, localmaster.Options{N: 3, Password: "right"})
+	var out, errb bytes.Buffer
+	code := run([]string{"proxy", "--listen", "127.0.0.1:0", "--fresh-masters", "--master-password", "wrong", "--masters", strings.Join(sec.Addrs(), ",")}, &out, &errb)
+	if msg := errb.String(); code != 2 || !strings.Contains(msg, "refused the credentials") || !strings.Contains(msg, "--master-password") ||
+		strings.Contains(msg, "--wait-masters") || strings.Contains(msg, "masters reachable") || strings.Contains(msg, "quorum lost") {
+		t.Errorf("wrong master password: exit %d:\n%s", code, msg)
 	}
 }
 
