@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -269,10 +270,46 @@ func TestBenchUnreachable(t *testing.T) {
 	}
 }
 
+// TestVersion: the version names the build's revision and commit time —
+// under `go test` and `go run`, which stamp none into the binary, read
+// from the source tree's git (when git and the tree are there, as in CI).
 func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"--version"}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "redlock ") || !strings.Contains(stdout.String(), "go1.") {
 		t.Fatalf("exit %d: %q %q", code, stdout.String(), stderr.String())
+	}
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("no git tree to compare with: %v", err)
+	}
+	if rev := strings.TrimSpace(string(head))[:12]; !strings.Contains(stdout.String(), " "+rev) || !regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`).MatchString(stdout.String()) {
+		t.Errorf("version %q does not name revision %s and its commit time", stdout.String(), rev)
+	}
+}
+
+// TestBenchNotes: the first error is printed whole (wrapped: its end names
+// the masters), and a cycle p99 above the per-master timeout suggests
+// --master-timeout.
+func TestBenchNotes(t *testing.T) {
+	long := "unavailable: too few masters could vote: acquire: 2/5 masters answered: 2 granted, 0 held (quorum 3): " +
+		"master 0 (127.0.0.1:1), master 2 (127.0.0.1:3), master 4 (127.0.0.1:5): conn: request timed out THE-END"
+	r := bench.Result{Phase: bench.Phase{Target: bench.TargetEngine, CycleP99: 9000, FirstError: long}, MasterTimeoutMillis: 5}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(strings.Fields(b.String()), " ")
+	if !strings.Contains(out, "THE-END") || !strings.Contains(out, "cycle p99 (9000 µs) is above the per-master timeout (5ms)") ||
+		!strings.Contains(out, "--master-timeout") {
+		t.Errorf("bench notes:\n%s", b.String())
+	}
+	r.CycleP99 = 4000
+	b.Reset()
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "--master-timeout") {
+		t.Errorf("a p99 below the timeout still suggests --master-timeout:\n%s", b.String())
 	}
 }
 

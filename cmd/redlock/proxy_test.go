@@ -113,7 +113,8 @@ func TestProxyStartMessages(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprint(c, "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$4\r\n1000\r\n")
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +124,17 @@ func TestProxyStartMessages(t *testing.T) {
 			t.Errorf("SET NX PX through the proxy: %q does not say %q", line, want)
 		}
 	}
+	// A TTL over --max-ttl (redis-py's lock(timeout=300)) names the flag,
+	// the TTL to set it to and its cost.
+	fmt.Fprint(c, "*6\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$6\r\n300000\r\n")
+	ttlLine, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ttlLine, "ttl 5m0s is longer than the maximum TTL 20s: raise --max-ttl to at least 5m0s") || !strings.Contains(ttlLine, "restart quarantine") {
+		t.Errorf("SET PX 300000 over --max-ttl 20s: %q", ttlLine)
+	}
+	line += ttlLine
 	if strings.Contains(line+stderr.String(), "Config.") {
 		t.Errorf("a library field is named:\n%s\n%s", line, stderr.String())
 	}
