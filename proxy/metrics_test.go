@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,5 +236,47 @@ func TestInfoMetricsLockCounters(t *testing.T) {
 	}
 	if info["locks_extend_failed"] != 1 || failed != 1 {
 		t.Errorf("after one failed extension: INFO locks_extend_failed:%d, /metrics %v", info["locks_extend_failed"], failed)
+	}
+}
+
+// TestNodeRedlockContentionMetrics: node-redlock v4 sends its unlock script
+// after every failed attempt (retryCount 2: three attempts, three
+// releases per refused lock). Those releases clean up values the proxy
+// refused; they are counted as result="cleanup", and
+// redlock_releases_total{result="lost"} — work that finished after its
+// lock expired, which docs/operations.md says to alert on — stays at 0.
+func TestNodeRedlockContentionMetrics(t *testing.T) {
+	dir, _ := filepath.Abs("testdata/node")
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "redlock4"))
+	requirePeer(t, "node and testdata/node/node_modules (npm ci --prefix proxy/testdata/node)", haveCmd("node") && err == nil)
+	e := startMetricsEnv(t, nil)
+	before := e.scrape(t)
+	out, err := exec.Command("node", filepath.Join(dir, "contend.js"), port(e.addr), "20").CombinedOutput()
+	if err != nil {
+		t.Fatalf("contend.js: %v\n%s", err, out)
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 4 || f[0] != "DONE" {
+		t.Fatalf("contend.js said %q", out)
+	}
+	acquired, _ := strconv.Atoi(f[1])
+	refused, _ := strconv.Atoi(f[2])
+	failed, _ := strconv.Atoi(f[3])
+	if refused == 0 || failed < 3*refused {
+		t.Fatalf("contend.js: %d acquired, %d refused, %d failed attempts: want a refused lock (3 attempts each)", acquired, refused, failed)
+	}
+	after := e.scrape(t)
+	moved := func(series string) int { return int(after[series] - before[series]) }
+	t.Logf("%d locks acquired, %d refused, %d failed attempts; releases: released %d, cleanup %d, lost %d",
+		acquired, refused, failed, moved(`redlock_releases_total{result="released"}`),
+		moved(`redlock_releases_total{result="cleanup"}`), moved(`redlock_releases_total{result="lost"}`))
+	if n := moved(`redlock_releases_total{result="lost"}`); n != 0 {
+		t.Errorf(`redlock_releases_total{result="lost"} moved by %d under contention, want 0 (no lock was lost)`, n)
+	}
+	if n := moved(`redlock_releases_total{result="cleanup"}`); n != failed {
+		t.Errorf(`redlock_releases_total{result="cleanup"} moved by %d, want %d (one per failed attempt)`, n, failed)
+	}
+	if n := moved(`redlock_releases_total{result="released"}`); n != acquired {
+		t.Errorf(`redlock_releases_total{result="released"} moved by %d, want %d (one per lock)`, n, acquired)
 	}
 }

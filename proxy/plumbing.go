@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -286,13 +287,13 @@ func (s *Server) info(sections [][]byte) string {
 			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\nallow_tokenless_writes:%d\r\n",
 			ps.PanicsRecovered, ps.AuthFailures, ps.MemoryRefusals, b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
-		// The engine's lock counters plus the lock operations the proxy
-		// ran as broadcasts: the events the engine's Observer (/metrics)
-		// is told of.
-		lib := &s.lib
+		// The engine's lock counters plus the lock events the proxy
+		// reports itself (lockCounts): the events the engine's Observer
+		// (/metrics) is told of.
+		lc := &s.locks
 		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n",
-			st.Acquired+lib.acquired.Load(), st.Failed+lib.taken.Load(), st.Released+lib.released.Load(), st.Lost+lib.lost.Load(),
-			st.Extended+lib.extended.Load(), st.ExtendFailed+lib.extendFailed.Load(), s.eng.Quorum())
+			st.Acquired+lc.acquired.Load(), st.Failed+lc.taken.Load(), st.Released+lc.releases[engine.ReleaseReleased].Load(),
+			st.Lost+lc.releases[engine.ReleaseLost].Load(), st.Extended+lc.extended.Load(), st.ExtendFailed+lc.extendFailed.Load(), s.eng.Quorum())
 		// The drift allowance (ttl·factor + min) that a lock's validity
 		// leaves out: `redlock lock --proxy` computes its validity with it.
 		ec := s.eng.Config()
