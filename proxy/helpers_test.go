@@ -38,16 +38,7 @@ func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	srv, addr := serve(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Every master connected (and no server listed twice), so that a
@@ -58,21 +49,40 @@ func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	if _, err := srv.Engine().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{set: set, srv: srv, addr: ln.Addr().String()}
+	e := &env{set: set, srv: srv, addr: addr}
 	for _, a := range set.Addrs() {
 		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, DisableIndentity: true, MaxRetries: -1})
 		e.masters = append(e.masters, c)
 	}
 	t.Cleanup(func() {
-		srv.Close()
-		if err := <-served; err != ErrServerClosed {
-			t.Errorf("Serve: %v", err)
-		}
 		for _, c := range e.masters {
 			c.Close()
 		}
 	})
 	return e
+}
+
+// serve starts a proxy with cfg on a loopback port, closed (and its Serve
+// checked) when t ends, and returns it and its address.
+func serve(t *testing.T, cfg Config) (*Server, string) {
+	t.Helper()
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != ErrServerClosed {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return srv, ln.Addr().String()
 }
 
 // client returns a go-redis client with its default handshake (HELLO 3

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ import (
 func TestPartitionedMasters(t *testing.T) {
 	m := netns.StartMasters(t, localmaster.Options{N: 5})
 	var logs proctest.Buffer
-	srv, err := New(Config{
+	srv, addr := serve(t, Config{
 		EngineConfig: engine.Config{FreshMasters: true, Addrs: m.Addrs(), MasterTimeout: 100 * time.Millisecond,
 			// Short timeouts: the cut masters' sessions stall out within
 			// a few hundred milliseconds and their reconnects time out.
@@ -38,28 +37,13 @@ func TestPartitionedMasters(t *testing.T) {
 				ReconnectMin: 20 * time.Millisecond, ReconnectMax: 100 * time.Millisecond}},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-served; err != ErrServerClosed {
-			t.Errorf("Serve: %v", err)
-		}
-	})
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := srv.Engine().WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
 	set := func(key string) error { return c.SetNX(ctx, key, "tok-"+key, 10*time.Second).Err() }
 	if err := set("part:before"); err != nil {
