@@ -115,6 +115,8 @@ type Conn struct {
 	grouped      int          // members of merged calls in the queue beyond one per call
 	bloom        [4]uint64    // KeyHash bits of the members held
 
+	clock *clockWatch // the clock check (Config.OnClockJump); nil: off
+
 	connects, timeouts, broken, writes atomic.Uint64
 }
 
@@ -136,6 +138,9 @@ func New(addr string, cfg Config) *Conn {
 		downErr:  fmt.Errorf("%w: %s: connecting", ErrDown, addr),
 
 		connecting: true,
+	}
+	if c.cfg.OnClockJump != nil {
+		c.clock = &clockWatch{c: c, epoch: time.Now()}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -344,6 +349,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 // write buffer: the script's native command instead of its EVALSHA when
 // this session's server has it.
 func (c *Conn) writeLocked(req Request) {
+	c.beginBatchLocked(req.Deadline)
 	if n := c.nativeForLocked(req.Script); n != NativeNone {
 		if out, ok := req.Script.appendNative(c.wbuf, req.Cmd, c.info.DeleteIfEqual); ok {
 			c.wbuf = out

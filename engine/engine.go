@@ -47,6 +47,9 @@ type Engine struct {
 
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
 	quar []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
+	// Clock jumps the clock check saw (Config.DisableClockCheck), forward
+	// and backward, all masters together.
+	jumpsAhead, jumpsBack atomic.Uint64
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
@@ -123,6 +126,10 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), loaded...)
+		if !cfg.DisableClockCheck {
+			cc.OnClockJump = func(j conn.ClockJump) { e.clockJumped(i, j) }
+			cc.ClockAllowance = e.cfg.drift
+		}
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -302,6 +309,10 @@ type Stats struct {
 	Extended     uint64   // successful extensions
 	ExtendFailed uint64   // failed extensions
 	MasterErrors []uint64 // per master: timeouts, I/O and server errors
+	// ClockJumpsAhead and ClockJumpsBack count the masters' clock jumps
+	// the clock check saw (Config.DisableClockCheck): forward (the master
+	// was quarantined) and backward (logged only).
+	ClockJumpsAhead, ClockJumpsBack uint64
 	// QuarantinedUntil is, per master, when its restart quarantine ends
 	// (zero time: not quarantined).
 	QuarantinedUntil []time.Time
@@ -316,6 +327,7 @@ func (e *Engine) Stats() Stats {
 		Acquired: e.acquired.Load(), Failed: e.failed.Load(), Unavailable: e.unavailable.Load(), Cancelled: e.cancelled.Load(),
 		Released: e.released.Load(), Lost: e.lost.Load(), Extended: e.extended.Load(),
 		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
+		ClockJumpsAhead: e.jumpsAhead.Load(), ClockJumpsBack: e.jumpsBack.Load(),
 	}
 	for i := range e.masterErrs {
 		s.MasterErrors[i] = e.masterErrs[i].Load()
