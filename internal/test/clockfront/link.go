@@ -1,5 +1,3 @@
-// Package clockfront is a RESP-aware TCP front for one redis-server that
-// shifts TIME replies, for tests.
 package clockfront
 
 import (
