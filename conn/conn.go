@@ -154,7 +154,8 @@ func New(addr string, cfg Config) *Conn {
 // before ctx ends (or within the dial timeout, for the first attempt's error).
 // The error of a failed first attempt matches [ErrDown] and wraps the cause
 // (a [*resp.Error] for a rejected AUTH or SELECT, a net error for a refused
-// dial).
+// dial), or matches [ErrConnectTimeout] when the attempt ran out of
+// [Config.DialTimeout].
 func Dial(ctx context.Context, addr string, cfg Config) (*Conn, error) {
 	c := New(addr, cfg)
 	err := c.WaitFirstAttempt(ctx)
@@ -231,7 +232,8 @@ func (c *Conn) Connected() bool {
 }
 
 // DownErr returns why the Conn is not connected (matching [ErrDown] and
-// wrapping the last dial or session error), or nil while it is connected.
+// wrapping the last dial or session error, or matching [ErrConnectTimeout]
+// when the last connect attempt timed out), or nil while it is connected.
 func (c *Conn) DownErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,21 @@ func (c *Conn) connect(ctx context.Context) (net.Conn, *resp.Reader, ServerInfo,
 		return nil, nil, ServerInfo{}, err
 	}
 	return nc, rd, info, nil
+}
+
+// attemptErr is the error a failed connect attempt is kept as (the Conn's
+// down error, the first attempt's error): err itself, or, when the
+// attempt's own deadline ended it, an error matching [ErrConnectTimeout]
+// that does not match the deadline (see ErrConnectTimeout). runCtx is the
+// Conn's lifetime: an attempt cut short by Close is not a timeout.
+func (c *Conn) attemptErr(runCtx context.Context, err error) error {
+	var ne net.Error
+	timeout := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+	if !timeout || runCtx.Err() != nil {
+		return err
+	}
+	return &connectTimeoutError{msg: fmt.Sprintf("connect timed out after %v (%v)", c.cfg.DialTimeout, err)}
 }
 
 func (c *Conn) dial(ctx context.Context) (net.Conn, error) {

@@ -16,6 +16,9 @@
 //     comes, is still consumed in order and dropped.
 //   - While the master is unreachable Do fails fast with [ErrDown]; the Conn
 //     reconnects in the background with capped exponential backoff and jitter.
+//     A connect attempt that times out (an address that drops packets) is
+//     down as a refused one is: its error matches [ErrConnectTimeout], never
+//     context.DeadlineExceeded, which stays the caller's own deadline.
 //   - Scripts ([Script]) listed in [Config.Scripts] are loaded once per
 //     connection; an EVALSHA that meets NOSCRIPT is re-sent as EVAL
 //     transparently, once. A script made with [NewNativeScript] is sent

@@ -37,6 +37,20 @@ var ErrStalled = errors.New("conn: master stalled")
 // [ErrDown] wherever the Conn reports being down.
 var ErrAuth = errors.New("conn: authentication refused")
 
+// ErrConnectTimeout is matched by the error of a connect attempt (dial,
+// TLS and handshake) that did not finish within [Config.DialTimeout] —
+// the master's address drops packets (a network partition, a firewall)
+// or the master is too slow to answer — and so by the [ErrDown] error of
+// a Conn whose last attempt ended that way.
+//
+// That deadline is the Conn's own, not its caller's: the error keeps the
+// cause's text ("dial tcp …: i/o timeout") but not the cause, so it
+// matches neither context.DeadlineExceeded nor os.ErrDeadlineExceeded
+// (Go's dial timeout matches both). An operation's error matches
+// context.DeadlineExceeded only when the caller's ctx ended; a master cut
+// off by a partition reads as down, as one that refuses connections does.
+var ErrConnectTimeout = errors.New("conn: connect timed out")
+
 // ErrBadCommand is returned by Do for an empty command.
 var ErrBadCommand = errors.New("conn: empty command")
 
@@ -57,3 +71,12 @@ func (e *BrokenError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrBroken].
 func (e *BrokenError) Is(target error) bool { return target == ErrBroken }
+
+// connectTimeoutError is the error of a connect attempt that ran out of
+// [Config.DialTimeout]: it matches [ErrConnectTimeout] and keeps only the
+// text of its cause (see ErrConnectTimeout for why).
+type connectTimeoutError struct{ msg string }
+
+func (e *connectTimeoutError) Error() string { return e.msg }
+
+func (e *connectTimeoutError) Is(target error) bool { return target == ErrConnectTimeout }

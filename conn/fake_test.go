@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -686,16 +689,47 @@ func TestDialErrors(t *testing.T) {
 			t.Errorf("Dial: %v", err)
 		}
 	})
+	// A connect attempt that runs out of DialTimeout is the Conn's own
+	// timeout: its error matches ErrDown and ErrConnectTimeout, never the
+	// caller's context.DeadlineExceeded (issue 31 item 6: a partitioned
+	// master read as "command timed out" through the engine's errors).
+	ownTimeout := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, conn.ErrDown) || !errors.Is(err, conn.ErrConnectTimeout) {
+			t.Errorf("%s: %v, want ErrDown and ErrConnectTimeout", what, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: %v matches a deadline; the dial's own timeout must not read as the caller's", what, err)
+		}
+	}
 	t.Run("handshake times out", func(t *testing.T) {
 		f := newFake(t)
 		f.handle("INFO", func(*fakeSession, []string) {}) // never answers
 		start := time.Now()
 		_, err := conn.Dial(context.Background(), "fake:6379", conn.Config{Dialer: f.Dial, DialTimeout: 50 * time.Millisecond})
-		if err == nil || !errors.Is(err, conn.ErrDown) {
-			t.Errorf("Dial: %v", err)
-		}
+		ownTimeout(t, "Dial", err)
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("Dial took %v", d)
+		}
+	})
+	t.Run("dial times out", func(t *testing.T) {
+		// What a black-holed address gives: Go's own dial timeout
+		// ("dial tcp …: i/o timeout", which matches
+		// context.DeadlineExceeded), here without sending a packet: the
+		// dial starts once its context has ended.
+		dialer := func(ctx context.Context, network, addr string) (netConn, error) {
+			<-ctx.Done()
+			var d net.Dialer
+			return d.DialContext(ctx, network, "127.0.0.1:1")
+		}
+		c := conn.New("blackhole:6379", conn.Config{Dialer: dialer, DialTimeout: 20 * time.Millisecond, ReconnectMin: time.Hour, ReconnectMax: time.Hour})
+		defer c.Close()
+		ownTimeout(t, "WaitFirstAttempt", c.WaitFirstAttempt(context.Background()))
+		ownTimeout(t, "DownErr", c.DownErr())
+		err := c.Do(conn.Request{Cmd: cmd("PING"), Callback: newRecorder()})
+		ownTimeout(t, "Do", err)
+		if !strings.Contains(err.Error(), "i/o timeout") || !strings.Contains(err.Error(), "blackhole:6379") {
+			t.Errorf("Do: %q lacks the address or the dial's own words", err)
 		}
 	})
 	t.Run("bad requests", func(t *testing.T) {

@@ -40,6 +40,7 @@ func (c *Conn) run(ctx context.Context) {
 				backoff = c.cfg.ReconnectMin
 			}
 		} else {
+			err = c.attemptErr(ctx, err)
 			c.mu.Lock()
 			c.downErr = fmt.Errorf("%w: %s: %w", ErrDown, c.addr, err)
 			first := c.connecting

@@ -26,10 +26,17 @@
 // [Lock.Done], [Lock.Err] and [Lock.Context] tell the holder when a lock
 // ended (docs/algorithm.md).
 //
-// Guarantees: within the safety model of Redlock (see docs/algorithm.md),
-// at most one holder has a valid lock on a key at any instant, provided
-// clocks advance at roughly the same rate and no master loses data on
-// restart. Each master is contacted once per operation and each operation
+// Guarantees: within the safety model of Redlock (docs/safety.md), at most
+// one holder has a valid lock on a key at any instant, provided clocks
+// advance at roughly the same rate and every process that locks on the same
+// masters keeps its TTLs within the same [Config.MaxTTL]. A master may lose
+// its data on restart: restart quarantine (on unless
+// [Config.DisableQuarantine]) keeps a master that restarted (a new run_id,
+// or younger than the quarantine period when first met) from voting until
+// the quarantine period, the larger of MaxTTL and [Config.QuarantineFor],
+// has passed since it started, by when every lock it may have lost has
+// expired. [Config.FreshMasters] waives that only for masters just started
+// empty that no one else uses. Each master is contacted once per operation and each operation
 // waits at most the per-master timeout for a stalled master.
 //
 // Not guaranteed: a holder paused (GC, SIGSTOP) past its validity may act

@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,6 +126,69 @@ func TestKillMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestUnreachableMasters: masters whose address drops packets (a network
+// partition: every dial ends in Go's own "i/o timeout", which matches
+// context.DeadlineExceeded) are down like killed ones. Every acquisition,
+// not only the first, fails with ErrUnavailable naming each unreachable
+// master — never with an error matching context.DeadlineExceeded, which
+// callers read as their own ctx running out (issue 31 item 6: the proxy
+// answered "command timed out" and logged nothing). The partition is
+// simulated in the dialer, without packets: internal/test/netns drops
+// real ones (proxy's TestPartitionedMasters).
+func TestUnreachableMasters(t *testing.T) {
+	set := mastertest.Start(t, 2)
+	addrs := append(set.Addrs(), "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+	cut := func(addr string) bool { return !slices.Contains(set.Addrs(), addr) }
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		if cut(addr) {
+			// What a black-holed address gives after the dial timeout; the
+			// dial starts once ctx has ended, so it sends nothing.
+			<-ctx.Done()
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: 200 * time.Millisecond,
+		Conn: conn.Config{Dialer: dial, DialTimeout: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Every first connect attempt is over: the cut masters' ended in
+	// their dial timeout.
+	if _, err := e.WaitReady(wctx); !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitReady with 3 of 5 masters cut off: %v; want ErrUnavailable, not context.DeadlineExceeded", err)
+	}
+	for i := range 20 {
+		l, err := e.TryLock(ctx, keyName(t, i), 10*time.Second)
+		if !errors.Is(err, engine.ErrUnavailable) || errors.Is(err, engine.ErrNotAcquired) || l != nil {
+			t.Fatalf("TryLock %d with 3 of 5 masters cut off: %v, %v; want ErrUnavailable", i, l, err)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("TryLock %d with 3 of 5 masters cut off: %v matches context.DeadlineExceeded (the caller's ctx has no deadline)", i, err)
+		}
+		mes := masterErrors(err)
+		for m, addr := range addrs {
+			me, ok := mes[m]
+			switch {
+			case !cut(addr) && ok:
+				t.Errorf("TryLock %d: reachable master %d failed: %v", i, m, me)
+			case !cut(addr):
+			case !ok:
+				t.Errorf("TryLock %d: no MasterError for cut-off master %d in %v", i, m, err)
+			case !errors.Is(me.Err, conn.ErrDown) || !strings.Contains(err.Error(), addr):
+				t.Errorf("TryLock %d: master %d: cause %v, want conn.ErrDown, and its address in %q", i, m, me.Err, err)
+			}
+		}
+	}
+	if st := e.Stats(); st.Unavailable != 20 {
+		t.Errorf("Stats().Unavailable = %d, want 20", st.Unavailable)
+	}
 }
 
 // TestPauseMasters: SIGSTOPped masters keep their sockets open and answer

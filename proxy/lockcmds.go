@@ -163,19 +163,29 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 // error reply. The reply names masters by index and failures by kind —
 // stable for clients to read, and never a master's own message (a
 // master's -WRONGPASS must not read as the client's); the whole error,
-// with addresses, goes to the log. (INFO masters, the operator's view,
-// maps indexes to addresses for authenticated clients.)
+// with addresses, goes to the log, for every failed command (rate-limited:
+// logBurst lines per logWindow, a client's bad arguments on the clients'
+// budget). (INFO masters, the operator's view, maps indexes to addresses
+// for authenticated clients.)
+//
+// "command timed out" is the caller's own deadline only: a master that
+// cannot be reached (a refused dial, or one that times out because its
+// address drops packets) is "not connected" inside the unavailable
+// error, since conn's errors never match context.DeadlineExceeded
+// (conn.ErrConnectTimeout).
 func (s *Server) engineErr(err error) []byte {
+	if errors.Is(err, engine.ErrBadArgument) {
+		s.clientLog.warn(s.log, "proxy: command failed", []any{"err", err})
+		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
+	}
+	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
 	var qe *engine.QuorumError
 	switch {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
 		return redcon.AppendError(nil, msgShuttingDown)
 	case errors.Is(err, context.DeadlineExceeded):
 		return redcon.AppendError(nil, "ERR redlock proxy: command timed out")
-	case errors.Is(err, engine.ErrBadArgument):
-		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
 	switch {
 	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
 		return s.unavailableReply(qe.Answered, qe.Quarantined, qe.Total, qe.Quorum, masterFailures(qe, nil))

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -155,5 +157,38 @@ func TestTLSHandshakeBounded(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `msg="proxy: TLS handshake failed; closing the client" remote=127.0.0.1:`); n < 2 {
 		t.Fatalf("%d handshake failures logged, want 2 (silent, plain text):\n%s", n, logs.String())
+	}
+}
+
+// TestEveryFailureLogged: every failure behind an engine error reply is
+// logged (within the budgets) — the caller's own timeout, a shutdown and
+// a client's bad argument too, not only master failures (issue 31 item 6:
+// "command timed out" returned before logging).
+func TestEveryFailureLogged(t *testing.T) {
+	var logs proctest.Buffer
+	// Port 1 refuses at once: the engine is never used here.
+	srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: []string{"127.0.0.1:1"}},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct {
+		err   error
+		reply string
+	}{
+		{context.DeadlineExceeded, "ERR redlock proxy: command timed out"},
+		{engine.ErrClosed, msgShuttingDown},
+		{fmt.Errorf("%w: empty key", engine.ErrBadArgument), "ERR invalid argument: empty key"},
+		{fmt.Errorf("%w: 1/3 masters", engine.ErrLockLost), "ERR redlock proxy: lock lost"},
+	} {
+		before := strings.Count(logs.String(), `msg="proxy: command failed"`)
+		if got := string(srv.engineErr(tc.err)); got != "-"+tc.reply+"\r\n" {
+			t.Errorf("engineErr(%v) = %q, want %q", tc.err, got, tc.reply)
+		}
+		out := logs.String()
+		if n := strings.Count(out, `msg="proxy: command failed"`); n != before+1 || !strings.Contains(out, tc.err.Error()) {
+			t.Errorf("engineErr(%v) logged %d lines, want 1 with the error:\n%s", tc.err, n-before, out)
+		}
 	}
 }

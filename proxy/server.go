@@ -59,7 +59,10 @@ type Config struct {
 	// EngineConfig configures the engine the server creates (and closes) for its
 	// masters: EngineConfig.Addrs, master AUTH/TLS in EngineConfig.Conn, per-master
 	// timeout, drift, connections per master. Defaults and validation are
-	// the engine's ([engine.Config]). Ignored when Engine is set.
+	// the engine's ([engine.Config]), but for EngineConfig.Names: its
+	// errors reach the proxy's clients, who tell an operator, so settings
+	// are named by `redlock proxy`'s flags ("--max-ttl") unless set.
+	// Ignored when Engine is set.
 	EngineConfig engine.Config
 	// Engine, if set, is the engine the server drives instead of creating
 	// one; the server does not close it. AllowScripts needs EngineConfig's members.
@@ -267,6 +270,9 @@ func New(cfg Config) (*Server, error) {
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
 		ec := cfg.EngineConfig
+		if ec.Names == (engine.Names{}) {
+			ec.Names = engine.Names{MaxTTL: "--max-ttl", FreshMasters: "--fresh-masters", MasterTimeout: "--master-timeout"}
+		}
 		ec.Conn.Scripts = append(append([]*conn.Script(nil), ec.Conn.Scripts...), masterScripts...)
 		if s.eng, err = engine.New(ec); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)

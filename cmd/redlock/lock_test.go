@@ -764,3 +764,16 @@ func TestLockStartMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestLockProxyTTLOverCap: a --ttl over the proxy's --max-ttl is a usage
+// error (exit 2) naming the proxy's flag, at once — not "unavailable"
+// (69) after retries.
+func TestLockProxyTTLOverCap(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: time.Second}})
+	start := time.Now()
+	code, stderr := runLock("--proxy", addr, "--ttl", "2s", "--wait", "5s", "cap", "--", "true")
+	if code != 2 || time.Since(start) > 2*time.Second || !strings.Contains(stderr, "raise --max-ttl to at least 2s") || strings.Contains(stderr, "Config.") {
+		t.Fatalf("--ttl 2s through a proxy with --max-ttl 1s: exit %d after %v; stderr:\n%s", code, time.Since(start), stderr)
+	}
+}

@@ -133,6 +133,10 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		switch {
 		case ctx.Err() != nil:
 			return interrupted(ctx, waitInterrupted)
+		case err != nil && isErrorReply(err) && strings.Contains(err.Error(), "invalid argument"):
+			// The proxy refused the request itself (a TTL over its
+			// --max-ttl): trying again cannot help.
+			return usageError{fmt.Errorf("proxy %s refused the lock: %s", o.proxyAddr, cleanError(err))}
 		case err != nil && !time.Now().Before(deadline):
 			return exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 		case err == nil && !time.Now().Before(deadline):

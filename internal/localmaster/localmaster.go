@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -48,9 +49,27 @@ type Options struct {
 	// plain-text port) on the port Master.Addr reports, and require client
 	// certificates signed by TLS.CAFile.
 	TLS *TLSFiles
-	// Password and TLS need real masters: with Embedded set Start returns
-	// an error, and without redis-server it returns ErrNoRedisServer
-	// instead of falling back to embedded masters.
+	// Net, if set, puts the masters on a network of the caller's instead
+	// of this host's loopback (internal/test/netns: masters behind links a
+	// test can cut).
+	Net Network
+	// Password, TLS and Net need real masters: with Embedded set Start
+	// returns an error, and without redis-server it returns
+	// ErrNoRedisServer instead of falling back to embedded masters.
+}
+
+// Network places real masters on a network other than this host's
+// loopback (see Options.Net).
+type Network interface {
+	// Host returns the IP address master i listens on (--bind).
+	Host(i int) string
+	// Command returns the command master i's redis-server runs under,
+	// its own path and arguments appended (for example ip netns exec
+	// NAME, which execs it: the process is redis-server's own), or nil.
+	Command(i int) []string
+	// DialContext reaches a master's address from this process (the
+	// readiness probe dials with it).
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // TLSFiles names the PEM files of TLS masters (see Options.TLS);
@@ -97,6 +116,9 @@ func Start(ctx context.Context, o Options) (*Set, error) {
 	if o.Embedded && secure {
 		return nil, errors.New("localmaster: Options.Password and Options.TLS need redis-server: embedded masters support neither")
 	}
+	if o.Embedded && o.Net != nil {
+		return nil, errors.New("localmaster: Options.Net needs redis-server: embedded masters listen on loopback only")
+	}
 	notice := o.Notice
 	if notice == nil {
 		notice = os.Stderr
@@ -117,7 +139,7 @@ func Start(ctx context.Context, o Options) (*Set, error) {
 		}
 		return startReal(ctx, n, spec)
 	}
-	if o.RequireReal || o.ServerPath != "" || secure {
+	if o.RequireReal || o.ServerPath != "" || secure || o.Net != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoRedisServer, err)
 	}
 	fmt.Fprintf(notice, "redlock: redis-server not found; using %d embedded in-process masters (miniredis) — numbers are not representative\n", n)
@@ -138,7 +160,8 @@ type Set struct {
 // Masters returns the masters, ordered by Index.
 func (s *Set) Masters() []*Master { return slices.Clone(s.masters) }
 
-// Addrs returns each master's "127.0.0.1:port" address, ordered by Index.
+// Addrs returns each master's "127.0.0.1:port" address (with Options.Net,
+// "host:port" on that network), ordered by Index.
 func (s *Set) Addrs() []string {
 	addrs := make([]string, len(s.masters))
 	for i, m := range s.masters {
@@ -192,7 +215,8 @@ type Master struct {
 	mini *miniredis.Miniredis
 }
 
-// Addr returns the master's "127.0.0.1:port" address (a TLS port with
+// Addr returns the master's "127.0.0.1:port" address ("host:port" with
+// Options.Net; a TLS port with
 // Options.TLS). It stays the same across Restart.
 func (m *Master) Addr() string {
 	m.mu.Lock()

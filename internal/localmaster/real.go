@@ -36,10 +36,11 @@ type spec struct {
 	password string      // --requirepass; the probe AUTHs first
 	tls      *TLSFiles   // absolute paths; nil: plain TCP
 	probeTLS *tls.Config // the probe's client side of tls
+	net      Network     // nil: this host's loopback
 }
 
 func newSpec(bin string, o Options) (*spec, error) {
-	sp := &spec{bin: bin, extra: o.ExtraArgs, password: o.Password}
+	sp := &spec{bin: bin, extra: o.ExtraArgs, password: o.Password, net: o.Net}
 	if o.TLS == nil {
 		return sp, nil
 	}
@@ -75,8 +76,26 @@ func newSpec(bin string, o Options) (*spec, error) {
 // secured reports whether a client needs more than a TCP connection.
 func (sp *spec) secured() bool { return sp.tls != nil || sp.password != "" }
 
-// args returns redis-server's arguments for a master on port.
-func (sp *spec) args(port int, dir, logPath string) []string {
+// host returns the address master i listens on.
+func (sp *spec) host(i int) string {
+	if sp.net != nil {
+		return sp.net.Host(i)
+	}
+	return "127.0.0.1"
+}
+
+// command returns the command that runs master i's redis-server with args.
+func (sp *spec) command(i int, args []string) *exec.Cmd {
+	if sp.net != nil {
+		if pre := sp.net.Command(i); len(pre) > 0 {
+			return exec.Command(pre[0], append(append(pre[1:len(pre):len(pre)], sp.bin), args...)...)
+		}
+	}
+	return exec.Command(sp.bin, args...)
+}
+
+// args returns redis-server's arguments for master i on port.
+func (sp *spec) args(i, port int, dir, logPath string) []string {
 	listen := []string{"--port", strconv.Itoa(port)}
 	if sp.tls != nil {
 		listen = []string{
@@ -86,7 +105,7 @@ func (sp *spec) args(port int, dir, logPath string) []string {
 		}
 	}
 	args := append(listen,
-		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--bind", sp.host(i), "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--daemonize", "no", "--dir", dir, "--logfile", logPath,
 	)
 	if sp.password != "" {
@@ -149,7 +168,7 @@ func (m *Master) spawnRetryLocked(ctx context.Context, port int, newPort bool) e
 // spawnLocked starts one redis-server on port and waits until it is ready.
 func (m *Master) spawnLocked(ctx context.Context, port int) error {
 	logPath := filepath.Join(m.dir, "redis.log")
-	args := m.spec.args(port, m.dir, logPath)
+	args := m.spec.args(m.index, port, m.dir, logPath)
 	// Configuration errors go to stderr before the log file is opened, so
 	// send stdout and stderr to the log as well.
 	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -157,7 +176,7 @@ func (m *Master) spawnLocked(ctx context.Context, port int) error {
 		return fmt.Errorf("localmaster: %w", err)
 	}
 	defer out.Close()
-	cmd := exec.Command(m.spec.bin, args...)
+	cmd := m.spec.command(m.index, args)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
@@ -169,7 +188,7 @@ func (m *Master) spawnLocked(ctx context.Context, port int) error {
 		close(exited)
 	}()
 	m.cmd, m.exited, m.paused = cmd, exited, false
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(m.spec.host(m.index), strconv.Itoa(port))
 	if err := waitReady(ctx, m.spec, addr, cmd.Process.Pid, exited); err != nil {
 		_ = m.haltLocked(false)
 		return fmt.Errorf("localmaster: master %d on %s: %w%s", m.index, addr, err, logTail(logPath))
@@ -293,8 +312,16 @@ func waitReady(ctx context.Context, sp *spec, addr string, pid int, exited <-cha
 // for secured masters) and reports whether it got +PONG from the process
 // pid, and not from some other server that won the port.
 func probe(ctx context.Context, sp *spec, addr string, pid int) error {
-	d := net.Dialer{Timeout: 250 * time.Millisecond}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+	defer cancel()
+	var c net.Conn
+	var err error
+	if sp.net != nil {
+		c, err = sp.net.DialContext(dctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		c, err = d.DialContext(dctx, "tcp", addr)
+	}
 	if err != nil {
 		return err
 	}

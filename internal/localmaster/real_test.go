@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -187,4 +189,57 @@ func TestRealStartCanceled(t *testing.T) {
 	if _, err := Start(ctx, Options{N: 2}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
+}
+
+// loopNet is a Network on this host's loopback: master i on 127.0.0.(2+i),
+// started under env (which execs it), dialled with a counting dialer.
+type loopNet struct{ dials *atomic.Int64 }
+
+func (n loopNet) Host(i int) string      { return "127.0.0." + strconv.Itoa(2+i) }
+func (n loopNet) Command(i int) []string { return []string{"env"} }
+func (n loopNet) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	n.dials.Add(1)
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
+// TestNet: with Options.Net each master listens on its host, runs under
+// its command prefix as its own process (the probe checked its pid) and
+// is probed through the Network's dialer, restarts included; Net needs
+// real masters.
+func TestNet(t *testing.T) {
+	n := loopNet{dials: new(atomic.Int64)}
+	if _, err := Start(t.Context(), Options{N: 1, Embedded: true, Net: n}); err == nil {
+		t.Error("Start with Embedded and Net: no error")
+	}
+	t.Run("no fallback", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		if _, err := Start(t.Context(), Options{N: 1, Net: n}); !errors.Is(err, ErrNoRedisServer) {
+			t.Errorf("Start with Net and no redis-server: %v, want ErrNoRedisServer", err)
+		}
+	})
+	requireServer(t)
+	s, err := Start(t.Context(), Options{N: 2, Net: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, m := range s.Masters() {
+		if want := n.Host(i) + ":"; !strings.HasPrefix(m.Addr(), want) {
+			t.Errorf("master %d: address %s, want %s…", i, m.Addr(), want)
+		}
+		expect(t, dial(t, m.Addr()).do(t, "PING"), "+PONG")
+	}
+	if n.dials.Load() < 2 {
+		t.Errorf("%d probe dials through the Network, want at least 2", n.dials.Load())
+	}
+	m := s.Masters()[1]
+	addr := m.Addr()
+	if err := m.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if m.Addr() != addr {
+		t.Errorf("restarted master moved from %s to %s", addr, m.Addr())
+	}
+	expect(t, dial(t, m.Addr()).do(t, "PING"), "+PONG")
 }

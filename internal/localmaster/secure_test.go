@@ -225,12 +225,12 @@ func TestSecureOptions(t *testing.T) {
 // TestSecureArgs checks the redis-server command lines: unchanged
 // without Password and TLS, TLS-only listening with TLS.
 func TestSecureArgs(t *testing.T) {
-	plain := (&spec{extra: []string{"--x", "y"}}).args(7000, "/d", "/d/l")
+	plain := (&spec{extra: []string{"--x", "y"}}).args(0, 7000, "/d", "/d/l")
 	want := "--port 7000 --bind 127.0.0.1 --save  --appendonly no --protected-mode no --daemonize no --dir /d --logfile /d/l --x y"
 	if got := strings.Join(plain, " "); got != want {
 		t.Errorf("plain args:\n%s\nwant\n%s", got, want)
 	}
-	sec := (&spec{password: "pw", tls: &TLSFiles{CertFile: "/c", KeyFile: "/k", CAFile: "/ca"}}).args(7000, "/d", "/d/l")
+	sec := (&spec{password: "pw", tls: &TLSFiles{CertFile: "/c", KeyFile: "/k", CAFile: "/ca"}}).args(0, 7000, "/d", "/d/l")
 	want = "--port 0 --tls-port 7000 --tls-cert-file /c --tls-key-file /k --tls-ca-cert-file /ca --tls-auth-clients yes --bind 127.0.0.1 --save  --appendonly no --protected-mode no --daemonize no --dir /d --logfile /d/l --requirepass pw"
 	if got := strings.Join(sec, " "); got != want {
 		t.Errorf("secure args:\n%s\nwant\n%s", got, want)
