@@ -35,7 +35,38 @@ type ClockJump struct {
 	Allowed time.Duration
 }
 
-var timeCmd = resp.AppendCommandStrings(nil, "TIME")
+var (
+	timeCmd = resp.AppendCommandStrings(nil, "TIME")
+	pingCmd = resp.AppendCommandStrings(nil, "PING")
+)
+
+// DefaultClockRefresh is the default Config.ClockRefresh.
+const DefaultClockRefresh = 5 * time.Second
+
+// clockRefreshLoop sends a PING — a batch, so a TIME before it — when the
+// connection wrote nothing for Config.ClockRefresh: the readings of an
+// idle master stay that close, and with them the allowance a jump must
+// exceed to be seen. It ends with the Conn.
+func (c *Conn) clockRefreshLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.ClockRefresh)
+	defer t.Stop()
+	last := c.writes.Load()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if w := c.writes.Load(); w != last {
+			last = w
+			continue
+		}
+		if c.Connected() {
+			c.Do(Request{Cmd: pingCmd, Deadline: time.Now().Add(c.cfg.ClockRefresh), Callback: discard{}}) // refused when down or full: no matter
+		}
+	}
+}
 
 // clockWatch is a Conn's clock check state. It is touched by the reader
 // goroutine only (the TIME replies), and by the reset at a new server.

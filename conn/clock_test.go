@@ -154,3 +154,31 @@ func TestClockCheckRefused(t *testing.T) {
 		t.Fatalf("reported %+v", j)
 	}
 }
+
+// TestClockRefresh: an idle connection with the clock check on reads the
+// server's clock every ClockRefresh (a PING, after its batch's TIME), and
+// the Conn's Close ends that loop.
+func TestClockRefresh(t *testing.T) {
+	f, _ := clockFake(t)
+	log := &jumpLog{}
+	c := fakeConn(t, f, conn.Config{OnClockJump: log.jumped, ClockRefresh: 20 * time.Millisecond})
+	if err := c.WaitConnected(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	times, pings := 0, 0
+	for _, n := range f.session(0).commandNames() {
+		switch n {
+		case "TIME":
+			times++
+		case "PING":
+			pings++
+		}
+	}
+	if pings < 3 || times < pings {
+		t.Errorf("idle for 200ms with ClockRefresh 20ms: %d PINGs, %d TIMEs", pings, times)
+	}
+	if j, _ := log.snapshot(); len(j) != 0 {
+		t.Errorf("no jump, yet reported %+v", j)
+	}
+}

@@ -70,6 +70,11 @@ type Config struct {
 	// process's over an interval without counting as a jump (with
 	// OnClockJump; default 2ms + 1% of the interval).
 	ClockAllowance func(interval time.Duration) time.Duration
+	// ClockRefresh (with OnClockJump) is how long a connection may go
+	// without a write before it sends a PING of its own, so that its
+	// clock readings stay at most that far apart on an idle master
+	// (default 5s; negative: never).
+	ClockRefresh time.Duration
 	// OnState, if set, is called on the Conn's goroutine each time it
 	// comes up or goes down: once per change, not once per failed
 	// reconnect attempt. It must not block.
@@ -113,6 +118,7 @@ func (c Config) withDefaults() Config {
 	if c.OnClockJump != nil && c.ClockAllowance == nil {
 		c.ClockAllowance = func(d time.Duration) time.Duration { return 2*time.Millisecond + d/100 }
 	}
+	def(&c.ClockRefresh, DefaultClockRefresh)
 	if c.ReadBufferSize <= 0 {
 		c.ReadBufferSize = DefaultReadBufferSize
 	}

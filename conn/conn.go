@@ -144,6 +144,10 @@ func New(addr string, cfg Config) *Conn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	if c.clock != nil && c.cfg.ClockRefresh > 0 {
+		c.wg.Add(1)
+		go c.clockRefreshLoop()
+	}
 	c.wg.Add(2)
 	go c.run(ctx)
 	go c.expireLoop()

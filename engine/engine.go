@@ -128,7 +128,9 @@ func New(cfg Config) (*Engine, error) {
 		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), loaded...)
 		if !cfg.DisableClockCheck {
 			cc.OnClockJump = func(j conn.ClockJump) { e.clockJumped(i, j) }
-			cc.ClockAllowance = e.cfg.drift
+			// The drift allowance of the interval, capped at MaxTTL's: idle
+			// connections read the clock every ClockRefresh anyway.
+			cc.ClockAllowance = func(d time.Duration) time.Duration { return e.cfg.drift(min(d, e.cfg.MaxTTL)) }
 		}
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
