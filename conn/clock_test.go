@@ -141,7 +141,9 @@ func TestClockCheck(t *testing.T) {
 // still serves: the check takes no reading and reports nothing.
 func TestClockCheckRefused(t *testing.T) {
 	f := newFake(t)
-	f.handle("TIME", func(s *fakeSession, _ []string) { s.reply("-NOPERM this user has no permissions to run the 'time' command\r\n") })
+	f.handle("TIME", func(s *fakeSession, _ []string) {
+		s.reply("-NOPERM this user has no permissions to run the 'time' command\r\n")
+	})
 	f.handle("SET", func(s *fakeSession, _ []string) { s.reply("+OK\r\n") })
 	log := &jumpLog{}
 	c := fakeConn(t, f, conn.Config{OnClockJump: log.jumped})
