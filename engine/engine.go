@@ -30,7 +30,8 @@ type Engine struct {
 
 	closed                            atomic.Bool
 	acquired, failed, unavailable     atomic.Uint64
-	released, lost                    atomic.Uint64
+	released, lost, relUnavailable    atomic.Uint64
+	locksLost                         atomic.Uint64
 	extended, extendFailed, cancelled atomic.Uint64
 	masterErrs                        []atomic.Uint64
 
@@ -302,12 +303,19 @@ func (e *Engine) pick(i int, cix uint32) master {
 
 // Stats are counters of an Engine since New.
 type Stats struct {
-	Acquired     uint64   // successful acquisitions
-	Failed       uint64   // acquisitions a quorum refused (held) or granted too late
-	Unavailable  uint64   // acquisitions too few masters answered
-	Cancelled    uint64   // acquisitions abandoned because ctx ended
-	Released     uint64   // unlocks confirmed by a quorum
-	Lost         uint64   // unlocks that found the lock gone
+	Acquired    uint64 // successful acquisitions
+	Failed      uint64 // acquisitions a quorum refused (held) or granted too late
+	Unavailable uint64 // acquisitions too few masters answered
+	Cancelled   uint64 // acquisitions abandoned because ctx ended
+	// Unlocks of locks this engine granted (an attached lock's Unlock —
+	// the proxy's — is counted by its caller): Released, confirmed by a
+	// quorum; Lost, a quorum answered and fewer held the token (it had
+	// expired or been taken over); ReleaseUnavailable, too few masters
+	// answered to tell. As [Observer.Release] reports them.
+	Released, Lost, ReleaseUnavailable uint64
+	// LocksLost are locks that ended other than by Unlock (an extension
+	// failed, the validity ran out, the hold limit): as [Observer.Lost].
+	LocksLost    uint64
 	Extended     uint64   // successful extensions
 	ExtendFailed uint64   // failed extensions
 	MasterErrors []uint64 // per master: timeouts, I/O and server errors
@@ -327,7 +335,8 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	s := Stats{
 		Acquired: e.acquired.Load(), Failed: e.failed.Load(), Unavailable: e.unavailable.Load(), Cancelled: e.cancelled.Load(),
-		Released: e.released.Load(), Lost: e.lost.Load(), Extended: e.extended.Load(),
+		Released: e.released.Load(), Lost: e.lost.Load(), ReleaseUnavailable: e.relUnavailable.Load(),
+		LocksLost: e.locksLost.Load(), Extended: e.extended.Load(),
 		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
 		ClockJumpsAhead: e.jumpsAhead.Load(), ClockJumpsBack: e.jumpsBack.Load(),
 	}

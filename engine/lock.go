@@ -29,6 +29,10 @@ type Lock struct {
 	until      atomic.Int64 // validity deadline, ns since e.epoch (monotonic)
 	extensions atomic.Int64 // successful extensions
 	unlocked   atomic.Bool  // Unlock was called: not Valid, no Extend
+	// attached: a handle on a token granted elsewhere (transport.Attach):
+	// its Unlock and its end are reported by the caller, not in Stats or
+	// to the Observer (its Extend is).
+	attached bool
 
 	// callerToken: the token came from the caller (WithToken), so it may
 	// also be the value of a lock the caller already holds: the cleanup
@@ -207,8 +211,11 @@ func (l *Lock) end(err error) {
 	hooks := l.life.hooks
 	l.life.hooks = nil
 	l.life.mu.Unlock()
-	if obs := l.e.obs; obs != nil && err != ErrUnlocked && err != ErrClosed {
-		obs.Lost(err)
+	if err != ErrUnlocked && err != ErrClosed && !l.attached {
+		l.e.locksLost.Add(1)
+		if obs := l.e.obs; obs != nil {
+			obs.Lost(err)
+		}
 	}
 	for _, cancel := range hooks {
 		cancel(err)
@@ -301,17 +308,28 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	if o.granted() >= e.q {
 		l.released = true
-		e.released.Add(1)
-		if e.obs != nil {
-			e.obs.Release(true)
+		if !l.attached {
+			e.released.Add(1)
+			if e.obs != nil {
+				e.obs.Release(ReleaseReleased)
+			}
 		}
 		return nil
 	}
-	e.lost.Add(1)
-	if e.obs != nil {
-		e.obs.Release(false)
+	qerr := o.quorumError(ErrLockLost, nil)
+	if !l.attached {
+		r := ReleaseLost
+		if errors.Is(qerr, ErrUnavailable) {
+			r = ReleaseUnavailable
+			e.relUnavailable.Add(1)
+		} else {
+			e.lost.Add(1)
+		}
+		if e.obs != nil {
+			e.obs.Release(r)
+		}
 	}
-	return o.quorumError(ErrLockLost, nil)
+	return qerr
 }
 
 // absorb records the release answers o has so far into relState.

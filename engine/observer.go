@@ -22,8 +22,12 @@ type Observer interface {
 	Wait(d time.Duration, acquired bool)
 	// Extend reports a decided extension, by Extend or the watchdog (auto).
 	Extend(ok, auto bool)
-	// Release reports a decided Unlock: ok when a quorum released it.
-	Release(ok bool)
+	// Release reports a decided Unlock by its result (released, lost,
+	// unavailable). The engine does not report the Unlock of an attached
+	// lock (a token granted elsewhere, as the proxy's clients send back):
+	// its caller knows what the token was, and reports it (the proxy also
+	// reports [ReleaseCleanup]).
+	Release(ReleaseResult)
 	// Lost reports a lock that ended other than by Unlock (err: why, as
 	// [Lock.Err]).
 	Lost(err error)
@@ -41,7 +45,7 @@ type NopObserver struct{}
 func (NopObserver) Acquire(AcquireEvent)                  {}
 func (NopObserver) Wait(time.Duration, bool)              {}
 func (NopObserver) Extend(bool, bool)                     {}
-func (NopObserver) Release(bool)                          {}
+func (NopObserver) Release(ReleaseResult)                 {}
 func (NopObserver) Lost(error)                            {}
 func (NopObserver) MasterReply(int, time.Duration, error) {}
 func (NopObserver) WriteBatch(master, n int)              {}
@@ -71,6 +75,38 @@ var acquireResultNames = [...]string{AcquireGranted: "acquired", AcquireTaken: "
 func (r AcquireResult) String() string {
 	if int(r) < len(acquireResultNames) {
 		return acquireResultNames[r]
+	}
+	return "unknown"
+}
+
+// ReleaseResult is how a decided release ended.
+type ReleaseResult uint8
+
+const (
+	// ReleaseReleased: a quorum of masters held the token and deleted it.
+	ReleaseReleased ReleaseResult = iota
+	// ReleaseLost: a quorum answered, and fewer than a quorum held the
+	// token: the lock had expired or been taken over before its release
+	// ([ErrLockLost]). Through the proxy: a value not known to be a
+	// refused attempt's ([ReleaseCleanup]).
+	ReleaseLost
+	// ReleaseCleanup: a release of a value whose acquisition was refused
+	// (and not granted since), as client libraries send after a failed
+	// attempt; not a lost lock. The engine's own failed attempts clean up
+	// without an Unlock: only the proxy reports it.
+	ReleaseCleanup
+	// ReleaseUnavailable: too few masters answered to tell
+	// ([ErrUnavailable]).
+	ReleaseUnavailable
+)
+
+var releaseResultNames = [...]string{ReleaseReleased: "released", ReleaseLost: "lost", ReleaseCleanup: "cleanup", ReleaseUnavailable: "unavailable"}
+
+// String returns the result's metric label: released, lost, cleanup or
+// unavailable.
+func (r ReleaseResult) String() string {
+	if int(r) < len(releaseResultNames) {
+		return releaseResultNames[r]
 	}
 	return "unknown"
 }

@@ -43,7 +43,7 @@ type Metrics struct {
 	margin       prometheus.Histogram
 	validity     prometheus.Histogram
 	extensions   [2][2]prometheus.Counter // [auto][ok]
-	releases     [2]prometheus.Counter    // [ok]
+	releases     [4]prometheus.Counter    // by engine.ReleaseResult
 	losses       prometheus.Counter
 	rttVec       *prometheus.HistogramVec
 	errVec       *prometheus.CounterVec
@@ -93,8 +93,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	rel := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "releases_total",
-		Help: "Decided Unlocks: released (by a quorum) or lost (a quorum no longer held the token)."}, []string{"result"})
-	m.releases = [2]prometheus.Counter{rel.WithLabelValues("lost"), rel.WithLabelValues("released")}
+		Help: "Decided releases: released (by a quorum), lost (a quorum answered and fewer held the token of a granted lock), cleanup (a failed attempt's value, refused by the proxy, released by its client), unavailable (too few masters answered)."}, []string{"result"})
+	for r := range m.releases {
+		m.releases[r] = rel.WithLabelValues(engine.ReleaseResult(r).String())
+	}
 	losses := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "locks_lost_total",
 		Help: "Locks that ended other than by Unlock: an extension failed, the validity ran out, or the hold limit was reached."})
 	m.losses = losses
@@ -141,7 +143,11 @@ func (m *Metrics) Wait(d time.Duration, acquired bool) {
 func (m *Metrics) Extend(ok, auto bool) { m.extensions[b2i(auto)][b2i(ok)].Inc() }
 
 // Release implements [engine.Observer].
-func (m *Metrics) Release(ok bool) { m.releases[b2i(ok)].Inc() }
+func (m *Metrics) Release(r engine.ReleaseResult) {
+	if int(r) < len(m.releases) {
+		m.releases[r].Inc()
+	}
+}
 
 // Lost implements [engine.Observer].
 func (m *Metrics) Lost(error) { m.losses.Inc() }

@@ -104,6 +104,10 @@ func TestMetricsMove(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the deleted lock was not reported lost")
 	}
+	// Its holder's Unlock finds it gone: a lost release.
+	if err := lost.Unlock(ctx); !errors.Is(err, engine.ErrLockLost) || errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Unlock of the deleted lock: %v", err)
+	}
 	// A master down: its part fails, and the gauges say so.
 	if err := set.Masters()[2].Kill(); err != nil {
 		t.Fatal(err)
@@ -134,12 +138,20 @@ func TestMetricsMove(t *testing.T) {
 		{`redlock_extensions_total{by="watchdog",result="failed"}`, 1, 1},
 		{`redlock_locks_lost_total`, 1, 1},
 		{`redlock_releases_total{result="released"}`, cycles + 3, cycles + 3},
+		{`redlock_releases_total{result="lost"}`, 1, 1},
+		// The engine's own locks have no cleanup (the proxy reports it);
+		// every master that was up answered.
+		{`redlock_releases_total{result="cleanup"}`, 0, 0},
+		{`redlock_releases_total{result="unavailable"}`, 0, 0},
 		{`redlock_validity_left_ratio_count`, cycles + 4, cycles + 4},
 		{`redlock_master_rtt_seconds_count{master="0"}`, 2*cycles + 9, 2*cycles + 60},
 		{`redlock_master_errors_total{kind="down",master="2"}`, 1, 4},
 		{`redlock_write_batch_commands_count{master="0"}`, 1, 2*cycles + 60},
 		{`redlock_write_batch_commands_sum{master="0"}`, 2*cycles + 9, 2*cycles + 60},
 	} {
+		if _, ok := after[c.name]; !ok {
+			t.Errorf("/metrics lacks %s", c.name)
+		}
 		if d := moved(c.name); d < c.min || d > c.max {
 			t.Errorf("%s moved by %v, want %v..%v", c.name, d, c.min, c.max)
 		}

@@ -89,6 +89,11 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 		} else {
 			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
 		}
+		if err == nil {
+			s.refused.granted(args[1], args[2])
+		} else {
+			s.refused.refused(args[1], args[2]) // its release is a cleanup
+		}
 		switch {
 		case err == nil && fenced:
 			return redcon.AppendInt(dst, l.FencingToken())

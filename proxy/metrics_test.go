@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,20 +146,10 @@ func TestProxyStatsMetrics(t *testing.T) {
 	}
 	info := infoFields(t, open[1].cmd("INFO"))
 	after = e.scrape(t)
-	for field, series := range map[string]string{
-		"connected_clients":    "redlock_proxy_clients",
-		"accepted_connections": "redlock_proxy_connections_accepted_total",
-		"rejected_connections": "redlock_proxy_connections_rejected_total",
-		"commands_processed":   "redlock_proxy_commands_total",
-		"protocol_errors":      "redlock_proxy_protocol_errors_total",
-		"auth_failures":        "redlock_proxy_auth_failures_total",
-		"memory_refusals":      "redlock_proxy_memory_refusals_total",
-		"panics_recovered":     "redlock_proxy_panics_recovered_total",
-	} {
-		if float64(info[field]) != after[series] {
-			t.Errorf("INFO %s:%d, /metrics %s %v", field, info[field], series, after[series])
-		}
+	if float64(info["connected_clients"]) != after["redlock_proxy_clients"] {
+		t.Errorf("INFO connected_clients:%d, /metrics redlock_proxy_clients %v", info["connected_clients"], after["redlock_proxy_clients"])
 	}
+	checkInfoAgrees(t, info, after)
 
 	// Closed connections leave the gauge.
 	for _, c := range open {
@@ -171,67 +164,197 @@ func TestProxyStatsMetrics(t *testing.T) {
 	}
 }
 
-// TestInfoMetricsLockCounters: after N extensions through the proxy — by
-// the engine (single-key compare-and-pexpire) and by broadcast (redsync's
-// touch-with-setnx, node-redlock's multi-key extend) — INFO's
-// locks_extended and /metrics' redlock_extensions_total{result="extended"}
-// both say N, and both count the failed one; so do INFO's other lock
-// counters and their series. Before, INFO counted only the engine's.
-func TestInfoMetricsLockCounters(t *testing.T) {
-	e := startMetricsEnv(t, nil)
-	c := dialRaw(t, e.addr)
-	for _, k := range []string{"ext:a", "ext:b", "ext:c"} {
-		checkReply(t, c.cmd("SET", k, "tok", "NX", "PX", "10000"), "+OK\r\n")
+// infoNames names /metrics series as INFO's # Proxy section names its
+// counters (docs/operations.md, Monitoring): the series name without
+// redlock_, proxy_ and _total, then _ and the value of its result label;
+// series that differ in other labels are summed.
+func infoNames(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range m {
+		name, labels, _ := strings.Cut(series, "{")
+		if !strings.HasPrefix(name, "redlock_") {
+			continue
+		}
+		name = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(name, "redlock_"), "proxy_"), "_total")
+		if _, r, ok := strings.Cut(labels, `result="`); ok {
+			name += "_" + r[:strings.IndexByte(r, '"')]
+		}
+		out[name] += v
 	}
-	extends := []struct {
-		script string
-		keys   []string
-		want   string
-	}{
-		{scripts.Extend.Source(), []string{"ext:a"}, ":1\r\n"},
-		{scripts.Extend.Source(), []string{"ext:a"}, ":1\r\n"},
-		{scripts.Lib("redsync-v4-touchWithSetNXScript"), []string{"ext:b"}, ":1\r\n"},
-		{scripts.Lib("node-redlock5-extend"), []string{"ext:b", "ext:c"}, ":2\r\n"},
-		{scripts.Lib("node-redlock5-extend"), []string{"ext:b", "ext:c"}, ":2\r\n"},
-	}
-	for _, x := range extends {
-		args := append([]string{"EVAL", x.script, strconv.Itoa(len(x.keys))}, x.keys...)
-		checkReply(t, c.cmd(append(args, "tok", "10000")...), x.want)
-	}
-	// A failed extension by broadcast: another token.
-	checkReply(t, c.cmd("EVAL", scripts.Lib("node-redlock5-extend"), "2", "ext:b", "ext:c", "other", "10000"), ":0\r\n")
+	return out
+}
 
-	// The other lock counters agree too: an acquisition, a refused one
-	// and two releases (one lost) by broadcast.
-	nodeAcquire, nodeRelease := scripts.Lib("node-redlock5-acquire"), scripts.Lib("node-redlock5-release")
-	checkReply(t, c.cmd("EVAL", nodeAcquire, "2", "ext:d", "ext:e", "tok", "10000"), ":2\r\n")
-	checkReply(t, c.cmd("EVAL", nodeAcquire, "2", "ext:d", "ext:e", "other", "10000"), ":0\r\n")
-	checkReply(t, c.cmd("EVAL", nodeRelease, "2", "ext:d", "ext:e", "tok"), ":2\r\n")
-	checkReply(t, c.cmd("EVAL", nodeRelease, "2", "ext:d", "ext:e", "tok"), ":0\r\n")
+// sharedCounters are the counters INFO proxy and /metrics both show:
+// a rename on one side only fails TestInfoMetricsAgree.
+var sharedCounters = []string{
+	"connections_accepted", "connections_rejected", "commands", "protocol_errors", "auth_failures",
+	"memory_refusals", "panics_recovered",
+	"acquisitions_acquired", "acquisitions_taken", "acquisitions_no_quorum",
+	"extensions_extended", "extensions_failed",
+	"releases_released", "releases_lost", "releases_cleanup", "releases_unavailable", "locks_lost",
+}
+
+// checkInfoAgrees compares every INFO field whose name a /metrics series
+// has (infoNames) with that series, and returns the names compared.
+func checkInfoAgrees(t *testing.T, info map[string]int64, m map[string]float64) map[string]bool {
+	t.Helper()
+	named, shared := infoNames(m), map[string]bool{}
+	for field, v := range info {
+		mv, ok := named[field]
+		if !ok {
+			continue
+		}
+		shared[field] = true
+		if float64(v) != mv {
+			t.Errorf("INFO %s:%d, /metrics %v", field, v, mv)
+		}
+	}
+	return shared
+}
+
+// TestInfoMetricsAgree: after a workload that moves every counter INFO
+// proxy and /metrics share — connections accepted and refused, commands,
+// a protocol error, a wrong password, a memory refusal, a recovered
+// panic; lock acquisitions acquired, taken and without quorum;
+// extensions done and failed (a lock lost); releases released, lost,
+// cleanup and unavailable; each by the engine (SET NX PX, single-key
+// scripts) and by broadcast (node-redlock v4's multi-key scripts) — each
+// shared name shows one value in both, and moved.
+func TestInfoMetricsAgree(t *testing.T) {
+	e := startMetricsEnv(t, func(c *Config) { c.RequirePass = "pw"; c.MaxClients = 2; c.MaxClientMemory = 1 })
+	dial := func() *rawConn {
+		c := dialRaw(t, e.addr)
+		checkReply(t, c.cmd("AUTH", "pw"), "+OK\r\n")
+		return c
+	}
+	// gone waits until a closed connection left the client count.
+	gone := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); e.srv.Stats().ConnectedClients != n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d clients, want %d", e.srv.Stats().ConnectedClients, n)
+			}
+		}
+	}
+	c := dial()
+	checkReply(t, c.cmd("AUTH", "wrong"), "-WRONGPASS*")
+	d := dial()
+	checkReply(t, dialRaw(t, e.addr).read(), "-ERR max number of clients reached*")
+	d.nc.Close()
+	gone(1)
+	pe := dialRaw(t, e.addr)
+	pe.send("*1\r\n$x\r\n")
+	checkReply(t, pe.read(), "-ERR Protocol error*")
+	gone(1)
+	mr := dial()
+	checkReply(t, mr.cmd("SET", "agree:big", strings.Repeat("v", 64<<10), "NX", "PX", "1000"), "-"+msgMemory+"*")
+	gone(1)
+	hook := func(where string, args [][]byte) {
+		if where == "dispatch" && len(args) == 2 && string(args[1]) == "boom" {
+			panic("test panic")
+		}
+	}
+	testHook.Store(&hook)
+	defer testHook.Store(nil)
+	checkReply(t, dial().cmd("ECHO", "boom"), "-ERR redlock proxy internal error*")
+	testHook.Store(nil)
+	gone(1)
+
+	eval := func(script string, keys []string, args ...string) string {
+		t.Helper()
+		return c.cmd(append(append([]string{"EVAL", script, strconv.Itoa(len(keys))}, keys...), args...)...)
+	}
+	// By the engine: SET NX PX and the single-key scripts.
+	release, extend := scripts.Release.Source(), scripts.Extend.Source()
+	checkReply(t, c.cmd("SET", "agree:a", "tok", "NX", "PX", "10000"), "+OK\r\n")   // acquired
+	checkReply(t, c.cmd("SET", "agree:a", "other", "NX", "PX", "10000"), "$-1\r\n") // taken
+	checkReply(t, eval(release, []string{"agree:a"}, "other"), ":0\r\n")            // cleanup
+	checkReply(t, eval(extend, []string{"agree:a"}, "tok", "10000"), ":1\r\n")      // extended
+	checkReply(t, eval(extend, []string{"agree:a"}, "other", "10000"), ":0\r\n")    // failed: lost
+	checkReply(t, eval(release, []string{"agree:a"}, "tok"), ":1\r\n")              // released
+	checkReply(t, eval(release, []string{"agree:a"}, "tok"), ":0\r\n")              // lost
+	// By broadcast: node-redlock v4's scripts on two keys.
+	lock, ext, unlock := scripts.Lib("node-redlock4-lock"), scripts.Lib("node-redlock4-extend"), scripts.Lib("node-redlock4-unlock")
+	bc := []string{"agree:b", "agree:c"}
+	checkReply(t, eval(lock, bc, "tok", "10000"), ":2\r\n")   // acquired
+	checkReply(t, eval(lock, bc, "other", "10000"), ":0\r\n") // taken
+	checkReply(t, eval(unlock, bc, "other"), ":0\r\n")        // cleanup
+	checkReply(t, eval(ext, bc, "tok", "10000"), ":2\r\n")    // extended
+	checkReply(t, eval(ext, bc, "other", "10000"), ":0\r\n")  // failed: lost
+	checkReply(t, eval(unlock, bc, "tok"), ":2\r\n")          // released
+	checkReply(t, eval(unlock, bc, "tok"), ":0\r\n")          // lost
+	// Two of three masters down: no quorum, by the engine and by broadcast.
+	for _, m := range e.set.Masters()[:2] {
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkReply(t, c.cmd("SET", "agree:d", "tok", "NX", "PX", "10000"), "-ERR redlock proxy: unavailable*") // no_quorum
+	checkReply(t, eval(lock, bc, "tok", "10000"), "-ERR redlock proxy: unavailable*")                      // no_quorum
+	checkReply(t, eval(release, []string{"agree:d"}, "tok"), "-ERR redlock proxy: unavailable*")           // unavailable
+	checkReply(t, eval(unlock, bc, "tok"), "-ERR redlock proxy: unavailable*")                             // unavailable
 
 	info := infoFields(t, c.cmd("INFO", "proxy"))
 	m := e.scrape(t)
-	for field, series := range map[string]string{
-		"locks_acquired": `redlock_acquisitions_total{result="acquired"}`,
-		"locks_failed":   `redlock_acquisitions_total{result="taken"}`,
-		"locks_released": `redlock_releases_total{result="released"}`,
-		"locks_lost":     `redlock_releases_total{result="lost"}`,
-	} {
-		if float64(info[field]) != m[series] {
-			t.Errorf("INFO %s:%d, /metrics %s %v", field, info[field], series, m[series])
+	shared := checkInfoAgrees(t, info, m)
+	for _, name := range sharedCounters {
+		if !shared[name] {
+			t.Errorf("%s: not in both INFO proxy and /metrics", name)
+		} else if info[name] == 0 {
+			t.Errorf("%s: 0 after a workload that moves it", name)
 		}
 	}
-	if info["locks_acquired"] != 4 || info["locks_failed"] != 1 || info["locks_released"] != 1 || info["locks_lost"] != 1 {
-		t.Errorf("INFO acquired %d, failed %d, released %d, lost %d; want 4, 1, 1, 1",
-			info["locks_acquired"], info["locks_failed"], info["locks_released"], info["locks_lost"])
+	// The lock counters, exactly: one of each per path (the engine's and
+	// the broadcasts').
+	for name, want := range map[string]int64{
+		"acquisitions_acquired": 2, "acquisitions_taken": 2, "acquisitions_no_quorum": 2,
+		"extensions_extended": 2, "extensions_failed": 2, "locks_lost": 2,
+		"releases_released": 2, "releases_lost": 2, "releases_cleanup": 2, "releases_unavailable": 2,
+	} {
+		if info[name] != want {
+			t.Errorf("INFO %s:%d, want %d", name, info[name], want)
+		}
 	}
-	n := int64(len(extends))
-	extended := m[`redlock_extensions_total{by="caller",result="extended"}`] + m[`redlock_extensions_total{by="watchdog",result="extended"}`]
-	failed := m[`redlock_extensions_total{by="caller",result="failed"}`] + m[`redlock_extensions_total{by="watchdog",result="failed"}`]
-	if info["locks_extended"] != n || extended != float64(n) {
-		t.Errorf("after %d extensions: INFO locks_extended:%d, /metrics %v", n, info["locks_extended"], extended)
+}
+
+// TestNodeRedlockContentionMetrics: node-redlock v4 sends its unlock script
+// after every failed attempt (retryCount 2: three attempts, three
+// releases per refused lock). Those releases clean up values the proxy
+// refused; they are counted as result="cleanup", and
+// redlock_releases_total{result="lost"} — work that finished after its
+// lock expired, which docs/operations.md says to alert on — stays at 0.
+func TestNodeRedlockContentionMetrics(t *testing.T) {
+	dir, _ := filepath.Abs("testdata/node")
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "redlock4"))
+	requirePeer(t, "node and testdata/node/node_modules (npm ci --prefix proxy/testdata/node)", haveCmd("node") && err == nil)
+	e := startMetricsEnv(t, nil)
+	before := e.scrape(t)
+	out, err := exec.Command("node", filepath.Join(dir, "contend.js"), port(e.addr), "20").CombinedOutput()
+	if err != nil {
+		t.Fatalf("contend.js: %v\n%s", err, out)
 	}
-	if info["locks_extend_failed"] != 1 || failed != 1 {
-		t.Errorf("after one failed extension: INFO locks_extend_failed:%d, /metrics %v", info["locks_extend_failed"], failed)
+	f := strings.Fields(string(out))
+	if len(f) != 4 || f[0] != "DONE" {
+		t.Fatalf("contend.js said %q", out)
+	}
+	acquired, _ := strconv.Atoi(f[1])
+	refused, _ := strconv.Atoi(f[2])
+	failed, _ := strconv.Atoi(f[3])
+	if refused == 0 || failed < 3*refused {
+		t.Fatalf("contend.js: %d acquired, %d refused, %d failed attempts: want a refused lock (3 attempts each)", acquired, refused, failed)
+	}
+	after := e.scrape(t)
+	moved := func(series string) int { return int(after[series] - before[series]) }
+	t.Logf("%d locks acquired, %d refused, %d failed attempts; releases: released %d, cleanup %d, lost %d",
+		acquired, refused, failed, moved(`redlock_releases_total{result="released"}`),
+		moved(`redlock_releases_total{result="cleanup"}`), moved(`redlock_releases_total{result="lost"}`))
+	if n := moved(`redlock_releases_total{result="lost"}`); n != 0 {
+		t.Errorf(`redlock_releases_total{result="lost"} moved by %d under contention, want 0 (no lock was lost)`, n)
+	}
+	if n := moved(`redlock_releases_total{result="cleanup"}`); n != failed {
+		t.Errorf(`redlock_releases_total{result="cleanup"} moved by %d, want %d (one per failed attempt)`, n, failed)
+	}
+	if n := moved(`redlock_releases_total{result="released"}`); n != acquired {
+		t.Errorf(`redlock_releases_total{result="released"} moved by %d, want %d (one per lock)`, n, acquired)
 	}
 }

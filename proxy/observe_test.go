@@ -21,7 +21,7 @@ type recorder struct {
 	mu       sync.Mutex
 	acquires []engine.AcquireEvent
 	extends  []bool
-	releases []bool
+	releases []engine.ReleaseResult
 	replies  int // MasterReply calls
 }
 
@@ -37,10 +37,10 @@ func (r *recorder) Extend(ok, _ bool) {
 	r.extends = append(r.extends, ok)
 }
 
-func (r *recorder) Release(ok bool) {
+func (r *recorder) Release(res engine.ReleaseResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.releases = append(r.releases, ok)
+	r.releases = append(r.releases, res)
 }
 
 func (r *recorder) MasterReply(int, time.Duration, error) {
@@ -50,7 +50,7 @@ func (r *recorder) MasterReply(int, time.Duration, error) {
 }
 
 // take returns what was recorded since the last take, and forgets it.
-func (r *recorder) take() (acq []engine.AcquireEvent, ext, rel []bool, replies int) {
+func (r *recorder) take() (acq []engine.AcquireEvent, ext []bool, rel []engine.ReleaseResult, replies int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	acq, ext, rel, replies = r.acquires, r.extends, r.releases, r.replies
@@ -102,8 +102,8 @@ func TestLibraryScriptsObserved(t *testing.T) {
 	if err := release.Run(ctx, c, keys, token, len(token)).Err(); !errors.Is(err, redis.Nil) {
 		t.Fatalf("second release: %v", err)
 	}
-	if _, ext, rel, _ := rec.take(); len(ext) != 1 || !ext[0] || len(rel) != 2 || !rel[0] || rel[1] {
-		t.Fatalf("refresh and two releases reported extends %v, releases %v; want [true], [true false]", ext, rel)
+	if _, ext, rel, _ := rec.take(); len(ext) != 1 || !ext[0] || len(rel) != 2 || rel[0] != engine.ReleaseReleased || rel[1] != engine.ReleaseLost {
+		t.Fatalf("refresh and two releases reported extends %v, releases %v; want [true], [released lost]", ext, rel)
 	}
 
 	// Too few masters: no quorum, and the reply says so.

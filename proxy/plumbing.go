@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -282,17 +283,23 @@ func (s *Server) info(sections [][]byte) string {
 			ru.Stime.Sec, ru.Stime.Usec, ru.Utime.Sec, ru.Utime.Usec)
 	}
 	if want["proxy"] {
-		fmt.Fprintf(&b, "# Proxy\r\naccepted_connections:%d\r\nrejected_connections:%d\r\ncommands_processed:%d\r\nprotocol_errors:%d\r\n",
+		// Each counter named after its /metrics series: the name without
+		// redlock_, proxy_ and _total, then _ and the result label's
+		// value, summed over other labels (docs/operations.md). The lock
+		// counters are the engine's plus the events the proxy reports
+		// itself (lockCounts): those the engine's Observer is told of.
+		fmt.Fprintf(&b, "# Proxy\r\nconnections_accepted:%d\r\nconnections_rejected:%d\r\ncommands:%d\r\nprotocol_errors:%d\r\n",
 			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\nallow_scripts:%d\r\nallow_tokenless_writes:%d\r\n",
 			ps.PanicsRecovered, ps.AuthFailures, ps.MemoryRefusals, b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
-		// The engine's lock counters plus the lock operations the proxy
-		// ran as broadcasts: the events the engine's Observer (/metrics)
-		// is told of.
-		lib := &s.lib
-		fmt.Fprintf(&b, "locks_acquired:%d\r\nlocks_failed:%d\r\nlocks_released:%d\r\nlocks_lost:%d\r\nlocks_extended:%d\r\nlocks_extend_failed:%d\r\nquorum:%d\r\n",
-			st.Acquired+lib.acquired.Load(), st.Failed+lib.taken.Load(), st.Released+lib.released.Load(), st.Lost+lib.lost.Load(),
-			st.Extended+lib.extended.Load(), st.ExtendFailed+lib.extendFailed.Load(), s.eng.Quorum())
+		lc := &s.locks
+		fmt.Fprintf(&b, "acquisitions_acquired:%d\r\nacquisitions_taken:%d\r\nacquisitions_no_quorum:%d\r\nextensions_extended:%d\r\nextensions_failed:%d\r\n",
+			st.Acquired+lc.acquired.Load(), st.Failed+lc.taken.Load(), st.Unavailable+lc.noQuorum.Load(),
+			st.Extended+lc.extended.Load(), st.ExtendFailed+lc.extendFailed.Load())
+		fmt.Fprintf(&b, "releases_released:%d\r\nreleases_lost:%d\r\nreleases_cleanup:%d\r\nreleases_unavailable:%d\r\nlocks_lost:%d\r\nquorum:%d\r\n",
+			st.Released+lc.releases[engine.ReleaseReleased].Load(), st.Lost+lc.releases[engine.ReleaseLost].Load(),
+			lc.releases[engine.ReleaseCleanup].Load(), st.ReleaseUnavailable+lc.releases[engine.ReleaseUnavailable].Load(),
+			st.LocksLost+lc.locksLost.Load(), s.eng.Quorum())
 		// The drift allowance (ttl·factor + min) that a lock's validity
 		// leaves out: `redlock lock --proxy` computes its validity with it.
 		ec := s.eng.Config()

@@ -39,8 +39,16 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		var err error
 		if ls.Op == opRelease {
 			err = l.Unlock(ctx)
+			s.observeRelease(keys[0], token, err) // the engine does not count an attached lock's
 		} else {
+			// The engine counts and observes the extension, not the end
+			// of an attached lock.
 			err = l.Extend(ctx, ttl)
+			if err == nil {
+				s.refused.granted(keys[0], token)
+			} else if errors.Is(err, engine.ErrLockLost) {
+				s.lockLost(err)
+			}
 		}
 		switch {
 		case err == nil:
@@ -65,7 +73,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	switch ls.Op {
 	case opAcquire:
 		if err := ctx.Err(); err != nil { // Close: nothing is sent
-			s.observeLib(ls, t1, ttl, err, -s.eng.Quorum())
+			s.observeLib(ls, keys, token, t1, ttl, err, -s.eng.Quorum())
 			return s.engineErr(err)
 		}
 		// The one grant rule (engine): TTL at most MaxTTL, no vote from
@@ -78,7 +86,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 			// is cleaned up (Close keeps the connection open until then);
 			// a grant is left to its TTL, as the lock of a client that
 			// went away: its value may since be a retry's own.
-			s.observeLib(ls, t1, ttl, ctx.Err(), -s.eng.Quorum())
+			s.observeLib(ls, keys, token, t1, ttl, ctx.Err(), -s.eng.Quorum())
 			if !s.granted(ls, reps, len(keys), t1, ttl) {
 				s.cleanup(ls, keys, token, reps, t1, ttl)
 			}
@@ -90,7 +98,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.tr.MasterTimeout(ttl), sc, cmd)
 	}
 	if err != nil { // nothing was sent, or an extension's wait ended
-		s.observeLib(ls, t1, ttl, err, -s.eng.Quorum()) // no grant seen
+		s.observeLib(ls, keys, token, t1, ttl, err, -s.eng.Quorum()) // no grant seen
 		return s.engineErr(err)
 	}
 	q := s.eng.Quorum()
@@ -106,7 +114,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		}
 	}
 	if r := s.undecided(reps); r != nil {
-		s.observeLib(ls, t1, ttl, engine.ErrUnavailable, yes-q)
+		s.observeLib(ls, keys, token, t1, ttl, engine.ErrUnavailable, yes-q)
 		if ls.Op == opAcquire {
 			s.cleanup(ls, keys, token, reps, t1, ttl)
 		}
@@ -120,10 +128,10 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		ok = ttl-time.Since(t1)-s.drift(ttl) > 0
 	}
 	if ok {
-		s.observeLib(ls, t1, ttl, nil, yes-q)
+		s.observeLib(ls, keys, token, t1, ttl, nil, yes-q)
 		return success(dst, ls, len(keys))
 	}
-	s.observeLib(ls, t1, ttl, engine.ErrNotAcquired, yes-q)
+	s.observeLib(ls, keys, token, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == opAcquire {
 		s.cleanup(ls, keys, token, reps, t1, ttl)
 	}
@@ -133,39 +141,32 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	return failure(dst, ls)
 }
 
-// observeLib reports a library script run as a quorum operation to the
-// engine's Observer, as the engine reports its own: an acquisition
-// attempt (err nil: acquired; ErrNotAcquired: taken; ErrUnavailable: no
-// quorum; a context error), an extension or a release (ok when err is
-// nil). margin is grants − quorum. It also counts the operation for INFO
-// (libCounts), with or without an Observer.
-func (s *Server) observeLib(ls *libScript, t1 time.Time, ttl time.Duration, err error, margin int) {
-	s.lib.add(ls.Op, err)
-	obs := s.obs
-	if obs == nil {
+// observeLib reports a library script run as a quorum operation on keys
+// with token, as the engine reports its own operations (stats.go): an
+// acquisition attempt (err nil: acquired; ErrNotAcquired: taken;
+// ErrUnavailable: no quorum; a context error), an extension or a release
+// (ErrNotAcquired: a quorum answered, fewer than a quorum said yes).
+// margin is grants − quorum.
+func (s *Server) observeLib(ls *libScript, keys [][]byte, token []byte, t1 time.Time, ttl time.Duration, err error, margin int) {
+	if ls.Op == opAcquire {
+		s.observeAcquire(keys[0], token, t1, ttl, err, margin)
 		return
 	}
-	switch ls.Op {
-	case opAcquire:
-		now := time.Now()
-		ev := engine.AcquireEvent{Result: engine.AcquireTaken, Latency: now.Sub(t1), Margin: margin, TTL: ttl}
-		switch {
-		case err == nil:
-			ev.Result, ev.ValidityLeft = engine.AcquireGranted, ttl-now.Sub(t1)-s.drift(ttl)
-		case errors.Is(err, context.DeadlineExceeded):
-			ev.Result = engine.AcquireTimeout
-		case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
-			ev.Result = engine.AcquireCancelled
-		case errors.Is(err, engine.ErrUnavailable):
-			ev.Result = engine.AcquireNoQuorum
-		}
-		obs.Acquire(ev)
-	case opExtend:
-		obs.Extend(err == nil, false)
-	case opRelease:
-		obs.Release(err == nil)
+	// As the engine's Unlock and Extend fail.
+	switch {
+	case errors.Is(err, engine.ErrUnavailable):
+		err = errLostUnavailable
+	case errors.Is(err, engine.ErrNotAcquired):
+		err = engine.ErrLockLost
+	}
+	if ls.Op == opExtend {
+		s.observeExtend(keys[0], token, err)
+	} else if ls.Op == opRelease {
+		s.observeRelease(keys[0], token, err)
 	}
 }
+
+var errLostUnavailable = fmt.Errorf("%w: %w", engine.ErrLockLost, engine.ErrUnavailable)
 
 // vote reports whether one master's reply is a yes under ls's contract
 // (for a script that tells what it wrote, 1 created or 2 overwrote).

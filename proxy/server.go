@@ -245,7 +245,8 @@ type Server struct {
 
 	panics, authFailures, memRefused atomic.Uint64
 
-	lib libCounts // lock operations run as broadcasts, for INFO
+	locks   lockCounts // lock events the proxy reports itself, for INFO
+	refused *refusals  // recently refused acquisitions: their releases are cleanups
 
 	hub                    hub           // lock wake-up subscriptions (pubsub.go)
 	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
@@ -264,7 +265,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, start: time.Now(), log: cfg.Logger,
+	s := &Server{cfg: cfg, eng: cfg.Engine, start: time.Now(), log: cfg.Logger, refused: newRefusals(),
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
 		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}

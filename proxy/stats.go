@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/redlock-dev/redlock/engine"
 )
@@ -43,40 +44,100 @@ func (s *Server) Stats() Stats {
 	}
 }
 
-// libCounts counts the lock operations the proxy runs itself as
-// broadcasts (library scripts the engine has no call for: several keys,
-// their own reply contracts), exactly as it reports them to the engine's
-// Observer (observeLib): INFO adds them to the engine's counters, so that
-// INFO's locks_* and /metrics count the same events.
-type libCounts struct {
-	acquired, taken, released, lost, extended, extendFailed atomic.Uint64
+// lockCounts counts the lock events the proxy reports to the engine's
+// Observer itself, exactly as it reports them: library scripts run as
+// broadcasts (acquisitions, extensions), every release of a client's lock
+// (the engine counts no attached lock's Unlock), and the locks lost to a
+// failed client extension. INFO adds them to the engine's own counters
+// ([engine.Stats]), so that each INFO lock counter and its /metrics series
+// count the same events (docs/operations.md, Monitoring).
+type lockCounts struct {
+	acquired, taken, noQuorum atomic.Uint64
+	extended, extendFailed    atomic.Uint64
+	releases                  [4]atomic.Uint64 // by engine.ReleaseResult
+	locksLost                 atomic.Uint64
 }
 
-// add counts one operation op that ended with err, classified as
-// observeLib reports it.
-func (lc *libCounts) add(op scriptOp, err error) {
-	switch op {
-	case opAcquire:
-		switch {
-		case err == nil:
-			lc.acquired.Add(1)
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
-			errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrUnavailable):
-			// timeout, cancelled, no_quorum: not in INFO, as the engine's
-		default:
-			lc.taken.Add(1)
-		}
-	case opExtend:
-		if err == nil {
-			lc.extended.Add(1)
-		} else {
-			lc.extendFailed.Add(1)
-		}
-	case opRelease:
-		if err == nil {
-			lc.released.Add(1)
-		} else {
-			lc.lost.Add(1)
-		}
+// observeAcquire reports a library acquisition sent at t1 for ttl that
+// ended with err (nil: acquired; ErrNotAcquired: taken; ErrUnavailable: no
+// quorum; a context error), margin grants − quorum; and remembers a
+// refusal of key with token, or forgets it at a grant (refusals).
+func (s *Server) observeAcquire(key, token []byte, t1 time.Time, ttl time.Duration, err error, margin int) {
+	if err == nil {
+		s.refused.granted(key, token)
+	} else {
+		s.refused.refused(key, token)
+	}
+	ev := engine.AcquireEvent{Result: engine.AcquireTaken, Latency: time.Since(t1), Margin: margin, TTL: ttl}
+	switch {
+	case err == nil:
+		ev.Result, ev.ValidityLeft = engine.AcquireGranted, ttl-ev.Latency-s.drift(ttl)
+		s.locks.acquired.Add(1)
+	case errors.Is(err, context.DeadlineExceeded):
+		ev.Result = engine.AcquireTimeout
+	case errors.Is(err, context.Canceled), errors.Is(err, engine.ErrClosed):
+		ev.Result = engine.AcquireCancelled
+	case errors.Is(err, engine.ErrUnavailable):
+		ev.Result = engine.AcquireNoQuorum
+		s.locks.noQuorum.Add(1)
+	default:
+		s.locks.taken.Add(1)
+	}
+	if s.obs != nil {
+		s.obs.Acquire(ev)
+	}
+}
+
+// observeExtend reports a library extension of key with token run as a
+// broadcast: ok, or failed with err. A failed extension whose err matches
+// ErrLockLost (a quorum answered no, or too few answered) ends the
+// client's lock, as it ends an engine lock (Observer.Lost).
+func (s *Server) observeExtend(key, token []byte, err error) {
+	if err == nil {
+		s.refused.granted(key, token)
+		s.locks.extended.Add(1)
+	} else {
+		s.locks.extendFailed.Add(1)
+	}
+	if s.obs != nil {
+		s.obs.Extend(err == nil, false)
+	}
+	if errors.Is(err, engine.ErrLockLost) {
+		s.lockLost(err)
+	}
+}
+
+// lockLost reports a client's lock ended by a failed extension.
+func (s *Server) lockLost(err error) {
+	s.locks.locksLost.Add(1)
+	if s.obs != nil {
+		s.obs.Lost(err)
+	}
+}
+
+// observeRelease reports a client's release of key with token that ended
+// with err: nil when a quorum deleted it; matching ErrUnavailable when too
+// few masters answered; matching ErrLockLost when a quorum answered and
+// fewer held it — a cleanup when this proxy refused that key and token
+// lately and has not granted them since (refusals), else a lost lock.
+// Any other error (the client or the proxy went away) decided nothing and
+// is not counted, as the engine counts its own Unlock.
+func (s *Server) observeRelease(key, token []byte, err error) {
+	var r engine.ReleaseResult
+	switch {
+	case err == nil:
+		r = engine.ReleaseReleased
+	case errors.Is(err, engine.ErrUnavailable):
+		r = engine.ReleaseUnavailable
+	case !errors.Is(err, engine.ErrLockLost):
+		return
+	case s.refused.remembered(key, token):
+		r = engine.ReleaseCleanup
+	default:
+		r = engine.ReleaseLost
+	}
+	s.locks.releases[r].Add(1)
+	if s.obs != nil {
+		s.obs.Release(r)
 	}
 }

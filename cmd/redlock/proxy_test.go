@@ -233,8 +233,10 @@ func field(t *testing.T, s, marker string) string {
 func TestProxyMetricsAndAuth(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	t.Setenv(envProxyPassword, "")
+	// A generous per-master timeout: the default (50 ms for a 5 s lock)
+	// times out on a loaded 2-core host under -race.
 	out := startProxyCmd(t, "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--metrics-addr", "127.0.0.1:0", "--requirepass", "pw",
-		"--pprof-addr", "127.0.0.1:0")
+		"--pprof-addr", "127.0.0.1:0", "--master-timeout", "1s")
 	addr := field(t, out.String(), "listening on ")
 	url := field(t, out.String(), "metrics at ")
 	raw, err := net.Dial("tcp", addr)

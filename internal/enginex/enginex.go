@@ -67,7 +67,10 @@ type Transport interface {
 	// Attach returns a handle to a lock on key with token acquired
 	// elsewhere (a proxy client that only sends the key and token back), so
 	// it can be released or extended. ttl is the lock's TTL, used for
-	// timeouts only. Attach does not contact the masters.
+	// timeouts only. Attach does not contact the masters. The engine
+	// counts and observes the lock's Extend, not its Unlock nor its end
+	// (Stats, Observer.Release and Observer.Lost): the caller knows what
+	// the token was — granted, or refused and cleaned up — and reports it.
 	Attach(key, token string, ttl time.Duration) Lock
 }
 
