@@ -47,7 +47,8 @@ type Engine struct {
 	lastRun map[serverAt]string
 
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
-	quar []atomic.Int64 // per master: quarantined until (ns since epoch), 0: not
+	quar []atomic.Int64             // per master: quarantined until (ns since epoch), 0: not
+	hint atomic.Pointer[cachedHint] // the latest fresh-masters hint (cachedFreshHint)
 	// Clock jumps the clock check saw (Config.DisableClockCheck), forward
 	// and backward, all masters together.
 	jumpsAhead, jumpsBack atomic.Uint64

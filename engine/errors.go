@@ -189,9 +189,11 @@ func writeMasters(b *strings.Builder, errs []error) {
 	for _, err := range errs {
 		who, cause, key := "", err.Error(), ""
 		if me := (*MasterError)(nil); errors.As(err, &me) && me.Err != nil {
-			who, cause = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error()
-			// A dial error names the master's address again.
-			key = strings.ReplaceAll(cause, me.Addr, "…")
+			who, cause, key = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error(), me.Err.Error()
+			if me.Addr != "" {
+				// A dial error names the master's address again.
+				key = strings.ReplaceAll(cause, me.Addr, "…")
+			}
 		}
 		j := 0
 		for j < len(groups) && (groups[j].key != key || who == "") {
@@ -230,3 +232,28 @@ func (e *QuorumError) Is(target error) bool {
 
 // Unwrap returns the per-master errors.
 func (e *QuorumError) Unwrap() []error { return e.Masters }
+
+// lateQuorumError is the error of a watchdog extension that too few
+// masters answered: decided when the failures ruled out a quorum, it
+// reads the op's answers again whenever it is printed or unwrapped, so
+// that the masters that answered after the decision — the healthy ones —
+// count as answered, not "no answer yet". It matches what the error at
+// the decision matched. It holds a reference to the op for as long as it
+// lives (the op is then left to the garbage collector, not the pool).
+type lateQuorumError struct {
+	early error // the QuorumError at the decision
+	o     *op
+}
+
+// current is the error with the answers so far, while it tells the same
+// story as at the decision (too few masters answered).
+func (e *lateQuorumError) current() error {
+	if late := e.o.quorumError(ErrLockLost, nil); errors.Is(late, ErrUnavailable) {
+		return late
+	}
+	return e.early
+}
+
+func (e *lateQuorumError) Error() string        { return e.current().Error() }
+func (e *lateQuorumError) Is(target error) bool { return errors.Is(e.early, target) }
+func (e *lateQuorumError) Unwrap() []error      { return []error{e.current()} }

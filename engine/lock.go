@@ -505,6 +505,13 @@ func (l *Lock) extendDone(o *op) error {
 		return nil
 	}
 	err := o.quorumError(ErrLockLost, extra)
+	if o.notify != nil && extra == nil && errors.Is(err, ErrUnavailable) {
+		// A watchdog's extension is decided at the failures that rule out
+		// a quorum, before the healthy masters' answers arrive: its error
+		// reads them when it is read.
+		o.refs.Add(1)
+		err = &lateQuorumError{early: err, o: o}
+	}
 	e.extendFailed.Add(1)
 	if e.obs != nil {
 		e.obs.Extend(false, o.notify != nil)

@@ -503,7 +503,27 @@ func (e *Engine) explainQuarantine(qe *QuorumError, quar []int) {
 		at = append(at, e.quarantineEnd(i))
 	}
 	qe.VotesAt = quorumAt(at, qe.Quorum)
-	qe.hint = e.freshHint(e.Status())
+	qe.hint = e.cachedFreshHint()
+}
+
+// hintFor is how long a fresh-masters hint is reused: failed operations
+// while a master is quarantined would otherwise each read every master's
+// status.
+const hintFor = 100 * time.Millisecond
+
+type cachedHint struct {
+	at   time.Time
+	hint string
+}
+
+// cachedFreshHint is freshHint of the masters' status, at most hintFor old.
+func (e *Engine) cachedFreshHint() string {
+	if c := e.hint.Load(); c != nil && time.Since(c.at) < hintFor {
+		return c.hint
+	}
+	h := e.freshHint(e.Status())
+	e.hint.Store(&cachedHint{at: time.Now(), hint: h})
+	return h
 }
 
 // freshHint is the hint to declare the masters fresh, when it could be

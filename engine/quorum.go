@@ -214,16 +214,6 @@ func (o *op) record(i int, ok bool, cause error) {
 		o.all <- struct{}{}
 	}
 	decide := all || (!o.waitAll && (yes >= q || no > n-q))
-	if decide && !all && yes < q && o.notify != nil && !o.refusedByQuorum() {
-		// A watchdog's extension that failed for want of answers (masters
-		// down, timed out) is decided when every master has answered —
-		// each within its request's deadline, the per-master timeout —,
-		// so that the lock's error counts and names what each master
-		// said, not "no answer yet" for the healthy ones. Its lock keeps
-		// its deadline meanwhile (the keeper ends it there). A quorum
-		// saying "not held" decides at once: the lock is lost.
-		decide = false
-	}
 	if decide && o.decided.CompareAndSwap(false, true) {
 		if o.notify != nil {
 			o.notify(o)
@@ -234,20 +224,6 @@ func (o *op) record(i int, ok bool, cause error) {
 	if !ok && cause != ErrHeld && cause != ErrNotHeld && cause != ErrQuarantined {
 		o.e.masterErrs[i].Add(1)
 	}
-}
-
-// refusedByQuorum reports whether so many masters said no (the key held,
-// or the token not held) that no quorum can say yes.
-func (o *op) refusedByQuorum() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	no := 0
-	for _, r := range o.results {
-		if r.state == -1 && (r.err == ErrHeld || r.err == ErrNotHeld) {
-			no++
-		}
-	}
-	return no > o.e.n-o.e.q
 }
 
 // fanout sends o.cmd to every master, one enqueue each.

@@ -271,8 +271,15 @@ func New(cfg Config) (*Server, error) {
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
 		ec := cfg.EngineConfig
-		if ec.Names == (engine.Names{}) {
-			ec.Names = engine.Names{MaxTTL: "--max-ttl", FreshMasters: "--fresh-masters", MasterTimeout: "--master-timeout"}
+		for _, n := range []struct {
+			f    *string
+			flag string
+		}{
+			{&ec.Names.MaxTTL, "--max-ttl"}, {&ec.Names.FreshMasters, "--fresh-masters"}, {&ec.Names.MasterTimeout, "--master-timeout"},
+		} {
+			if *n.f == "" {
+				*n.f = n.flag
+			}
 		}
 		ec.Conn.Scripts = append(append([]*conn.Script(nil), ec.Conn.Scripts...), masterScripts...)
 		if s.eng, err = engine.New(ec); err != nil {

@@ -133,7 +133,7 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		switch {
 		case ctx.Err() != nil:
 			return interrupted(ctx, waitInterrupted)
-		case err != nil && isErrorReply(err) && strings.Contains(err.Error(), "invalid argument"):
+		case err != nil && isErrorReply(err) && strings.HasPrefix(err.Error(), "ERR invalid argument: "):
 			// The proxy refused the request itself (a TTL over its
 			// --max-ttl): trying again cannot help.
 			return usageError{fmt.Errorf("proxy %s refused the lock: %s", o.proxyAddr, cleanError(err))}
