@@ -94,6 +94,9 @@ type Config struct {
 	// other client uses them (engine.Config.FreshMasters): they vote from
 	// their first session. Local masters the bench starts are.
 	FreshMasters bool
+	// DisableClockCheck turns the engine's clock check off
+	// (engine.Config.DisableClockCheck): to measure what it costs.
+	DisableClockCheck bool
 	// N is the number of local masters to start (default 5).
 	N int
 	// Embedded forces embedded in-process masters even if redis-server exists.

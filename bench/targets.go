@@ -34,7 +34,8 @@ type engineLocker struct {
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
 	ec := engine.Config{ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
-		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: max(cfg.TTL, engine.DefaultMaxTTL), Names: cfg.Names}
+		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: max(cfg.TTL, engine.DefaultMaxTTL), Names: cfg.Names,
+		DisableClockCheck: cfg.DisableClockCheck}
 	if err := members.Apply(&ec, addrs); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

@@ -55,6 +55,26 @@ type Config struct {
 	// batch size; a merged call counts its members, see [Merge]). It must
 	// be fast and not block.
 	OnWrite func(commands int)
+	// OnClockJump, if set, turns the clock check on: every write batch
+	// starts with TIME, and each reply to it is compared with this
+	// process's monotonic clock since the previous reading on the same
+	// server (same run_id). When the server's clock advanced more than
+	// this process's can have plus ClockAllowance of that interval — a
+	// forward jump: its keys expire early —, or less than this process's
+	// must have minus the allowance — a backward jump —, OnClockJump is
+	// called on the reader goroutine before any reply of the batch's
+	// requests is delivered. It must not block. It costs one TIME per
+	// write batch (docs/benchmarks.md).
+	OnClockJump func(ClockJump)
+	// ClockAllowance is how far the server's clock may move from this
+	// process's over an interval without counting as a jump (with
+	// OnClockJump; default 2ms + 1% of the interval).
+	ClockAllowance func(interval time.Duration) time.Duration
+	// ClockRefresh (with OnClockJump) is how long a connection may go
+	// without a write before it sends a PING of its own, so that its
+	// clock readings stay at most that far apart on an idle master
+	// (default 5s; negative: never).
+	ClockRefresh time.Duration
 	// OnState, if set, is called on the Conn's goroutine each time it
 	// comes up or goes down: once per change, not once per failed
 	// reconnect attempt. It must not block.
@@ -95,6 +115,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxPending <= 0 {
 		c.MaxPending = DefaultMaxPending
 	}
+	if c.OnClockJump != nil && c.ClockAllowance == nil {
+		c.ClockAllowance = func(d time.Duration) time.Duration { return 2*time.Millisecond + d/100 }
+	}
+	def(&c.ClockRefresh, DefaultClockRefresh)
 	if c.ReadBufferSize <= 0 {
 		c.ReadBufferSize = DefaultReadBufferSize
 	}

@@ -115,6 +115,8 @@ type Conn struct {
 	grouped      int          // members of merged calls in the queue beyond one per call
 	bloom        [4]uint64    // KeyHash bits of the members held
 
+	clock *clockWatch // the clock check (Config.OnClockJump); nil: off
+
 	connects, timeouts, broken, writes atomic.Uint64
 }
 
@@ -137,8 +139,15 @@ func New(addr string, cfg Config) *Conn {
 
 		connecting: true,
 	}
+	if c.cfg.OnClockJump != nil {
+		c.clock = &clockWatch{c: c, epoch: time.Now()}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
+	if c.clock != nil && c.cfg.ClockRefresh > 0 {
+		c.wg.Add(1)
+		go c.clockRefreshLoop()
+	}
 	c.wg.Add(2)
 	go c.run(ctx)
 	go c.expireLoop()
@@ -346,6 +355,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 // write buffer: the script's native command instead of its EVALSHA when
 // this session's server has it.
 func (c *Conn) writeLocked(req Request) {
+	c.beginBatchLocked(req.Deadline)
 	if n := c.nativeForLocked(req.Script); n != NativeNone {
 		if out, ok := req.Script.appendNative(c.wbuf, req.Cmd, c.info.DeleteIfEqual); ok {
 			c.wbuf = out

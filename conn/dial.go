@@ -109,8 +109,18 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		cmd = append(cmd, nativeProbe...)
 		names = append(names, "COMMAND INFO", "COMMAND DOCS")
 	}
+	if c.clock != nil {
+		// The clock check's first reading of this session: a jump while
+		// the connection was down shows before the session serves.
+		cmd = append(cmd, timeCmd...)
+		names = append(names, "TIME")
+	}
 	cmd = resp.AppendCommandStrings(cmd, "INFO", "server")
 	names = append(names, "INFO")
+	var clockSent, clockRecv, clockServer int64
+	if c.clock != nil {
+		clockSent = int64(time.Since(c.clock.epoch))
+	}
 	if _, err := nc.Write(cmd); err != nil {
 		return nil, ServerInfo{}, err
 	}
@@ -131,7 +141,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			// authentication failure: the Conn would otherwise come up
 			// and fail every command.
 			auth := name == "AUTH" || rep.HasErrorPrefix("NOAUTH")
-			if (name == "INFO" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
+			if (name == "INFO" || name == "TIME" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
 				continue // identity and native commands are best effort (embedded masters lack them)
 			}
 			if firstErr == nil {
@@ -144,6 +154,10 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			continue
 		}
 		switch name {
+		case "TIME":
+			if us, ok := parseTime(rep); ok {
+				clockServer, clockRecv = us, int64(time.Since(c.clock.epoch))
+			}
 		case "COMMAND INFO":
 			cmdInfo = rep.Clone() // the next read reuses the buffer
 		case "COMMAND DOCS":
@@ -158,6 +172,9 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		return nil, ServerInfo{}, firstErr
 	}
 	parseNativeInfo(cmdInfo, setDocs, &info) // either may be missing: each command is read alone
+	if clockRecv != 0 {
+		c.clock.observe(clockServer, clockSent, clockRecv, info.RunID)
+	}
 	// If ctx ended meanwhile, the AfterFunc may be forcing the deadline into
 	// the past concurrently; clearing it below would then race with that
 	// and could hand the session a socket whose first read times out.

@@ -263,6 +263,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 			deadline = d
 		}
 	}
+	c.beginBatchLocked(deadline)
 	c.wbuf = g.appendCall(c.wbuf, false)
 	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
 	// No Cmd: after a NOSCRIPT the reader re-encodes it from g (appendCall).

@@ -93,6 +93,17 @@ type Config struct {
 	// may still be held (the delayed-restart rule). Off, such a master
 	// votes at once: two clients can hold one key (docs/safety.md).
 	DisableQuarantine bool
+	// DisableClockCheck turns the masters' clock check off. With it on (the
+	// default), every write batch to a master starts with TIME, and a
+	// master whose clock advanced more than the engine's monotonic clock
+	// plus the drift allowance since the previous reading — a forward
+	// jump: its keys expire early, and a second client could win a quorum
+	// while a lock is valid — has the votes of that batch discarded and
+	// is quarantined for the quarantine period, like a restarted master;
+	// a backward jump is logged and counted. What it cannot see (a jump
+	// before the engine's first reading of a master, a jump inside one
+	// batch) is in docs/safety.md.
+	DisableClockCheck bool
 	// MaxTTL is the longest TTL any client of these masters uses, for
 	// acquire and extend alike: a longer TTL is refused with an error
 	// matching [ErrBadArgument], and a master that (re)started less than

@@ -49,6 +49,9 @@ type Engine struct {
 	// Restart quarantine (see Config.DisableQuarantine, masters.go).
 	quar []atomic.Int64             // per master: quarantined until (ns since epoch), 0: not
 	hint atomic.Pointer[cachedHint] // the latest fresh-masters hint (cachedFreshHint)
+	// Clock jumps the clock check saw (Config.DisableClockCheck), forward
+	// and backward, all masters together.
+	jumpsAhead, jumpsBack atomic.Uint64
 
 	lastFence atomic.Int64 // largest fencing token this engine issued
 
@@ -125,6 +128,12 @@ func New(cfg Config) (*Engine, error) {
 			}
 		}
 		cc.Scripts = append(append([]*conn.Script(nil), cc.Scripts...), loaded...)
+		if !cfg.DisableClockCheck {
+			cc.OnClockJump = func(j conn.ClockJump) { e.clockJumped(i, j) }
+			// The drift allowance of the interval, capped at MaxTTL's: idle
+			// connections read the clock every ClockRefresh anyway.
+			cc.ClockAllowance = func(d time.Duration) time.Duration { return e.cfg.drift(min(d, e.cfg.MaxTTL)) }
+		}
 		user := cfg.Conn.OnState
 		cc.OnState = func(sc conn.StateChange) {
 			e.watch(i, sc)
@@ -311,6 +320,10 @@ type Stats struct {
 	Extended     uint64   // successful extensions
 	ExtendFailed uint64   // failed extensions
 	MasterErrors []uint64 // per master: timeouts, I/O and server errors
+	// ClockJumpsAhead and ClockJumpsBack count the masters' clock jumps
+	// the clock check saw (Config.DisableClockCheck): forward (the master
+	// was quarantined) and backward (logged only).
+	ClockJumpsAhead, ClockJumpsBack uint64
 	// QuarantinedUntil is, per master, when its restart quarantine ends
 	// (zero time: not quarantined).
 	QuarantinedUntil []time.Time
@@ -326,6 +339,7 @@ func (e *Engine) Stats() Stats {
 		Released: e.released.Load(), Lost: e.lost.Load(), ReleaseUnavailable: e.relUnavailable.Load(),
 		LocksLost: e.locksLost.Load(), Extended: e.extended.Load(),
 		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
+		ClockJumpsAhead: e.jumpsAhead.Load(), ClockJumpsBack: e.jumpsBack.Load(),
 	}
 	for i := range e.masterErrs {
 		s.MasterErrors[i] = e.masterErrs[i].Load()

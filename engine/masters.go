@@ -262,6 +262,34 @@ func (e *Engine) quarantineEnded(i int) {
 	e.checkQuorum(false)
 }
 
+// clockJumped runs on a connection's reader when the clock check saw
+// master i's clock jump (conn.Config.OnClockJump), before the replies of
+// the batch it read it in are delivered. Forward: every key the master
+// held may expire early, so the master is quarantined for the quarantine
+// period from now — each lock it may have cut short ends (in real time)
+// within MaxTTL of the jump — and the batch's grants, counted after this
+// returns, do not count. Backward: keys last longer than their TTL (locks
+// held longer, never shorter): logged and counted.
+func (e *Engine) clockJumped(i int, j conn.ClockJump) {
+	if e.closed.Load() {
+		return
+	}
+	if j.Ahead < 0 {
+		e.jumpsBack.Add(1)
+		e.cfg.Logger.Warn("engine: master clock jumped backward: its keys outlive their TTLs (locks end late, never early)",
+			"master", i, "addr", j.Addr, "behind", -j.Ahead, "over", j.Between, "allowed", j.Allowed)
+		return
+	}
+	e.jumpsAhead.Add(1)
+	until := time.Now().Add(e.quarantinePeriod())
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
+	e.raiseQuarantine(i, until)
+	e.armQuarantineEnd(i)
+	e.cfg.Logger.Warn("engine: master clock jumped forward: its keys may have expired early; its grants do not count until the quarantine ends",
+		"master", i, "addr", j.Addr, "ahead", j.Ahead, "over", j.Between, "allowed", j.Allowed, "until", until.Format(time.RFC3339Nano))
+}
+
 // quarantinePeriod is how long after its start a master may not vote: the
 // longest TTL any client may use (Config.MaxTTL), or QuarantineFor when
 // longer.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -40,6 +41,10 @@ const (
 	ruleCleanup    ruleID = 'd' // cleanup removes only what the attempt created
 	ruleOnMasters  ruleID = 'e' // grant-deciding state lives on the masters, not in one process
 	ruleFencing    ruleID = 'f' // fencing tokens strictly increase across holders
+	// (g) No vote from a master whose clock jumped forward since the
+	// previous reading (the clock check quarantines it before the batch's
+	// grants count): checked for every acquisition in TestGrantRule.
+	ruleClockJump ruleID = 'g'
 )
 
 // outcome is what an entry point answered.
@@ -942,6 +947,80 @@ func TestGrantRule(t *testing.T) {
 			}
 		})
 	})
+
+	t.Run("g clock jump", func(t *testing.T) { clockJumpRule(t, cli, entries, holder, other) })
+}
+
+// clockJumpRule checks (g) on every acquisition: a holder takes the key
+// through proxy 0; then the clocks of masters 0-2 jump forward past the
+// holder's TTL (clockfront: their TIME runs ahead, every key's TTL is cut
+// by the jump, so they lose the holder's key while it is valid). A proxy
+// that read their clocks before the jump (its handshakes) and reaches them
+// through the fronts must refuse the acquisition; with the clock check off
+// (DisableClockCheck) it grants it — two holders —, so each row can fail.
+// Each row gets a proxy 1 and fronts of its own: the first detection
+// quarantines the masters, which would answer for the rows after it.
+// Keeping entries do not apply (a jump removes keys: an extension there
+// finds none), nor redlock lock on the masters (a new process: it reads
+// the clocks first after the jump, the residual window in safety.md).
+func clockJumpRule(t *testing.T, cli string, entries []ruleEntry, holder, other string) {
+	x := startRuleRun(t, cli, nil)
+	const long, jump, short = 6 * time.Second, 8 * time.Second, time.Second
+	for _, off := range []bool{false, true} {
+		for _, e := range entries {
+			name := e.name
+			if off {
+				name += " (check off)"
+			}
+			t.Run(name, func(t *testing.T) {
+				switch {
+				case !e.acquire:
+					t.Skip("(g) a keeping entry: a forward jump only removes keys, and an extension finds none there")
+				case e.method == "lock" && !strings.Contains(e.name, "--proxy"):
+					t.Skip("(g) redlock lock on the masters is a new process: its first reading of each clock follows the jump (safety.md)")
+				}
+				x.t = t
+				key := entryKey(ruleClockJump, e)
+				if off {
+					key += ":off"
+				}
+				hold := e.take
+				if e.holdWith != nil {
+					hold = e.holdWith
+				}
+				start := time.Now()
+				if o := hold(x, 0, key, holder, long); !o.granted {
+					t.Fatalf("the holder: %q", o.text)
+				}
+				addrs := x.set.Addrs()
+				var fronts []*clockfront.Front
+				for i := range 3 {
+					f := clockfront.Start(t, addrs[i])
+					fronts, addrs[i] = append(fronts, f), f.Addr()
+				}
+				x.p[1] = startEnvOn(t, x.set, func(c *Config) {
+					c.EngineConfig.Addrs, c.EngineConfig.MaxTTL, c.EngineConfig.DisableClockCheck = addrs, x.maxTTL, off
+					c.AllowTokenlessWrites = true
+				})
+				x.addrs[1] = addrs
+				for _, f := range fronts {
+					if err := f.Jump(context.Background(), jump); err != nil {
+						t.Fatal(err)
+					}
+				}
+				o := e.take(x, 1, key, other, short)
+				if time.Since(start) > long-time.Second {
+					t.Fatal("the holder's lock is about to end: the row proves nothing")
+				}
+				switch {
+				case off && !o.granted:
+					t.Errorf("check off: %q; want the grant the check prevents (masters 0-2 lost the holder's key early)", o.text)
+				case !off && o.granted:
+					t.Errorf("granted while the holder is valid, after masters 0-2's clocks jumped forward: %q", o.text)
+				}
+			})
+		}
+	}
 }
 
 // noneOverMaxTTL fails t if a master holds key for longer than MaxTTL

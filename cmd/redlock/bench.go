@@ -80,6 +80,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs.IntVar(&cfg.MergeMax, "merge-max", 0, "releases/extensions per master merged into one script call when queued together (0: engine default 32; -1: never)")
 	durationVar(fs, &cfg.MasterTimeout, "master-timeout", 0, "engine per-master timeout (0: max(5ms, min(50ms, ttl/100)); 1s with embedded masters)")
 	fs.IntVar(&cfg.ConnsPerMaster, "conns", 1, "engine connections per master (proxy target: connections to the proxy)")
+	fs.BoolVar(&cfg.DisableClockCheck, "no-clock-check", false, "turn the engine's clock check off (no TIME per write batch): to measure its cost")
 	fs.BoolVar(&cfg.FreshMasters, "fresh-masters", false, "--masters were just started empty and serve no other client: they vote from their first session (otherwise a master younger than the restart quarantine, 60s, does not)")
 	compare := fs.String("compare", "", "comma-separated `peers` to measure in the same run: redsync, rueidis (Redlock written on rueidis clients), fencing (the engine taking fencing tokens), nomerge (one script call per release: --merge-max -1, no native commands), engine with --target proxy, plain (the plain lock) with a lock-kind --workload")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")

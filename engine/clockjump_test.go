@@ -1,0 +1,137 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/clockfront"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+)
+
+// clockJumpEntries are the engine's acquisitions: each takes key for
+// owner (the reentrant lock's owner) and ttl; granted reports a grant.
+var clockJumpEntries = []struct {
+	name string
+	take func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (granted bool, err error)
+}{
+	{"TryLock", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		l, err := e.TryLock(ctx, key, ttl)
+		return l != nil, err
+	}},
+	{"TryLock fenced", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		l, err := e.TryLock(ctx, key, ttl, engine.WithFencing())
+		return l != nil, err
+	}},
+	{"Reentrant.TryLock", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		r, err := e.NewReentrant(key, owner)
+		if err != nil {
+			return false, err
+		}
+		err = r.TryLock(ctx, ttl)
+		return err == nil, err
+	}},
+	{"RWLock.TryLock", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		rw, err := e.NewRWLock(key)
+		if err != nil {
+			return false, err
+		}
+		l, err := rw.TryLock(ctx, ttl)
+		return l != nil, err
+	}},
+	{"Semaphore.TryAcquire", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		s, err := e.NewSemaphore(key, 1)
+		if err != nil {
+			return false, err
+		}
+		l, err := s.TryAcquire(ctx, ttl)
+		return l != nil, err
+	}},
+	{"TryLockAll", func(ctx context.Context, e *engine.Engine, key, owner string, ttl time.Duration) (bool, error) {
+		ls, err := e.TryLockAll(ctx, []string{key}, ttl)
+		return ls != nil, err
+	}},
+}
+
+// TestClockJumpDetected: one engine holds each kind's lock on five
+// masters; the clocks of masters 0-2 then jump forward by more than the
+// TTL (their TIME runs ahead and every key's TTL is cut by the jump,
+// clockfront), so those three masters lose the holder's keys while the
+// holder's validity lasts. A second engine that read the masters' clocks
+// before the jump (its connections' handshakes) sees the jump in the
+// TIME that starts the acquisition's batch, quarantines the three masters
+// before their grants are counted, and is refused: unavailable, never
+// granted. With the clock check off (DisableClockCheck), the same
+// acquisition is granted while the holder is valid — two holders: the
+// test can fail.
+func TestClockJumpDetected(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	mastertest.RequireReal(t, set)
+	for _, off := range []bool{false, true} {
+		name := "check on"
+		if off {
+			name = "check off"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			addrs := set.Addrs()
+			var fronts []*clockfront.Front
+			for i := range 3 {
+				f := clockfront.Start(t, addrs[i])
+				fronts = append(fronts, f)
+				addrs[i] = f.Addr()
+			}
+			cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
+			holder, err := engine.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close()
+			cfg.DisableClockCheck = off
+			contender, err := engine.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer contender.Close()
+			if _, err := contender.WaitReady(ctx); err != nil {
+				t.Fatal(err) // its handshakes read the masters' clocks
+			}
+			prefix := "cj:" + name + ":"
+			start := time.Now()
+			for _, en := range clockJumpEntries {
+				if ok, err := en.take(ctx, holder, prefix+en.name, "holder", 8*time.Second); !ok {
+					t.Fatalf("%s: the holder: %v", en.name, err)
+				}
+			}
+			for _, f := range fronts {
+				if err := f.Jump(ctx, 9*time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, en := range clockJumpEntries {
+				granted, err := en.take(ctx, contender, prefix+en.name, "contender", time.Second)
+				if time.Since(start) > 7*time.Second {
+					t.Fatalf("%s: the holder's 8s lock is about to run out; the test proves nothing", en.name)
+				}
+				switch {
+				case off && !granted:
+					t.Errorf("%s, check off: %v; want the unsafe grant the check prevents (masters 0-2 lost the key early)", en.name, err)
+				case !off && granted:
+					t.Errorf("%s: granted while the holder is valid, after masters 0-2's clocks jumped", en.name)
+				case !off && !errors.Is(err, engine.ErrUnavailable):
+					t.Errorf("%s: %v; want ErrUnavailable (the jumped masters' grants do not count)", en.name, err)
+				}
+			}
+			st := contender.Stats()
+			if !off && st.ClockJumpsAhead < 3 {
+				t.Errorf("Stats.ClockJumpsAhead = %d; want a jump counted on each of the 3 masters", st.ClockJumpsAhead)
+			}
+			if off && st.ClockJumpsAhead != 0 {
+				t.Errorf("check off, yet ClockJumpsAhead = %d", st.ClockJumpsAhead)
+			}
+		})
+	}
+}
