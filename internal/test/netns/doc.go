@@ -37,6 +37,15 @@
 // the client end down instead would remove its route and fail dials at
 // once with "network unreachable": that is an outage, not a partition.
 //
+// # Views: clients that see different endpoints
+//
+// [Net.AddView] adds another client namespace with links of its own to
+// the Net's endpoints (view v's link to endpoint k is 127.(200+v).0.0/30 +
+// 4k). A view's cuts ([View.Cut], [View.Heal]) are its own, and the Net's
+// do not reach it: a test can give two clients different majorities of
+// the same masters (a bridge). [View.Command] runs a process inside the
+// view, [View.DialContext] dials from it.
+//
 // # Names and cleanup
 //
 // Namespaces are named redlock-<pid>-<n>. A Net removes its namespaces at

@@ -82,8 +82,9 @@ type Net struct {
 	t      testing.TB
 	client *nsHandle
 
-	mu  sync.Mutex
-	eps []*Endpoint // guarded by mu
+	mu    sync.Mutex
+	eps   []*Endpoint // guarded by mu
+	views int         // views made by AddView; guarded by mu
 }
 
 // New makes a Net for t (after [Require]) and removes it when t ends.
