@@ -21,12 +21,14 @@ test: deps vet
 # table is in docs/safety.md.
 # The lock kinds (reentrant, LockAll, semaphore, read-write) run
 # FAULT_KIND_OPS operations each through the same faults, about 50 s.
+# TestFaultClockJump: masters' clocks jump past the TTL, clock check on
+# and off (FAULT_ACQUISITIONS/40 per run), about 30 s.
 FAULT_ACQUISITIONS ?= 120000
 FAULT_KIND_OPS ?= 10000
 FAULT_SEED ?= 11
 fault:
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_FAULT_ACQUISITIONS=$(FAULT_ACQUISITIONS) REDLOCK_FAULT_KIND_OPS=$(FAULT_KIND_OPS) \
-		REDLOCK_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -v -run '^TestFault(Kinds)?$$' ./internal/test/fault
+		REDLOCK_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -v -run '^TestFault(Kinds|ClockJump)?$$' ./internal/test/fault
 	@# The watchdog at full size (10,000 auto-extended locks for 3 TTLs; the
 	@# race run above holds 2,000) and the loss signal under SIGSTOP.
 	REDLOCK_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestWatchdog' ./engine
