@@ -36,8 +36,8 @@ import (
 // of a holder that lost its lock that way.
 const (
 	// clockJumpShare: each run takes 1/clockJumpShare of
-	// REDLOCK_FAULT_ACQUISITIONS (make fault: 3000; go test: 300).
-	clockJumpShare = 40
+	// REDLOCK_FAULT_ACQUISITIONS (make fault: 2000; go test: 200).
+	clockJumpShare = 60
 	// clockJumpBy is each jump: past every lock's TTL, so the jumped
 	// masters lose every lock key.
 	clockJumpBy = ttl * 3 / 2
@@ -47,14 +47,18 @@ const (
 	// others still make a quorum.
 	clockJumpEvery = ttl + ttl/5
 	// clockJumpMin is the least number of jumps in a run; larger runs
-	// make one per 600 acquisitions.
+	// make one per clockJumpPer acquisitions.
 	clockJumpMin = 3
+	clockJumpPer = 400
 	// clockProxyWorkers of the workers lock through a proxy (REDLOCK.LOCK).
 	clockProxyWorkers = 4
-	// clockMasterTimeout: no master is stopped here, so a generous
-	// per-master timeout costs nothing and keeps -race runs on two busy
-	// cores from timing out.
+	// clockMasterTimeout: no master is stopped or restarted here, so a
+	// generous per-master timeout costs nothing and keeps -race runs on
+	// two busy cores from timing out.
 	clockMasterTimeout = 250 * time.Millisecond
+	// clockDialTimeout: likewise for the 29 engines' handshakes (scripts
+	// loaded through the fronts) at start, all at once.
+	clockDialTimeout = 3 * time.Second
 	// clockHoldMax bounds a holder's stay (but for clockLinger).
 	clockHoldMax = 8 * time.Millisecond
 	// clockAimFor is how long the nemesis looks for a lock to aim a jump
@@ -162,7 +166,7 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 		fronts, addrs[i] = append(fronts, f), f.Addr()
 	}
 	cfg := engine.Config{FreshMasters: true, Addrs: addrs, MaxTTL: ttl, MasterTimeout: clockMasterTimeout, DisableClockCheck: checkOff,
-		Conn: conn.Config{ReconnectMin: time.Millisecond, ReconnectMax: 50 * time.Millisecond, DialTimeout: 300 * time.Millisecond}}
+		Conn: conn.Config{DialTimeout: clockDialTimeout}}
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioLimit)
 	defer cancel()
 
@@ -245,7 +249,7 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 		t.Cleanup(func() { c.Close() })
 		direct = append(direct, c)
 	}
-	n := max(clockJumpMin, target/600)
+	n := max(clockJumpMin, target/clockJumpPer)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	jumps, aimed := 0, 0
 	var last time.Time
