@@ -153,9 +153,10 @@ func TestFaultClockJump(t *testing.T) {
 // in-process state orders them) and 4 through one proxy, every engine
 // created before the first jump (the check judges a master by its
 // previous reading); all fenced. A holder stays up to clockHoldMax
-// (clockLinger more when a jump lands meanwhile: gate), then writes to the fenced storage — through the checker's StaleWrite: its
-// lock may have been lost to a jump without its knowing, and the storage
-// must then refuse its token — and releases.
+// (clockLinger more when a jump lands meanwhile: gate), then writes to
+// the fenced storage — through the checker's StaleWrite: its lock may
+// have been lost to a jump without its knowing, and the storage must then
+// refuse its token — and releases.
 func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, target int) clockRow {
 	set := mastertest.Start(t, 5)
 	mastertest.RequireReal(t, set)
@@ -185,6 +186,17 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 		}
 		t.Cleanup(func() { c.Close() })
 		lockers = append(lockers, &proxyLocker{c: c})
+	}
+
+	// The nemesis reads the masters directly (aim).
+	var direct []*conn.Conn
+	for _, a := range set.Addrs() {
+		c, err := conn.Dial(ctx, a, conn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		direct = append(direct, c)
 	}
 
 	chk := &fault.Checker{Margin: margin}
@@ -240,15 +252,6 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 	// acquisitions and clockJumpEvery has passed since the last, at the
 	// worst moment: aimed at a held lock (aim) when it finds one within
 	// clockAimFor, while holders wait (gate).
-	var direct []*conn.Conn
-	for _, a := range set.Addrs() {
-		c, err := conn.Dial(ctx, a, conn.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		direct = append(direct, c)
-	}
 	n := max(clockJumpMin, target/clockJumpPer)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	jumps, aimed := 0, 0
