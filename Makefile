@@ -22,7 +22,7 @@ test: deps vet
 # The lock kinds (reentrant, LockAll, semaphore, read-write) run
 # FAULT_KIND_OPS operations each through the same faults, about 50 s.
 # TestFaultClockJump: masters' clocks jump past the TTL, clock check on
-# and off (FAULT_ACQUISITIONS/60 per run), about 30 s.
+# and off (FAULT_ACQUISITIONS/60 per run), about 25 s.
 FAULT_ACQUISITIONS ?= 120000
 FAULT_KIND_OPS ?= 10000
 FAULT_SEED ?= 11
