@@ -23,12 +23,14 @@ test: deps vet
 # FAULT_KIND_OPS operations each through the same faults, about 50 s.
 # TestFaultPartition cuts links (internal/test/netns: one master, 2 and 3
 # of 5, a bridge between two processes), about 25 s.
+# TestFaultClockJump: masters' clocks jump past the TTL, clock check on
+# and off (FAULT_ACQUISITIONS/60 per run), about 25 s.
 FAULT_ACQUISITIONS ?= 120000
 FAULT_KIND_OPS ?= 10000
 FAULT_SEED ?= 11
 fault:
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_FAULT_ACQUISITIONS=$(FAULT_ACQUISITIONS) REDLOCK_FAULT_KIND_OPS=$(FAULT_KIND_OPS) \
-		REDLOCK_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -v -run '^TestFault(Kinds|Partition)?$$' ./internal/test/fault
+		REDLOCK_FAULT_SEED=$(FAULT_SEED) $(GO) test -count=1 -v -run '^TestFault(Kinds|Partition|ClockJump)?$$' ./internal/test/fault
 	@# The watchdog at full size (10,000 auto-extended locks for 3 TTLs; the
 	@# race run above holds 2,000) and the loss signal under SIGSTOP.
 	REDLOCK_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestWatchdog' ./engine

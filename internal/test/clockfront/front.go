@@ -96,21 +96,33 @@ func (f *Front) Target() string { return f.target }
 func (f *Front) Offset() time.Duration { return time.Duration(f.offset.Load()) }
 
 // Jump moves the master's clock by d: forward for d > 0, backward for
-// d < 0. From its return on, TIME replies through the front are shifted by
-// the new [Front.Offset]. For d > 0 it first moves every key's expiry on
-// the master back by d (whole milliseconds), deleting the keys with at
-// most d left, in one Lua script over a connection of its own; if that
-// fails the offset does not change. A backward jump does not touch keys.
-// Concurrent jumps are applied one after the other.
+// d < 0. TIME replies through the front are shifted by the new
+// [Front.Offset] from before the keys are touched. For d > 0 it then moves
+// every key's expiry on the master back by d (whole milliseconds),
+// deleting the keys with at most d left, in one Lua script over a
+// connection of its own; if that fails the offset is restored (a TIME
+// reply in between was shifted: a jump forward and one back). A backward
+// jump does not touch keys. Concurrent jumps are applied one after the
+// other.
+//
+// The offset moves first so that no client can see a key cut by the jump
+// in a batch whose TIME was not shifted: on a real master the clock and
+// the expiries move together, and a TIME the master runs after the jump
+// shows it. Cutting first left a window (the script's reply on its way to
+// Jump) in which a batch's TIME and grant both followed the cut but the
+// TIME passed the front unshifted — a jump the clock check cannot see.
+// Shifted first, a reading may show the jump a moment before the keys are
+// cut: a check then sees it early, which costs nothing but availability.
 func (f *Front) Jump(ctx context.Context, d time.Duration) error {
 	f.jumpMu.Lock()
 	defer f.jumpMu.Unlock()
+	f.offset.Add(int64(d))
 	if d > 0 {
 		if err := f.cutTTLs(ctx, d); err != nil {
+			f.offset.Add(-int64(d))
 			return fmt.Errorf("clockfront: jump %v: %w", d, err)
 		}
 	}
-	f.offset.Add(int64(d))
 	return nil
 }
 
