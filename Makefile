@@ -17,8 +17,8 @@ test: deps vet
 # ./... above already ran it under at a tenth of the size): contended
 # lockers through the engine and the proxy while masters are killed -9,
 # SIGSTOPped, restarted empty and slowed down; zero overlaps, zero stale
-# fencing tokens accepted. About 75 s on a 2-core machine. The results
-# table is in docs/safety.md.
+# fencing tokens accepted, every history linearizable. About 75 s on a
+# 2-core machine. The results table is in docs/safety.md.
 # The lock kinds (reentrant, LockAll, semaphore, read-write) run
 # FAULT_KIND_OPS operations each through the same faults, about 50 s.
 # TestFaultPartition cuts links (internal/test/netns: one master, 2 and 3

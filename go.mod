@@ -13,6 +13,8 @@ require (
 	golang.org/x/sync v0.24.0
 )
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

@@ -57,12 +57,19 @@ type Result struct {
 // until, with its fencing token (0: none). It reports whether the holder
 // entered; then it must call Leave.
 func (c *Checker) Enter(key string, id int64, until time.Time, fence int64) bool {
+	entered, _ := c.EnterWrite(key, id, until, fence)
+	return entered
+}
+
+// EnterWrite is Enter, also reporting whether the storage accepted the
+// entry write of a fenced holder that entered.
+func (c *Checker) EnterWrite(key string, id int64, until time.Time, fence int64) (entered, accepted bool) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now.Add(c.Margin).After(until) {
 		c.r.Skipped++
-		return false
+		return false, false
 	}
 	if c.keys == nil {
 		c.keys = map[string]*keyState{}
@@ -88,11 +95,11 @@ func (c *Checker) Enter(key string, id int64, until time.Time, fence int64) bool
 		if fence < k.storage {
 			c.r.LegitRejected++
 		} else {
-			k.storage = fence
+			k.storage, accepted = fence, true
 		}
 	}
 	k.holder, k.until = id, until
-	return true
+	return true, accepted
 }
 
 // Extend records that holder id, inside key's critical section, extended

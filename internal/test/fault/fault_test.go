@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/fault"
+	"github.com/redlock-dev/redlock/internal/test/history"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
 	"github.com/redlock-dev/redlock/proxy"
@@ -224,6 +226,7 @@ type row struct {
 	faultsInjected   int
 	contendedTries   int64
 	unavailableTries int64
+	hist             history.Result // the lockers' history, checked
 }
 
 func envInt(name string, def int) int {
@@ -257,13 +260,22 @@ func TestFault(t *testing.T) {
 			if r.faultsInjected == 0 {
 				t.Error("no fault was injected")
 			}
+			if !r.hist.OK() {
+				t.Errorf("history: %v", r.hist)
+				path := filepath.Join(os.TempDir(), "redlock-history-"+strings.ReplaceAll(sc.name, "/", "-")+".html")
+				if err := r.hist.Visualize(path); err == nil {
+					t.Logf("history: porcupine's view of the longest linearizations: %s", path)
+				}
+			}
 		})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n| scenario | acquisitions | fenced | overlaps | token order violations | stale writes rejected | stale writes accepted | busy tries | unavailable tries | seconds |\n")
 	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var sum fault.Result
+	histOps := 0
 	for _, r := range rows {
+		histOps += r.hist.Ops
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |\n", r.name, r.res.Entries, r.res.Fenced,
 			r.res.Overlaps, r.res.OrderViolations, r.res.StaleRejected, r.res.StaleAccepted, r.contendedTries, r.unavailableTries, r.elapsed.Seconds())
 		sum.Entries += r.res.Entries
@@ -275,6 +287,7 @@ func TestFault(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "| **total** | %d | %d | %d | %d | %d | %d | | | |\n", sum.Entries, sum.Fenced, sum.Overlaps, sum.OrderViolations, sum.StaleRejected, sum.StaleAccepted)
 	t.Log(b.String())
+	t.Logf("history: %d ops checked over %d scenarios against the lock-with-fencing model (internal/test/history)", histOps, len(rows))
 	if len(rows) == len(scenarios) && sum.StaleRejected == 0 {
 		t.Error("no paused holder's write was rejected: the fencing path was not exercised")
 	}
@@ -350,6 +363,7 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 	}
 
 	chk := &fault.Checker{Margin: margin}
+	rec := history.NewRecorder() // what the lockers saw, checked at the end
 	keys := make([]string, hotKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("fault:%s:%d", sc.name, i)
@@ -367,26 +381,42 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 			l := lockers[w]
 			for ctx.Err() == nil && chk.Entries() < target {
 				key := keys[rng.IntN(len(keys))]
+				call := rec.Acquire(w, key)
 				h, err := l.lock(ctx, key, fenced)
 				if err != nil {
 					switch {
 					case errors.Is(err, errBusy):
+						call.Refused()
 						busy.Add(1)
 						time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
 					default:
+						call.Unavailable()
 						unavailable.Add(1)
 						time.Sleep(time.Duration(2+rng.IntN(3)) * time.Millisecond)
 					}
 					continue
 				}
+				g := call.Granted(h.fence, h.until)
 				id := holderID.Add(1)
-				if chk.Enter(key, id, h.until, h.fence) {
+				var wr history.Call
+				if h.fence != 0 {
+					wr = rec.Write(g, h.fence)
+				}
+				entered, accepted := chk.EnterWrite(key, id, h.until, h.fence)
+				if h.fence != 0 {
+					recordWrite(wr, entered, accepted)
+				}
+				if entered {
 					if h.extend != nil && rng.IntN(4) == 0 {
 						// Extended inside: the checker counts the new
 						// validity, so an entry before it ends is an overlap.
+						x := rec.Extend(g)
 						if until, ok := h.extend(ctx); ok {
+							x.Extended(until)
 							chk.Extend(key, id, until)
 							time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+						} else {
+							x.Refused()
 						}
 					}
 					if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
@@ -394,14 +424,17 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 						// validity, then writes with its old token.
 						// Long enough for another holder to take the key.
 						time.Sleep(time.Until(h.until) + ttl/4)
-						chk.StaleWrite(key, id, h.fence)
+						wr := rec.Write(g, h.fence)
+						recordWrite(wr, true, chk.StaleWrite(key, id, h.fence))
 						paused.Add(1)
 					} else {
 						time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 					}
 					chk.Leave(key, id)
 				}
+				rel := rec.Release(g)
 				h.unlock(ctx)
+				rel.Released()
 			}
 		}()
 	}
@@ -422,10 +455,29 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 	wg.Wait()
 	r := row{name: sc.name, res: chk.Result(), paused: paused.Load(), elapsed: time.Since(start),
 		faultsInjected: injected, contendedTries: busy.Load(), unavailableTries: unavailable.Load()}
+	var err error
+	r.hist, err = history.Check(rec.Ops(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s history: %v; %d refused or failed calls not kept", sc.name, r.hist, rec.NoOps())
 	t.Logf("%s: %d acquisitions (%d fenced) in %.1fs, %d busy and %d unavailable tries, %d holders paused past validity, %d of their writes rejected; overlaps %d, token order violations %d, stale writes accepted %d",
 		sc.name, r.res.Entries, r.res.Fenced, r.elapsed.Seconds(), r.contendedTries, r.unavailableTries, r.paused, r.res.StaleRejected,
 		r.res.Overlaps, r.res.OrderViolations, r.res.StaleAccepted)
 	return r
+}
+
+// recordWrite completes a fenced write: accepted or refused by the
+// storage, or not made (the holder did not enter).
+func recordWrite(c history.Call, made, accepted bool) {
+	switch {
+	case !made:
+		c.Unavailable()
+	case accepted:
+		c.Accepted()
+	default:
+		c.Refused()
+	}
 }
 
 // newEngine starts an engine and waits for a quorum of its connections.
