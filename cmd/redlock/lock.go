@@ -69,6 +69,8 @@ scripts), so that what the command started gets them too; on a terminal,
 Ctrl-C and Ctrl-\ already reach the command and are not sent twice. The
 command does not inherit $REDLOCK_PASSWORD, $REDLOCK_MASTER_PASSWORD or
 $REDLOCK_PROXY_PASSWORD, and gets SIGTERM if redlock lock itself dies.
+A guard process (redlock lock-guard, Linux) SIGKILLs the command when the
+lock's validity ends even if redlock lock is stopped or dead meanwhile.
 
 Exit codes of its own:
   69  unavailable: too few masters answered to take the lock (also when
@@ -329,9 +331,17 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 		}
 		return exitError{code, err.Error()}
 	}
+	pid := cmd.Process.Pid
+	// The guard kills the command when the validity ends even if this
+	// process is stopped meanwhile (guard.go). Started before the command
+	// can be reaped: its pid and group are still the command's.
+	guard, err := startGuard(pid, !interactive, h.Until(), stderr)
+	if err != nil {
+		log.Warn("no lock guard: the command is killed when the validity ends only while redlock lock runs", "err", err)
+	}
+	defer guard.stop()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	pid := cmd.Process.Pid
 	signalCommand := func(s syscall.Signal) {
 		if interactive {
 			_ = cmd.Process.Signal(s)
@@ -353,8 +363,20 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	early := min(o.grace, time.Until(h.Until())/4)
 	watch := time.NewTicker(max(min(o.ttl/20, 100*time.Millisecond), time.Millisecond))
 	defer watch.Stop()
-	terminated := false
+	terminated, killed := false, false
+	// killNow SIGKILLs the command when the validity has ended under it:
+	// redlock lock was stopped (or starved) past it, and the command must
+	// not run a moment longer.
+	killNow := func() {
+		terminated, killed, kill = true, true, nil
+		log.Error("the lock's validity ended while the command ran (redlock lock stopped?): SIGKILL", "key", o.key, "pid", pid)
+		signalCommand(syscall.SIGKILL)
+	}
 	terminate := func(why string) {
+		if time.Until(h.Until()) <= 0 {
+			killNow()
+			return
+		}
 		if !terminated {
 			terminated = true
 			log.Error(why+": terminating the command", "key", o.key, "pid", pid, "grace", o.grace, "valid_for", time.Until(h.Until()).Round(time.Millisecond))
@@ -366,10 +388,14 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	for {
 		select {
 		case <-watch.C:
-			if !terminated && done != nil && time.Until(h.Until()) < early {
+			guard.update(h.Until())
+			if left := time.Until(h.Until()); left <= 0 && !killed {
+				killNow()
+			} else if !terminated && done != nil && left < early {
 				terminate("lock extensions unanswered, validity ending")
 			}
 		case err := <-exited:
+			guard.stop() // before the release: nothing of the command's is killed after it
 			if lost == nil {
 				if lost = h.Err(); lost == nil && !terminated { // not lost while it ran
 					release()
@@ -392,11 +418,11 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 		case <-done:
 			done, lost = nil, h.Err()
 			log.Error("lock lost", "key", o.key, "why", lossReason(lost), "err", lost)
-			if !terminated || kill == nil {
+			if !killed && (!terminated || kill == nil) {
 				terminate("lock lost")
 			}
 		case <-kill:
-			kill = nil
+			kill, killed = nil, true
 			log.Error("the command outlived --grace or the lock's validity after SIGTERM: SIGKILL", "pid", pid)
 			signalCommand(syscall.SIGKILL)
 		}

@@ -210,6 +210,8 @@ func (l *proxyLock) keep() {
 			return
 		case <-t.C:
 		case <-time.After(time.Until(until) - time.Millisecond):
+		}
+		if time.Until(until) <= time.Millisecond { // also when both were due: a stopped process continued
 			l.end(fmt.Errorf("%w: validity ran out (the proxy did not grant an extension in time)", engine.ErrLockLost))
 			return
 		}

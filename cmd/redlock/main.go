@@ -60,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = lockCmd(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		err = inspectCmd(ctx, args[1:], stdout, stderr)
+	case lockGuardCommand: // hidden: redlock lock's own guard (guard.go)
+		err = lockGuardCmd(args[1:], stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
