@@ -2,7 +2,7 @@
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet bench fmt fuzz fault
+.PHONY: test deps vet bench fmt fuzz fault soak
 
 # test installs redis-server when missing (Debian, as root), then vets and
 # runs every test with the race detector against real redis-server masters,
@@ -34,6 +34,14 @@ fault:
 	@# The watchdog at full size (10,000 auto-extended locks for 3 TTLs; the
 	@# race run above holds 2,000) and the loss signal under SIGSTOP.
 	REDLOCK_REQUIRE_REDIS=1 $(GO) test -count=1 -v -run '^TestWatchdog' ./engine
+
+# soak runs every fault scenario — process faults, partitions, clock
+# jumps, every lock kind and Redisson — one after another, each chosen at
+# random with a seed of its own, for SOAK (make soak SOAK=60s in CI), and
+# reports runs, operations, faults and violations (TestSoak).
+SOAK ?= 10m
+soak:
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_NETNS=1 REDLOCK_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./internal/test/fault
 
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-benchmark >/dev/null 2>&1; then \
