@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/fault"
+	"github.com/redlock-dev/redlock/internal/test/history"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/proxy"
 )
@@ -117,6 +118,14 @@ func TestFaultClockJump(t *testing.T) {
 				if !off && r.detected == 0 {
 					t.Error("check on: no engine saw a jump")
 				}
+				if !off && !r.hist.OK() {
+					t.Errorf("check on: the history is not linearizable: %v", r.hist)
+				}
+				// The history check sees what the checker counted: an
+				// overlap is a grant inside another holder's validity.
+				if off && res.Overlaps > 0 && r.hist.OK() {
+					t.Errorf("check off: %d overlaps, yet the history checker found it linearizable: %v", res.Overlaps, r.hist)
+				}
 				if off && res.Violations() != res.Overlaps {
 					t.Errorf("check off: fencing failed (token order %d, stale accepted %d, valid holder refused %d); first: %s",
 						res.OrderViolations, res.StaleAccepted, res.LegitRejected, res.FirstViolation)
@@ -200,6 +209,7 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 	}
 
 	chk := &fault.Checker{Margin: margin}
+	rec := history.NewRecorder() // what the lockers saw, checked at the end
 	keys := make([]string, hotKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("fault:clock:%d:%d", sc.jumped, i)
@@ -217,18 +227,22 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 			l := lockers[w]
 			for ctx.Err() == nil && (chk.Entries() < target || !jumpsDone.Load()) {
 				key := keys[rng.IntN(len(keys))]
+				call := rec.Acquire(w, key)
 				h, err := l.lock(ctx, key, true)
 				if err != nil {
 					switch {
 					case errors.Is(err, errBusy):
+						call.Refused()
 						busy.Add(1)
 						time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
 					default:
+						call.Unavailable()
 						unavailable.Add(1)
 						time.Sleep(time.Duration(2+rng.IntN(3)) * time.Millisecond)
 					}
 					continue
 				}
+				g := call.Granted(h.fence, h.until)
 				id := holderID.Add(1)
 				entered := chk.Enter(key, id, h.until, h.fence)
 				if entered {
@@ -239,10 +253,13 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 				// one whose holder is inside (or a grant on its way).
 				gate.RLock()
 				if entered {
-					chk.StaleWrite(key, id, h.fence)
+					wr := rec.Write(g, h.fence)
+					recordWrite(wr, true, chk.StaleWrite(key, id, h.fence))
 					chk.Leave(key, id)
 				}
+				rel := rec.Release(g)
 				h.unlock(ctx)
+				rel.Released()
 				gate.RUnlock()
 			}
 		}()
@@ -298,6 +315,12 @@ func runClockJump(t *testing.T, sc clockScenario, checkOff bool, seed uint64, ta
 	for _, e := range engines {
 		r.detected += int(e.Stats().ClockJumpsAhead)
 	}
+	var err error
+	r.hist, err = history.Check(rec.Ops(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s, check off %v, history: %v", sc.name, checkOff, r.hist)
 	t.Logf("%s, check off %v: %d acquisitions in %.1fs, %d jumps (%d aimed, %d detections), %d busy and %d unavailable tries; overlaps %d, token order violations %d, stale writes rejected %d, accepted %d",
 		sc.name, checkOff, r.res.Entries, r.elapsed.Seconds(), jumps, aimed, r.detected, r.contendedTries, r.unavailableTries,
 		r.res.Overlaps, r.res.OrderViolations, r.res.StaleRejected, r.res.StaleAccepted)
