@@ -21,6 +21,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/fault"
+	"github.com/redlock-dev/redlock/internal/test/history"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/netns"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
@@ -404,6 +405,7 @@ func runPartition(t *testing.T, sc partScenario, seed uint64, target int) partRo
 	}
 
 	var ids atomic.Int64
+	rec := history.NewRecorder() // what this process's lockers saw, checked at the end
 	// Until every step is taken (cuts hold for a while) and the target reached.
 	var stepsDone atomic.Bool
 	more := func() bool { return !stepsDone.Load() || p.chk.Entries() < target }
@@ -412,7 +414,7 @@ func runPartition(t *testing.T, sc partScenario, seed uint64, target int) partRo
 	for w, l := range lockers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)+1))
-			lockLoop(ctx, l, checkerLog{p.chk, &p.entA}, more, rng, w%2 == 0, keys, func() int64 { return ids.Add(1) }, &p.n)
+			lockLoop(ctx, l, checkerLog{p.chk, &p.entA}, more, rng, w%2 == 0, keys, func() int64 { return ids.Add(1) }, &p.n, rec, w)
 		})
 	}
 	injected := 0
@@ -446,6 +448,18 @@ func runPartition(t *testing.T, sc partScenario, seed uint64, target int) partRo
 		r.elapsed = time.Since(start)
 	}
 	r.res = p.chk.Result()
+	// The bridge's history would lack the child's holders, whose grants
+	// and writes the parent's checker sees: only the checker judges it.
+	if !sc.bridge {
+		var err error
+		if r.hist, err = history.Check(rec.Ops(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s history: %v", sc.name, r.hist)
+		if !r.hist.OK() {
+			t.Errorf("the history is not linearizable: %v", r.hist)
+		}
+	}
 	t.Logf("%s: %d acquisitions (%d fenced) in %.1fs, %d busy, %d unavailable and %d other failed tries, %d holders paused past validity, %d of their writes rejected; overlaps %d, token order violations %d, stale writes accepted %d",
 		sc.name, r.res.Entries, r.res.Fenced, r.elapsed.Seconds(), r.contendedTries, r.unavailableTries, r.other, r.paused, r.res.StaleRejected,
 		r.res.Overlaps, r.res.OrderViolations, r.res.StaleAccepted)
@@ -455,9 +469,11 @@ func runPartition(t *testing.T, sc partScenario, seed uint64, target int) partRo
 // entryLog is where holders enter and leave: the checker, or (in the
 // bridge's child process) the parent's checker over RPC.
 type entryLog interface {
-	enter(key string, id int64, until time.Time, fence int64) bool
+	// enter enters a holder and reports whether it did, and whether its
+	// entry write at fence (fenced holders) was accepted.
+	enter(key string, id int64, until time.Time, fence int64) (entered, accepted bool)
 	leave(key string, id int64)
-	staleWrite(key string, id, fence int64)
+	staleWrite(key string, id, fence int64) bool
 }
 
 // checkerLog enters c directly and counts the entries in n.
@@ -466,15 +482,17 @@ type checkerLog struct {
 	n *atomic.Int64
 }
 
-func (l checkerLog) enter(key string, id int64, until time.Time, fence int64) bool {
-	if !l.c.Enter(key, id, until, fence) {
-		return false
+func (l checkerLog) enter(key string, id int64, until time.Time, fence int64) (bool, bool) {
+	entered, accepted := l.c.EnterWrite(key, id, until, fence)
+	if entered {
+		l.n.Add(1)
 	}
-	l.n.Add(1)
-	return true
+	return entered, accepted
 }
-func (l checkerLog) leave(key string, id int64)             { l.c.Leave(key, id) }
-func (l checkerLog) staleWrite(key string, id, fence int64) { l.c.StaleWrite(key, id, fence) }
+func (l checkerLog) leave(key string, id int64) { l.c.Leave(key, id) }
+func (l checkerLog) staleWrite(key string, id, fence int64) bool {
+	return l.c.StaleWrite(key, id, fence)
+}
 
 // unavailable reports whether err is the engine's or the proxy's answer
 // that too few masters could vote.
@@ -482,14 +500,22 @@ func unavailable(err error) bool {
 	return errors.Is(err, engine.ErrUnavailable) || strings.Contains(err.Error(), "redlock proxy: unavailable: ")
 }
 
-// lockLoop is one worker: TestFault's, through log.
-func lockLoop(ctx context.Context, l locker, log entryLog, more func() bool, rng *rand.Rand, fenced bool, keys []string, nextID func() int64, n *counts) {
+// lockLoop is one worker: TestFault's, through log. With rec, worker w's
+// history is recorded (the parent's workers; the bridge child's holders
+// are in the parent's checker only).
+func lockLoop(ctx context.Context, l locker, log entryLog, more func() bool, rng *rand.Rand, fenced bool, keys []string, nextID func() int64, n *counts,
+	rec *history.Recorder, w int) {
+	if rec == nil {
+		rec = history.NewRecorder() // the child's: recorded, never checked
+	}
 	for ctx.Err() == nil && more() {
 		key := keys[rng.IntN(len(keys))]
+		call := rec.Acquire(w, key)
 		h, err := l.lock(ctx, key, fenced)
 		if err != nil {
 			switch {
 			case errors.Is(err, errBusy):
+				call.Refused()
 				n.busy.Add(1)
 				time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Microsecond)
 				continue
@@ -498,23 +524,36 @@ func lockLoop(ctx context.Context, l locker, log entryLog, more func() bool, rng
 			case ctx.Err() == nil:
 				n.other.Add(1)
 			}
+			call.Unavailable()
 			time.Sleep(time.Duration(2+rng.IntN(3)) * time.Millisecond)
 			continue
 		}
+		g := call.Granted(h.fence, h.until)
 		id := nextID()
-		if log.enter(key, id, h.until, h.fence) {
+		var wr history.Call
+		if h.fence != 0 {
+			wr = rec.Write(g, h.fence)
+		}
+		entered, accepted := log.enter(key, id, h.until, h.fence)
+		if h.fence != 0 {
+			recordWrite(wr, entered, accepted)
+		}
+		if entered {
 			if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
 				// Paused past the lock's validity, then a write with the
 				// old token (as in TestFault).
 				time.Sleep(time.Until(h.until) + ttl/4)
-				log.staleWrite(key, id, h.fence)
+				wr := rec.Write(g, h.fence)
+				recordWrite(wr, true, log.staleWrite(key, id, h.fence))
 				n.paused.Add(1)
 			} else {
 				time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 			}
 			log.leave(key, id)
 		}
+		rel := rec.Release(g)
 		h.unlock(ctx)
+		rel.Released()
 	}
 }
 
@@ -711,12 +750,13 @@ func (l rpcLog) call(method string, e BridgeEntry) bool {
 	return ok
 }
 
-func (l rpcLog) enter(key string, id int64, until time.Time, fence int64) bool {
-	return l.call("Enter", BridgeEntry{Key: key, ID: id, Until: until.UnixNano(), Fence: fence})
+func (l rpcLog) enter(key string, id int64, until time.Time, fence int64) (bool, bool) {
+	entered := l.call("Enter", BridgeEntry{Key: key, ID: id, Until: until.UnixNano(), Fence: fence})
+	return entered, entered // (the child's history is not checked)
 }
 func (l rpcLog) leave(key string, id int64) { l.call("Leave", BridgeEntry{Key: key, ID: id}) }
-func (l rpcLog) staleWrite(key string, id, fence int64) {
-	l.call("StaleWrite", BridgeEntry{Key: key, ID: id, Fence: fence})
+func (l rpcLog) staleWrite(key string, id, fence int64) bool {
+	return l.call("StaleWrite", BridgeEntry{Key: key, ID: id, Fence: fence})
 }
 
 // TestBridgeChild is the bridge scenario's child process (see
@@ -759,7 +799,7 @@ func TestBridgeChild(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(cfg.Seed, 1000+uint64(w)))
 			lockLoop(ctx, engineLocker{e}, log, func() bool { return true }, rng, w%2 == 0, cfg.Keys,
-				func() int64 { granted.Add(1); return ids.Add(1) }, &n)
+				func() int64 { granted.Add(1); return ids.Add(1) }, &n, nil, w)
 		})
 	}
 	wg.Wait()
