@@ -69,17 +69,25 @@ func (c *Conn) clockRefreshLoop() {
 }
 
 // clockWatch is a Conn's clock check state. It is touched by the reader
-// goroutine only (the TIME replies), and by the reset at a new server.
+// goroutine only (the TIME replies), and by the handshake while no
+// session runs.
 type clockWatch struct {
 	c     *Conn
 	epoch time.Time // sends and arrivals are monotonic ns since epoch
-	have  bool      // a previous reading exists
-	runID string    // the server of the previous reading
-	// The previous reading: the server's clock (µs), when its TIME was
-	// queued and when its reply arrived.
-	server     int64
-	sent, recv int64
+	runID string    // the server of the readings
+	// The latest readings, newest last (at most clockReadings): the
+	// forward check compares with the newest; the backward one with the
+	// newest whose reply came back before this TIME was sent.
+	readings []clockReading
 }
+
+// clockReading is one TIME: the server's clock (µs), when it was queued
+// and when its reply arrived.
+type clockReading struct{ server, sent, recv int64 }
+
+// clockReadings bounds the readings kept: pipelined batches whose TIMEs
+// are all in flight at once need the one before them for a backward check.
+const clockReadings = 8
 
 // beginBatchLocked starts a write batch with the clock check's TIME when
 // the check is on and nothing is waiting to be written yet: its reply
@@ -128,22 +136,50 @@ func parseTime(r resp.Reply) (int64, bool) {
 // next one's baseline. The reader goroutine calls it, and the handshake
 // (on the connection's goroutine, while no session runs): one at a time.
 func (w *clockWatch) observe(server, sent, recv int64, runID string) {
-	if w.have && runID == w.runID {
-		w.check(time.Duration(server-w.server)*time.Microsecond, time.Duration(recv-w.sent), time.Duration(sent-w.recv))
+	if runID != w.runID {
+		w.readings, w.runID = w.readings[:0], runID
 	}
-	w.have, w.runID, w.server, w.sent, w.recv = true, runID, server, sent, recv
+	if n := len(w.readings); n > 0 {
+		prev := w.readings[n-1]
+		fwd := time.Duration(server-prev.server) * time.Microsecond
+		hi := time.Duration(recv - prev.sent)
+		// The newest reading whose reply arrived before this TIME left.
+		var back *clockReading
+		for i := n - 1; i >= 0; i-- {
+			if w.readings[i].recv < sent {
+				back = &w.readings[i]
+				break
+			}
+		}
+		w.check(fwd, hi, back, server, sent)
+	}
+	if len(w.readings) == clockReadings {
+		copy(w.readings, w.readings[1:])
+		w.readings = w.readings[:clockReadings-1]
+	}
+	w.readings = append(w.readings, clockReading{server, sent, recv})
 }
 
-// check compares the server's elapsed time between two readings with
-// this process's: at most hi (the later reply's arrival minus the earlier
-// TIME's send), at least lo (the later send minus the earlier arrival;
-// negative when the later TIME was queued before the earlier reply came
-// back — pipelined batches —, and then nothing can be told backward).
-func (w *clockWatch) check(server, hi, lo time.Duration) {
+// check reports a jump: forward when the server's clock advanced fwd
+// since the newest reading while this process's clock can have advanced
+// at most hi (this reply's arrival minus that TIME's send), beyond the
+// allowance; backward when, since back (a reading whose reply arrived
+// before this TIME was sent: this process's clock advanced at least this
+// send minus its arrival), the server's advanced less than that minus the
+// allowance. Without such a reading (pipelined batches all in flight)
+// nothing is told backward.
+func (w *clockWatch) check(fwd, hi time.Duration, back *clockReading, server, sent int64) {
 	cfg := &w.c.cfg
-	if allow := cfg.ClockAllowance(hi); server > hi+allow {
-		cfg.OnClockJump(ClockJump{Addr: w.c.addr, Ahead: server - hi, Between: hi, Allowed: allow})
-	} else if allow := cfg.ClockAllowance(lo); lo > 0 && server < lo-allow {
-		cfg.OnClockJump(ClockJump{Addr: w.c.addr, Ahead: server - lo, Between: lo, Allowed: allow})
+	if allow := cfg.ClockAllowance(hi); fwd > hi+allow {
+		cfg.OnClockJump(ClockJump{Addr: w.c.addr, Ahead: fwd - hi, Between: hi, Allowed: allow})
+		return
+	}
+	if back == nil {
+		return
+	}
+	lo := time.Duration(sent - back.recv)
+	elapsed := time.Duration(server-back.server) * time.Microsecond
+	if allow := cfg.ClockAllowance(lo); elapsed < lo-allow {
+		cfg.OnClockJump(ClockJump{Addr: w.c.addr, Ahead: elapsed - lo, Between: lo, Allowed: allow})
 	}
 }

@@ -240,6 +240,8 @@ var (
 		"-MOVED and -ASK replies followed by Redis Cluster members.", []string{"kind"}, nil)
 	reloadDesc = prometheus.NewDesc(Namespace+"_cluster_map_reloads_total",
 		"Slot map reloads of Redis Cluster members.", nil, nil)
+	jumpDesc = prometheus.NewDesc(Namespace+"_master_clock_jumps_total",
+		"Masters' clock jumps the clock check saw: forward (the master was quarantined) and backward (logged only).", []string{"direction"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -249,6 +251,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- quorumDesc
 	ch <- redirectDesc
 	ch <- reloadDesc
+	ch <- jumpDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -273,6 +276,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterMoved), "moved")
 	ch <- prometheus.MustNewConstMetric(redirectDesc, prometheus.CounterValue, float64(stats.ClusterAsked), "ask")
 	ch <- prometheus.MustNewConstMetric(reloadDesc, prometheus.CounterValue, float64(stats.ClusterRefreshes))
+	ch <- prometheus.MustNewConstMetric(jumpDesc, prometheus.CounterValue, float64(stats.ClockJumpsAhead), "forward")
+	ch <- prometheus.MustNewConstMetric(jumpDesc, prometheus.CounterValue, float64(stats.ClockJumpsBack), "backward")
 }
 
 // ProxyStats are a `redlock proxy`'s own counters, as [RegisterProxy]

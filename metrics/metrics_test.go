@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/check"
+	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/metrics"
 )
@@ -344,5 +345,70 @@ func TestProbes(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz with the masters down: %d", code)
+	}
+}
+
+// TestClockJumpSeries: a master whose clock jumps forward (clockfront)
+// shows in redlock_master_clock_jumps_total{direction="forward"} and as
+// quarantined; a backward jump in direction="backward".
+func TestClockJumpSeries(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	ctx := t.Context()
+	f := clockfront.Start(t, set.Addrs()[0])
+	addrs := set.Addrs()
+	addrs[0] = f.Addr()
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := m.Watch(e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + "/metrics"
+	const fwd, back, quar = `redlock_master_clock_jumps_total{direction="forward"}`, `redlock_master_clock_jumps_total{direction="backward"}`, `redlock_master_quarantined{master="0"}`
+	if s := check.Scrape(t, url); s[fwd] != 0 || s[back] != 0 || s[quar] != 0 {
+		t.Fatalf("before any jump: %v %v %v", s[fwd], s[back], s[quar])
+	}
+	if err := f.Jump(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryLock(ctx, "cj:k", time.Second); err != nil { // masters 1 and 2 still make a quorum
+		t.Fatal(err)
+	}
+	// TryLock returns at a quorum: master 0's reply may come after it.
+	waitScrape := func(ok func(s map[string]float64) bool) map[string]float64 {
+		t.Helper()
+		s := check.Scrape(t, url)
+		for deadline := time.Now().Add(2 * time.Second); !ok(s) && time.Now().Before(deadline); s = check.Scrape(t, url) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		return s
+	}
+	if s := waitScrape(func(s map[string]float64) bool { return s[fwd] == 1 && s[quar] == 1 }); s[fwd] != 1 || s[quar] != 1 {
+		t.Errorf("after a 5 s forward jump: forward %v, master 0 quarantined %v; want 1, 1", s[fwd], s[quar])
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := f.Jump(ctx, -3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.TryLock(ctx, "cj:k2", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitScrape(func(s map[string]float64) bool { return s[back] >= 1 }); s[back] < 1 {
+		t.Errorf("after a 3 s backward jump: backward %v; want ≥ 1", s[back])
 	}
 }
