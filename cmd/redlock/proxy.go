@@ -112,6 +112,7 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	durationVar(fs, &ec.QuarantineFor, "quarantine-for", 0, "restart quarantine period when longer than --max-ttl")
 	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty and serve no other client: their first sessions vote at once (tests; never for shared masters)")
 	fs.BoolVar(&ec.DisableQuarantine, "no-quarantine", false, "turn restart quarantine off: a master restarted without its data votes at once, and two clients can then hold one key (docs/safety.md)")
+	fs.BoolVar(&ec.DisableClockCheck, "no-clock-check", false, "turn the masters' clock check off (no TIME per write batch): a master whose clock jumps forward then votes, and two clients can hold one key (docs/safety.md)")
 	durationVar(fs, &ec.Conn.StallTimeout, "stall-timeout", conn.DefaultStallTimeout, "drop a master connection whose oldest request is unanswered this long after its deadline")
 	durationVar(fs, &o.checkTimeout, "check-timeout", 3*time.Second, "how long start-up waits for every master's first connect attempt")
 	fs.BoolVar(&o.waitMasters, "wait-masters", false, "start even when fewer than a quorum of masters are reachable (lock commands answer an error until they are)")
