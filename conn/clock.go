@@ -33,6 +33,10 @@ type ClockJump struct {
 	// Allowed is the allowance the jump exceeded (Config.ClockAllowance of
 	// Between).
 	Allowed time.Duration
+	// Refused, when set, is the server's error reply to the handshake's
+	// TIME (an ACL without +time): this session takes no readings, and
+	// jumps on it go unseen. Ahead is then 0.
+	Refused error
 }
 
 var (
@@ -49,7 +53,9 @@ const DefaultClockRefresh = 5 * time.Second
 // exceed to be seen. It ends with the Conn.
 func (c *Conn) clockRefreshLoop() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.ClockRefresh)
+	// Ticks at half the period, pinging when a whole tick passed without
+	// a write: readings are then at most about ClockRefresh apart.
+	t := time.NewTicker(c.cfg.ClockRefresh / 2)
 	defer t.Stop()
 	last := c.writes.Load()
 	for {

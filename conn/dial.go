@@ -141,6 +141,9 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			// authentication failure: the Conn would otherwise come up
 			// and fail every command.
 			auth := name == "AUTH" || rep.HasErrorPrefix("NOAUTH")
+			if name == "TIME" && !auth {
+				c.cfg.OnClockJump(ClockJump{Addr: c.addr, Refused: rep.Err()})
+			}
 			if (name == "INFO" || name == "TIME" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
 				continue // identity and native commands are best effort (embedded masters lack them)
 			}

@@ -265,6 +265,11 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		c.mu.Unlock()
 		if !done {
 			cb.Complete(tag, rep, nil)
+		} else if w, ok := cb.(*clockWatch); ok {
+			// A batch's TIME that timed out is still read before the
+			// batch's later replies: a request of the batch with a later
+			// deadline must not be delivered unchecked.
+			w.Complete(tag, rep, nil)
 		}
 	}
 }

@@ -274,6 +274,11 @@ func (e *Engine) clockJumped(i int, j conn.ClockJump) {
 	if e.closed.Load() {
 		return
 	}
+	if j.Refused != nil {
+		e.cfg.Logger.Warn("engine: master refused TIME: its clock cannot be checked on this connection, a jump of its clock goes unseen (grant the ACL user +time)",
+			"master", i, "addr", j.Addr, "err", j.Refused)
+		return
+	}
 	if j.Ahead < 0 {
 		e.jumpsBack.Add(1)
 		e.cfg.Logger.Warn("engine: master clock jumped backward: its keys outlive their TTLs (locks end late, never early)",

@@ -34,6 +34,7 @@ func soakRuns() []soakRun {
 	for _, sc := range scenarios {
 		runs = append(runs, soakRun{sc.name, func(t *testing.T, seed uint64) (int, int, int) {
 			r := runScenario(t, sc, seed, soakOps)
+			soakChecks(t, r.res.Entries, soakOps, r.faultsInjected, r.hist.OK(), r.hist)
 			return r.res.Entries, r.faultsInjected, r.res.Violations()
 		}})
 	}
@@ -54,16 +55,36 @@ func soakRuns() []soakRun {
 		runs = append(runs, soakRun{sc.name, func(t *testing.T, seed uint64) (int, int, int) {
 			netns.Require(t)
 			r := runPartition(t, sc, seed, soakOps/2)
+			soakChecks(t, r.res.Entries, soakOps/2, r.faultsInjected, true, nil) // runPartition checks its history
 			return r.res.Entries, r.faultsInjected, r.res.Violations()
 		}})
 	}
 	for _, sc := range clockScenarios {
 		runs = append(runs, soakRun{sc.name, func(t *testing.T, seed uint64) (int, int, int) {
 			r := runClockJump(t, sc, false, seed, soakOps/2)
+			soakChecks(t, r.res.Entries, soakOps/2, r.jumps, r.hist.OK(), r.hist)
+			if r.detected == 0 {
+				t.Error("no engine saw a jump")
+			}
 			return r.res.Entries, r.jumps, r.res.Violations()
 		}})
 	}
 	return runs
+}
+
+// soakChecks fails t when a run proves nothing or its history does not
+// linearize: fewer operations than its target, no fault injected.
+func soakChecks(t *testing.T, ops, target, faults int, linearizable bool, hist any) {
+	t.Helper()
+	if ops < target {
+		t.Errorf("only %d operations of %d", ops, target)
+	}
+	if faults == 0 {
+		t.Error("no fault was injected")
+	}
+	if !linearizable {
+		t.Errorf("the history is not linearizable: %v", hist)
+	}
 }
 
 // TestSoak runs the fault suite's scenarios one after another, each chosen
