@@ -77,13 +77,7 @@ func TestClockJumpDetected(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			addrs := set.Addrs()
-			var fronts []*clockfront.Front
-			for i := range 3 {
-				f := clockfront.Start(t, addrs[i])
-				fronts = append(fronts, f)
-				addrs[i] = f.Addr()
-			}
+			addrs, fronts := frontsFor(t, set.Addrs(), 3)
 			cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
 			holder, err := engine.New(cfg)
 			if err != nil {
@@ -134,4 +128,17 @@ func TestClockJumpDetected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// frontsFor puts clockfront fronts before the first n of addrs (closed
+// when t ends) and returns the addresses to use and the fronts.
+func frontsFor(t *testing.T, addrs []string, n int) ([]string, []*clockfront.Front) {
+	addrs = append([]string(nil), addrs...)
+	var fronts []*clockfront.Front
+	for i := range n {
+		f := clockfront.Start(t, addrs[i])
+		fronts = append(fronts, f)
+		addrs[i] = f.Addr()
+	}
+	return addrs, fronts
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -24,13 +23,7 @@ func TestClockJumpUndoneUnseen(t *testing.T) {
 	mastertest.RequireReal(t, set)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	addrs := set.Addrs()
-	var fronts []*clockfront.Front
-	for i := range 3 {
-		f := clockfront.Start(t, addrs[i])
-		fronts = append(fronts, f)
-		addrs[i] = f.Addr()
-	}
+	addrs, fronts := frontsFor(t, set.Addrs(), 3)
 	cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
 	holder, err := engine.New(cfg)
 	if err != nil {

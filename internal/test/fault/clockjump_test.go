@@ -377,9 +377,9 @@ func aim(ctx context.Context, direct []*conn.Conn, keys []string, m int, rng *ra
 	return nil, ""
 }
 
-// inProcessProxy serves a proxy whose engine has cfg (the command-line
-// proxy has no flag to turn the clock check off) until t ends; it returns
-// the server and its address.
+// inProcessProxy serves a proxy whose engine has cfg (a dialer into the
+// partition's namespaces, or the clock check off) until t ends, once its
+// masters are connected; it returns the server and its address.
 func inProcessProxy(t *testing.T, ctx context.Context, cfg engine.Config) (*proxy.Server, string) {
 	srv, err := proxy.New(proxy.Config{EngineConfig: cfg})
 	if err != nil {

@@ -25,7 +25,6 @@ import (
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/netns"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
-	"github.com/redlock-dev/redlock/proxy"
 )
 
 // The partition nemeses (issue #32 item 1): the same contended lockers as
@@ -353,28 +352,10 @@ func runPartition(t *testing.T, sc partScenario, seed uint64, target int) partRo
 	var lockers []locker
 	switch {
 	case sc.proxy:
-		srv, err := proxy.New(proxy.Config{EngineConfig: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		t.Cleanup(func() {
-			srv.Close()
-			if err := <-served; err != proxy.ErrServerClosed {
-				t.Errorf("Serve: %v", err)
-			}
-		})
-		if _, err := srv.Engine().WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
+		srv, addr := inProcessProxy(t, ctx, cfg)
 		p.eng = srv.Engine()
 		for range workers {
-			c, err := conn.Dial(ctx, ln.Addr().String(), conn.Config{})
+			c, err := conn.Dial(ctx, addr, conn.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
