@@ -96,6 +96,7 @@ Examples:
   REDLOCK_MASTERS=... redlock lock --wait 5m --ttl 30s deploy -- make deploy
   redlock lock --proxy 127.0.0.1:7380 orders:42 -- \
     sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
+  redlock lock --shell backup -- 'pg_dump db | gzip > /backups/db.gz'
 `
 
 // lockOpts are the parsed flags of `redlock lock`.
@@ -150,6 +151,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on channel `name` of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
+	shell := fs.Bool("shell", false, "run the command through sh -c: its words joined with spaces are one shell command line (pipes, $REDLOCK_FENCING_TOKEN, &&)")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
 		if extra := extraArgsError(nil); !dash && errors.As(err, &extra) {
@@ -159,6 +161,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if !dash || len(argv) == 0 {
 		return usageError{errors.New("want KEY -- COMMAND [ARG...]")}
+	}
+	if *shell {
+		argv = []string{"/bin/sh", "-c", strings.Join(argv, " ")}
 	}
 	o.key, o.argv = fs.Arg(0), argv
 	if o.key == "" {

@@ -777,3 +777,22 @@ func TestLockProxyTTLOverCap(t *testing.T) {
 		t.Fatalf("--ttl 2s through a proxy with --max-ttl 1s: exit %d after %v; stderr:\n%s", code, time.Since(start), stderr)
 	}
 }
+
+// TestLockShell: --shell runs the command's words, joined, through sh -c:
+// a pipe, a redirection and the lock's environment in one argument.
+func TestLockShell(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stderr := runLock("--masters", strings.Join(set.Addrs(), ","), "--fresh-masters", "--shell", "sh:k", "--",
+		`echo "$REDLOCK_KEY $REDLOCK_FENCING_TOKEN" | tr a-z A-Z >`, out)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	f := strings.Fields(waitFile(t, out, time.Second))
+	if len(f) != 2 || f[0] != "SH:K" {
+		t.Fatalf("--shell command wrote %q; want the key upper-cased by the pipe, and the fencing token", f)
+	}
+	if n, err := strconv.ParseInt(f[1], 10, 64); err != nil || n <= 0 {
+		t.Fatalf("fencing token %q", f[1])
+	}
+}
