@@ -187,3 +187,34 @@ func ExampleLock_Context() {
 	// lost: true
 	// bound reached: true
 }
+
+// Engine.Do holds a lock around a function: it waits for the key, keeps
+// the lock while fn runs, cancels fn's context if the lock is lost, and
+// releases it when fn returns.
+func ExampleEngine_Do() {
+	e, stop, err := exampleEngine(3, 300*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
+
+	err = e.Do(ctx, "invoice:7", time.Second, func(ctx context.Context) error {
+		l := engine.LockFrom(ctx)
+		fmt.Println("fenced:", l.FencingToken() > 0)
+		time.Sleep(1500 * time.Millisecond) // longer than the TTL: the watchdog keeps it
+		_, err := e.TryLock(ctx, "invoice:7", time.Second)
+		fmt.Println("held meanwhile:", errors.Is(err, engine.ErrNotAcquired))
+		return ctx.Err() // nil: the lock was not lost
+	}, engine.WithFencing())
+	fmt.Println("done:", err)
+	l, err := e.TryLock(ctx, "invoice:7", time.Second)
+	fmt.Println("free after:", err == nil)
+	l.Unlock(ctx)
+	// Output:
+	// fenced: true
+	// held meanwhile: true
+	// done: <nil>
+	// free after: true
+}

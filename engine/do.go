@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// doUnlockTimeout bounds Do's release after fn returned.
+const doUnlockTimeout = 5 * time.Second
+
+// Do runs fn while holding key: it waits for the lock as [Engine.Lock]
+// does (ctx bounds the wait; opts as there), keeps it with the watchdog
+// ([WithAutoExtend], no bound unless opts give one), runs fn, and
+// releases the lock when fn returns — node-redlock's using(), a mutex
+// around a function.
+//
+// fn's context is cancelled when the lock is lost (an extension failed,
+// the validity ran out), with the loss as its cause ([context.Cause]
+// matches [ErrLockLost]), and when ctx ends: work that must stop when the
+// lock ends watches it. [LockFrom] gives fn the lock (its fencing token
+// with [WithFencing], its validity).
+//
+// Do returns the wait's error when the lock was not taken; fn's error
+// when fn failed; otherwise the loss (matching [ErrLockLost]) when the
+// lock had ended by the time fn returned — the work may have run without
+// mutual exclusion from then on —; otherwise nil. A release that fails
+// after fn is not an error: the lock then expires by its TTL.
+func (e *Engine) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	l, err := e.Lock(ctx, key, ttl, append([]Option{WithAutoExtend(0)}, opts...)...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := l.Context(context.WithValue(ctx, lockKey{}, l))
+	ferr := fn(fctx)
+	var lost error
+	select {
+	case <-l.Done():
+		lost = l.Err()
+	default:
+	}
+	cancel()
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
+	_ = l.Unlock(uctx)
+	ucancel()
+	if ferr != nil {
+		return ferr
+	}
+	return lost
+}
+
+// lockKey is the context key of the Lock that Do holds.
+type lockKey struct{}
+
+// LockFrom returns the Lock that [Engine.Do] holds for the fn it called
+// with ctx, or nil.
+func LockFrom(ctx context.Context) *Lock {
+	l, _ := ctx.Value(lockKey{}).(*Lock)
+	return l
+}
