@@ -249,14 +249,7 @@ func TestFault(t *testing.T) {
 		t.Run(strings.ReplaceAll(sc.name, "/", "-"), func(t *testing.T) {
 			r := runScenario(t, sc, seed+uint64(i), per)
 			rows = append(rows, r)
-			res := r.res
-			if res.Violations() != 0 {
-				t.Errorf("%d safety violations (overlaps %d, token order %d, stale accepted %d, valid holder refused %d); first: %s",
-					res.Violations(), res.Overlaps, res.OrderViolations, res.StaleAccepted, res.LegitRejected, res.FirstViolation)
-			}
-			if res.Entries < per {
-				t.Errorf("only %d acquisitions of %d within %v", res.Entries, per, scenarioLimit)
-			}
+			checkResult(t, r.res, per)
 			if r.faultsInjected == 0 {
 				t.Error("no fault was injected")
 			}
@@ -290,6 +283,19 @@ func TestFault(t *testing.T) {
 	t.Logf("history: %d ops checked over %d scenarios against the lock-with-fencing model (internal/test/history)", histOps, len(rows))
 	if len(rows) == len(scenarios) && sum.StaleRejected == 0 {
 		t.Error("no paused holder's write was rejected: the fencing path was not exercised")
+	}
+}
+
+// checkResult fails t on any safety violation, or when fewer than target
+// acquisitions were made.
+func checkResult(t *testing.T, res fault.Result, target int) {
+	t.Helper()
+	if res.Violations() != 0 {
+		t.Errorf("%d safety violations (overlaps %d, token order %d, stale accepted %d, valid holder refused %d); first: %s",
+			res.Violations(), res.Overlaps, res.OrderViolations, res.StaleAccepted, res.LegitRejected, res.FirstViolation)
+	}
+	if res.Entries < target {
+		t.Errorf("only %d acquisitions of %d within %v", res.Entries, target, scenarioLimit)
 	}
 }
 

@@ -289,14 +289,7 @@ func TestFaultPartition(t *testing.T) {
 			}
 			r := runPartition(t, sc, seed+100+uint64(i), target)
 			rows = append(rows, r)
-			res := r.res
-			if res.Violations() != 0 {
-				t.Errorf("%d safety violations (overlaps %d, token order %d, stale accepted %d, valid holder refused %d); first: %s",
-					res.Violations(), res.Overlaps, res.OrderViolations, res.StaleAccepted, res.LegitRejected, res.FirstViolation)
-			}
-			if res.Entries < target {
-				t.Errorf("only %d acquisitions of %d within %v", res.Entries, target, scenarioLimit)
-			}
+			checkResult(t, r.res, target)
 			if r.faultsInjected != r.steps {
 				t.Errorf("%d nemesis steps taken of %d", r.faultsInjected, r.steps)
 			}
