@@ -475,6 +475,14 @@ func serveProxy(t *testing.T, cfg proxy.Config) string {
 	}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+	// Every master connected before the first client command: the first
+	// dial and handshake (its scripts loaded) must not race a short lock's
+	// per-master timeout (9 ms for 900 ms) on a loaded host.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := srv.Engine().WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return ln.Addr().String()
 }
 
