@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 	"unsafe"
@@ -75,48 +74,40 @@ var (
 )
 
 func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co callOpts) (*Lock, error) {
-	a, err := e.begin(ctx, key, ttl, co)
+	a, err := e.begin(ctx, key, ttl, co, nil)
 	if err != nil {
 		return nil, err
 	}
 	return e.finish(ctx, a)
 }
 
-// attempt is an acquisition on the wire, between begin and finish.
-type attempt struct {
-	l   *Lock
-	o   *op
-	t1  time.Time
-	mt  time.Duration // per-master timeout
-	ttl time.Duration
-	co  callOpts
-}
-
-// begin validates an acquisition and sends it to every master.
-func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co callOpts) (attempt, error) {
+// begin validates an acquisition and sends it to every master. With done
+// set the acquisition ends by calling it (TryLockAsync); otherwise its
+// owner collects the result with finish.
+func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co callOpts, done func(*Lock, error)) (*acquisition, error) {
 	ttl, err := e.lockTTL(ttl)
 	if err != nil {
-		return attempt{}, err
+		return nil, err
 	}
 	ms := ttl.Milliseconds()
 	if key == "" {
-		return attempt{}, errEmptyKey
+		return nil, errEmptyKey
 	}
 	if len(co.token) > 512 {
-		return attempt{}, errBadTokenSize
+		return nil, errBadTokenSize
 	}
 	fenceKey := ""
 	if co.fencing {
 		var err error
 		if fenceKey, err = e.fenceKeyFor(key); err != nil {
-			return attempt{}, err
+			return nil, err
 		}
 	}
 	if e.closed.Load() {
-		return attempt{}, ErrClosed
+		return nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return attempt{}, err
+		return nil, err
 	}
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
 	if co.token != "" {
@@ -158,187 +149,36 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	if mt <= 0 {
 		mt = e.cfg.masterTimeout(ttl)
 	}
+	a := newAcquisition(e, done)
+	a.l, a.o, a.mt, a.ttl, a.co = l, o, mt, ttl, co
+	o.acq, o.cleanAfter = a, true
+	a.watch(ctx)
 	t1 := time.Now()
-	o.t1 = t1
+	o.t1, a.t1 = t1, t1
 	o.fanout(t1.Add(mt), script)
-	return attempt{l: l, o: o, t1: t1, mt: mt, ttl: ttl, co: co}, nil
+	return a, nil
 }
 
-// finish waits for the decision of a begun acquisition and completes it:
-// the lock, or an error after the cleanup.
-func (e *Engine) finish(ctx context.Context, a attempt) (*Lock, error) {
-	l, o, t1, mt, ttl, co := a.l, a.o, a.t1, a.mt, a.ttl, a.co
-	if err := o.wait(ctx); err != nil {
-		e.cancelled.Add(1)
-		e.observeAcquire(err, o, t1, ttl)
-		e.cleanup(o, l)
-		o.unref()
-		return nil, err
-	}
-	if co.fencing && o.granted() >= e.q {
-		var err error
-		if l.fence, err = e.fence(ctx, o.fence.Load(), l, mt); err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-				e.cancelled.Add(1)
-			} else if errors.Is(err, ErrUnavailable) {
-				e.unavailable.Add(1)
-			} else {
-				e.failed.Add(1)
-			}
-			// A grant without a token that later holders are sure to
-			// exceed is not handed out.
-			e.observeAcquire(err, o, t1, ttl)
-			e.cleanup(o, l)
-			o.unref()
-			return nil, err
-		}
-	}
-	ok, extra := e.verdict(o, t1, ttl)
-	if ok {
-		e.observeAcquire(nil, o, t1, ttl)
-		o.unref()
-		l.until.Store(e.untilAfter(t1, ttl))
-		l.granted.Store(int64(t1.Sub(e.epoch)))
-		e.acquired.Add(1)
-		if co.autoExtend {
-			l.auto = true
-			if co.maxHold > 0 {
-				l.holdEnd = int64(t1.Sub(e.epoch) + co.maxHold)
-			}
-			e.keep.watch(l)
-		}
-		return l, nil
-	}
-	// cleanup waits for every master's answer (bounded by the per-master
-	// timeout): the error then tells "held" from "unavailable" on all of them.
-	e.cleanup(o, l)
-	qerr := o.quorumError(ErrNotAcquired, extra)
-	if errors.Is(qerr, ErrUnavailable) {
-		e.unavailable.Add(1)
+// finish waits for the result of a begun acquisition (begin without
+// done). When ctx ends first the attempt is abandoned — unless its
+// decision came first — and its error is ctx's, once its cleanup is done.
+// A fencing write-back under way is not abandoned: it ends by its
+// per-master timeout.
+func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
+	if d := ctx.Done(); d == nil { // a context that never ends: a plain receive is cheaper than select
+		<-a.ch
 	} else {
-		e.failed.Add(1)
-	}
-	e.observeAcquire(qerr, o, t1, ttl)
-	o.unref()
-	return nil, qerr
-}
-
-// observeAcquire reports an ended acquisition attempt to the Observer.
-func (e *Engine) observeAcquire(err error, o *op, t1 time.Time, ttl time.Duration) {
-	if e.obs == nil {
-		return
-	}
-	now := time.Now()
-	ev := AcquireEvent{Result: acquireResult(err), Latency: now.Sub(t1), Margin: o.granted() - e.q, TTL: ttl}
-	if err == nil {
-		ev.ValidityLeft = ttl - now.Sub(t1) - e.cfg.drift(ttl)
-	}
-	e.obs.Acquire(ev)
-}
-
-// verdict decides an acquire or extend o that started at t1 for ttl: ok
-// when a quorum granted with validity left (ttl − elapsed − drift > 0);
-// otherwise the extra cause for the error, ErrGrantedTooLate when the
-// quorum came too late, nil when there was none.
-func (e *Engine) verdict(o *op, t1 time.Time, ttl time.Duration) (bool, error) {
-	if o.granted() < e.q {
-		return false, nil
-	}
-	if ttl-time.Since(t1)-e.cfg.drift(ttl) > 0 {
-		return true, nil
-	}
-	return false, ErrGrantedTooLate
-}
-
-// untilAfter is the validity deadline, ns since e.epoch, of a grant that
-// started at t1 for ttl.
-func (e *Engine) untilAfter(t1 time.Time, ttl time.Duration) int64 {
-	return int64(t1.Sub(e.epoch) + ttl - e.cfg.drift(ttl))
-}
-
-// cleanup releases token after the failed acquisition acq and waits
-// (bounded by CleanupTimeout per master) until each master answered, so a
-// failed acquisition leaves nothing behind. It ignores the caller's
-// cancellation. It removes only what this attempt created (the grant
-// rule's property (d), docs/safety.md): it first waits for every answer
-// to acq (bounded by the per-master timeout), then skips masters that
-// answered with a nil reply (SET NX wrote nothing there, and a release
-// could only delete a lock that holds the same token). With a token of
-// its own (random, unique to this attempt) every other master is
-// released, including those that timed out: their SET may still execute,
-// and the release is queued behind it on the same connection. With the
-// caller's token (WithToken: the proxy passes clients' values through) a
-// master that did not answer may hold the caller's own earlier lock under
-// that token, which this attempt's SET NX left alone, so only the masters
-// that answered that they created the key (counted or quarantined) are
-// released, and only while the attempt's validity lasts: past it the
-// caller may have given up and taken the same token again, which a
-// release by token would delete. What is not released expires at its TTL.
-func (e *Engine) cleanup(acq *op, l *Lock) {
-	<-acq.all
-	o := e.getOp(opRelease, true, l.cix, acq.first)
-	o.khash, o.key = acq.khash, l.key
-	yes := acq.yes.Load()
-	late := l.callerToken && time.Since(e.epoch) >= time.Duration(e.untilAfter(acq.t1, l.ttl))
-	acq.mu.Lock()
-	for i, r := range acq.results {
-		created := yes&(1<<uint(i)) != 0 || r.err == ErrQuarantined
-		if r.state == -1 && r.err == ErrHeld || l.callerToken && (!created || late) {
-			o.preset[i] = 1 // nothing of this attempt's there: not sent, counted as done
+		select {
+		case <-a.ch:
+		case <-d:
+			a.cancel(ctx.Err())
+			<-a.ch
 		}
 	}
-	acq.mu.Unlock()
-	script := l.appendRelease(o)
-	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), script)
-	<-o.done
-	o.unref()
+	l, err := a.res, a.err
+	a.free()
+	return l, err
 }
-
-// fence computes the fencing token of a fenced grant whose granting
-// masters returned at most f, and writes it back to every master: the
-// raise script raises the master's counter to the token where the lock key
-// still holds this lock's token, and answers 0 (not counted) where it does
-// not. It returns once a quorum stored it that way (answers of masters in
-// restart quarantine do not count): on each of those masters, any later
-// grant of the key comes after this lock's key left it, so after the
-// raise, and counts above the token (docs/safety.md, "Fencing tokens").
-// The token is also above every token this engine issued before. The error
-// is ctx's, or a QuorumError (op "fence") matching ErrNotAcquired when a
-// quorum answered but too few still held the token, ErrUnavailable when
-// fewer than a quorum answered.
-func (e *Engine) fence(ctx context.Context, f int64, l *Lock, mt time.Duration) (int64, error) {
-	for {
-		cur := e.lastFence.Load()
-		if f <= cur {
-			f = cur + 1
-		}
-		if e.lastFence.CompareAndSwap(cur, f) {
-			break
-		}
-	}
-	fenceKey, err := e.fenceKeyFor(l.key) // checked by begin
-	if err != nil {
-		return 0, err
-	}
-	o := e.getOp(opRaise, false, l.cix, l.first)
-	o.khash, o.key = l.khash, l.key
-	defer o.unref()
-	o.cmd = scripts.FenceRaise.AppendEvalSha(o.cmd[:0], 2, 2)
-	o.cmd = resp.AppendBulkString(o.cmd, l.key)
-	o.cmd = resp.AppendBulkString(o.cmd, fenceKey)
-	o.cmd = resp.AppendBulkString(o.cmd, l.token)
-	o.cmd = resp.AppendBulkInt(o.cmd, f)
-	o.fanout(time.Now().Add(mt), scripts.FenceRaise)
-	if err := o.wait(ctx); err != nil {
-		return 0, err
-	}
-	if o.granted() >= e.q {
-		return f, nil
-	}
-	return 0, o.quorumError(ErrNotAcquired, nil)
-}
-
 func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
 	dst = scripts.FenceAcquire.AppendEvalSha(dst, 2, 2)
 	dst = resp.AppendBulkString(dst, key)

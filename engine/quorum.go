@@ -84,6 +84,16 @@ type op struct {
 	// notify, when set, receives the op at its decision instead of done
 	// (the watchdog's extensions: nobody blocks on them).
 	notify func(*op)
+	// acq, when set, is the acquisition this op is a step of (its
+	// acquire, fencing write-back or cleanup): it receives the decision
+	// instead of done, and the acquire op also the last answer
+	// (acquisition.step, acquisition.allAnswered).
+	acq *acquisition
+	// cleanAfter marks an acquisition's acquire op; stage counts a
+	// failure decided and the last answer: the second of them starts
+	// the cleanup (acquisition.failed).
+	cleanAfter bool
+	stage      atomic.Int32
 }
 
 var _ conn.Callback = (*op)(nil)
@@ -105,7 +115,9 @@ func (o *op) unref() {
 	o.yes.Store(0)
 	o.fence.Store(0)
 	o.retry, o.raise = false, false
-	o.lock, o.notify, o.t1 = nil, nil, time.Time{}
+	o.lock, o.notify, o.acq, o.t1 = nil, nil, nil, time.Time{}
+	o.cleanAfter = false
+	o.stage.Store(0)
 	o.khash, o.merge, o.key = 0, nil, ""
 	clear(o.results)
 	clear(o.preset)
@@ -210,15 +222,27 @@ func (o *op) record(i int, ok bool, cause error) {
 	yes, no := int(uint32(c)), int(c>>32)
 	n, q := o.e.n, o.e.q
 	all := yes+no == n
-	if all {
-		o.all <- struct{}{}
-	}
 	decide := all || (!o.waitAll && (yes >= q || no > n-q))
 	if decide && o.decided.CompareAndSwap(false, true) {
-		if o.notify != nil {
+		switch {
+		case o.acq != nil:
+			o.acq.step(o)
+		case o.notify != nil:
 			o.notify(o)
-		} else {
+		default:
 			o.done <- struct{}{}
+		}
+	}
+	// After the decision: an acquisition decided a success may be gone
+	// by now, and is touched again only on the failure path, which waits
+	// for this last answer (acquisition.failed).
+	if all {
+		if o.cleanAfter {
+			if o.stage.Add(1) == 2 {
+				o.acq.cleanup()
+			}
+		} else {
+			o.all <- struct{}{}
 		}
 	}
 	if !ok && cause != ErrHeld && cause != ErrNotHeld && cause != ErrQuarantined {

@@ -234,9 +234,9 @@ type waiter struct {
 	ttl time.Duration
 	co  callOpts
 	// Guarded by the shard's mu: the waiter is making an attempt of its
-	// own; pre is an attempt an Unlock began for it (pre.l != nil).
+	// own; pre is an attempt an Unlock began for it (pre != nil).
 	trying bool
-	pre    attempt
+	pre    *acquisition
 }
 
 func (r *waitRoom) init(e *Engine) {
@@ -284,19 +284,19 @@ func (r *waitRoom) turn(key string, w *waiter) (head bool, holder *Lock, ready b
 	if h := kw.holder; h != nil && (h.ended() || h.Remaining() == 0) {
 		kw.holder = nil // lost, expired or unlocked without a hand-off
 	}
-	return true, kw.holder, w.pre.l != nil
+	return true, kw.holder, w.pre != nil
 }
 
 // claim marks w as trying and returns the attempt an Unlock began for it,
 // if any (else w makes its own).
-func (r *waitRoom) claim(key string, w *waiter) (attempt, bool) {
+func (r *waitRoom) claim(key string, w *waiter) (*acquisition, bool) {
 	s := r.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.trying = true
 	a := w.pre
-	w.pre = attempt{}
-	return a, a.l != nil
+	w.pre = nil
+	return a, a != nil
 }
 
 // idle marks w as waiting again after a failed attempt.
@@ -325,10 +325,10 @@ func (r *waitRoom) leave(key string, w *waiter) {
 	s := r.shard(key)
 	s.mu.Lock()
 	a := w.pre
-	w.pre = attempt{}
+	w.pre = nil
 	r.leaveLocked(s, key, w)
 	s.mu.Unlock()
-	if a.l != nil {
+	if a != nil {
 		if l, err := r.e.finish(context.Background(), a); err == nil {
 			l.Unlock(context.Background())
 		}
@@ -374,8 +374,8 @@ func (r *waitRoom) released(l *Lock) {
 		// the release on every master's connection (most often in the
 		// same write), without waiting for the head to be scheduled.
 		h := kw.q[0]
-		if !h.trying && h.pre.l == nil {
-			if a, err := r.e.begin(context.Background(), l.key, h.ttl, h.co); err == nil {
+		if !h.trying && h.pre == nil {
+			if a, err := r.e.begin(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
 				h.pre = a
 			}
 		}

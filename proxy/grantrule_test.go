@@ -209,6 +209,25 @@ func engineEntries() []ruleEntry {
 			return lockOutcome(l, err)
 		}
 	}
+	// TryLockAsync's result comes to a callback on a master connection's
+	// reader; the row waits for it.
+	tryLockAsync := func(opts ...engine.Option) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			ctx, cancel := opCtx()
+			defer cancel()
+			type result struct {
+				l   *engine.Lock
+				err error
+			}
+			ch := make(chan result, 1)
+			x.eng(inst).TryLockAsync(ctx, key, ttl, func(l *engine.Lock, err error) { ch <- result{l, err} }, opts...)
+			r := <-ch
+			if r.err == nil {
+				x.handles.Store(key, r.l)
+			}
+			return lockOutcome(r.l, r.err)
+		}
+	}
 	waitOne := []engine.Option{engine.WithMaxTries(1)}
 	notFenced := map[ruleID]string{ruleFencing: "not fenced (its WithFencing form is a row)"}
 	holderProcess := "the holder's own process keeps it: another process holds another lock (the masters decide between them, column e of the acquisitions)"
@@ -256,6 +275,8 @@ func engineEntries() []ruleEntry {
 	return []ruleEntry{
 		{name: "Engine.TryLock", method: "Engine.TryLock", acquire: true, take: tryLock(), na: notFenced},
 		{name: "Engine.TryLock WithFencing", method: "Engine.TryLock", acquire: true, fenced: true, take: tryLock(engine.WithFencing())},
+		{name: "Engine.TryLockAsync", method: "Engine.TryLockAsync", acquire: true, take: tryLockAsync(), na: notFenced},
+		{name: "Engine.TryLockAsync WithFencing", method: "Engine.TryLockAsync", acquire: true, fenced: true, take: tryLockAsync(engine.WithFencing())},
 		{name: "Engine.Lock", method: "Engine.Lock", acquire: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
 			ctx, cancel := opCtx()
 			defer cancel()
