@@ -807,7 +807,13 @@ func TestGrantRule(t *testing.T) {
 			if o := e.take(x, 0, own, holder, ttl); !o.granted {
 				t.Fatalf("taking %s: %q", own, o.text)
 			}
-			held := x.value(4, e.holdKeyOf(own))
+			// A grant answers at a quorum: master 4's write may still be
+			// on its way.
+			var held string
+			waitFor(t, "the client's lock on master 4", func() bool {
+				held = x.value(4, e.holdKeyOf(own))
+				return held != ""
+			})
 			ms := x.set.Masters()
 			for _, i := range []int{0, 1, 2} {
 				if err := ms[i].Pause(); err != nil {

@@ -81,14 +81,7 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
 	k, token, s := string(args[1]), engine.WithToken(string(args[2])), c.s
-	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
-		var l *engine.Lock
-		var err error
-		if fenced {
-			l, err = s.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
-		} else {
-			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
-		}
+	answer := func(dst []byte, l *engine.Lock, err error) []byte {
 		if err == nil {
 			s.refused.granted(args[1], args[2])
 		} else {
@@ -103,6 +96,25 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 			return redcon.AppendNull(dst)
 		}
 		return s.engineErr(err)
+	}
+	return c.asyncCB(args[1:2], func(ctx context.Context, dst []byte) []byte {
+		var l *engine.Lock
+		var err error
+		if fenced {
+			l, err = s.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
+		} else {
+			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
+		}
+		return answer(dst, l, err)
+	}, func(dst []byte, done func([]byte)) {
+		// No context: every engine operation ends by its per-master
+		// deadlines (runOne uses the server's, which Close cancels).
+		f := func(l *engine.Lock, err error) { done(answer(dst, l, err)) }
+		if fenced {
+			s.eng.TryLockAsync(context.Background(), k, ttl, f, token, engine.WithFencing())
+		} else {
+			s.eng.TryLockAsync(context.Background(), k, ttl, f, token)
+		}
 	})
 }
 

@@ -52,10 +52,19 @@ const maxPooledReply = 512
 // shares (the result becomes a pooled buffer).
 type asyncFunc func(ctx context.Context, dst []byte) []byte
 
+// asyncStart starts an asynchronous command whose reply is computed where
+// the masters' answers complete it (engine.TryLockAsync): it calls done
+// exactly once, with the reply appended to dst or a slice of its own, and
+// must not block. A command that has one still has its asyncFunc, run
+// where the command runs on a goroutine anyway (direct, or after an
+// earlier command of its connection on the same key).
+type asyncStart func(dst []byte, done func(out []byte))
+
 // asyncState is the part of a call used by asynchronous commands.
 type asyncState struct {
 	c       *client
 	run     asyncFunc    // nil once run (it holds the request's arguments)
+	cb      asyncStart   // nil: run only
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
 	mu      sync.Mutex   // guards next, and closing done
 	next    []*call      // commands waiting for this one (guarded by mu)
@@ -89,6 +98,16 @@ func (c *client) async(keys [][]byte, f asyncFunc) *call {
 	return cl
 }
 
+// asyncCB is async for a command that can also start without a goroutine
+// (cb): started by the reader with no predecessor in flight, it holds its
+// in-flight slot until the masters' answers complete it, and no worker
+// waits for it.
+func (c *client) asyncCB(keys [][]byte, f asyncFunc, cb asyncStart) *call {
+	cl := c.async(keys, f)
+	cl.a.cb = cb
+	return cl
+}
+
 // start runs cl on the pool once its predecessors finished: the reader
 // calls it after queueing cl for the writer.
 func (c *client) start(cl *call) {
@@ -96,7 +115,87 @@ func (c *client) start(cl *call) {
 		return // the last predecessor to finish runs it
 	}
 	c.s.inflight <- struct{}{}
+	if cl.a.cb != nil {
+		c.startCB(cl)
+		return
+	}
 	c.s.invoke(cl)
+}
+
+// startCB starts cl (holding a slot) by its asyncStart; complete finishes
+// it where its reply is computed.
+func (c *client) startCB(cl *call) {
+	bb := getBuffer()
+	if cap(bb.B) == 0 {
+		bb.B = make([]byte, 0, 64)
+	}
+	cl.bb = bb
+	cb := cl.a.cb
+	cl.a.cb, cl.a.run = nil, nil
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.completeCB(cl, nil, p)
+			}
+		}()
+		cb(bb.B[:0], func(out []byte) { c.completeCB(cl, out, nil) })
+	}()
+}
+
+// completeCB completes a call started by startCB with its reply (or the
+// panic that took its place), gives its slot back or hands it to the
+// first of the commands that were waiting for it, and runs those on the
+// pool: the goroutine that completes it (a master connection's reader)
+// never waits for a slot or runs a command.
+func (c *client) completeCB(cl *call, out []byte, panicked any) {
+	s := c.s
+	var next []*call
+	func() {
+		// As runOne's: the reply (or the panic's) is charged, done closed.
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = p
+			}
+			if panicked != nil {
+				c.panicked("command", panicked)
+				out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
+				cl.closeAfter = true
+			}
+			bb := cl.bb
+			if cap(out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(out) == unsafe.SliceData(bb.B) {
+				bb.B = out
+			} else {
+				putBuffer(bb)
+				cl.bb = nil
+			}
+			cl.out = out
+			c.hold(cl.replyBytes(), false)
+			cl.a.mu.Lock()
+			close(cl.done)
+			next, cl.a.next = cl.a.next, nil
+			cl.a.mu.Unlock()
+		}()
+		if h := testHook.Load(); h != nil {
+			(*h)("async", nil)
+		}
+	}()
+	var ready []*call
+	for _, d := range next {
+		if d.a.pending.Add(-1) == 0 {
+			ready = append(ready, d)
+		}
+	}
+	if len(ready) == 0 {
+		<-s.inflight
+		return
+	}
+	s.invoke(ready[0]) // in this call's slot
+	for _, d := range ready[1:] {
+		go func() { // rare: a command waiting for several keys' predecessors
+			s.inflight <- struct{}{}
+			s.invoke(d)
+		}()
+	}
 }
 
 // execute runs cl, which holds an in-flight slot, then the commands that
