@@ -151,7 +151,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	}
 	a := newAcquisition(e, done)
 	a.l, a.o, a.mt, a.ttl, a.co = l, o, mt, ttl, co
-	o.acq, o.cleanAfter = a, true
+	o.acq, o.cleanAfter, o.role = a, true, roleAcquire
 	a.watch(ctx)
 	t1 := time.Now()
 	o.t1, a.t1 = t1, t1
@@ -176,7 +176,17 @@ func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
 		}
 	}
 	l, err := a.res, a.err
+	ttl, votes := a.ttl, a.votes
 	a.free()
+	if err == nil && l.Remaining() == 0 {
+		// The verdict was taken where the answers arrived; the result
+		// waited for its owner since (a hand-off attempt is collected
+		// when the waiter's turn comes): a lock is returned only while it
+		// is valid, checked last (the grant rule's property (c)).
+		l.Unlock(context.WithoutCancel(ctx))
+		return nil, &QuorumError{Op: "acquire", Granted: votes, Answered: votes, Total: e.n, Quorum: e.q, sentinel: ErrNotAcquired,
+			Masters: []error{fmt.Errorf("%w: the %v grant was collected after its validity ran out", ErrGrantedTooLate, ttl)}}
+	}
 	return l, err
 }
 func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {

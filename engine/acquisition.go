@@ -81,6 +81,7 @@ type acquisition struct {
 	rel   *op   // the cleanup's release op, while under way
 	fail  error // set before the failure is staged: cancellation's or fencing's error, nil: the verdict's
 	extra error // the verdict's extra cause (ErrGrantedTooLate)
+	votes int   // a grant's yes answers at its verdict
 
 	done   func(*Lock, error) // TryLockAsync's; nil: the result goes to res, err and ch
 	stop   func() bool        // TryLockAsync's context watch (watch)
@@ -120,14 +121,15 @@ func (a *acquisition) free() {
 	acquisitions.Put(a)
 }
 
-// step receives the decision of one of the acquisition's ops.
+// step receives the decision of one of the acquisition's ops, by the
+// op's role.
 func (a *acquisition) step(o *op) {
-	switch o {
-	case a.o:
+	switch o.role {
+	case roleAcquire:
 		a.decided()
-	case a.fop:
+	case roleFence:
 		a.fenced()
-	case a.rel:
+	case roleCleanup:
 		a.cleaned()
 	}
 }
@@ -164,6 +166,7 @@ func (a *acquisition) judge() {
 		return
 	}
 	e.observeAcquire(nil, o, a.t1, a.ttl)
+	a.votes = o.granted()
 	l.until.Store(e.untilAfter(a.t1, a.ttl))
 	l.granted.Store(int64(a.t1.Sub(e.epoch)))
 	e.acquired.Add(1)
@@ -219,7 +222,7 @@ func (a *acquisition) cleanup() {
 	acq.mu.Unlock()
 	script := l.appendRelease(o)
 	a.rel = o
-	o.acq = a
+	o.acq, o.role = a, roleCleanup
 	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), script)
 }
 
@@ -228,6 +231,7 @@ func (a *acquisition) cleanup() {
 func (a *acquisition) cleaned() {
 	e, o := a.e, a.o
 	a.rel.unref()
+	a.rel = nil
 	err := a.fail // cancellation's or fencing's, counted there
 	if err == nil {
 		err = o.quorumError(ErrNotAcquired, a.extra)
@@ -294,13 +298,14 @@ func (a *acquisition) startFence() {
 	o.cmd = resp.AppendBulkString(o.cmd, l.token)
 	o.cmd = resp.AppendBulkInt(o.cmd, f)
 	a.fop = o
-	o.acq = a
+	o.acq, o.role = a, roleFence
 	o.fanout(time.Now().Add(a.mt), scripts.FenceRaise)
 }
 
 // fenced: the fencing write-back is decided.
 func (a *acquisition) fenced() {
 	o := a.fop
+	a.fop = nil // o goes back to the pool: it may return as the cleanup's op
 	if o.granted() >= a.e.q {
 		o.unref()
 		a.judge()

@@ -94,7 +94,21 @@ type op struct {
 	// the cleanup (acquisition.failed).
 	cleanAfter bool
 	stage      atomic.Int32
+	// role is what the op is to its acquisition (acq): its decision goes
+	// to that step (acquisition.step). Set by its owner, never inferred
+	// from pointers: a step's op goes back to the pool when the step is
+	// done and may come back as a later step's.
+	role acqRole
 }
+
+type acqRole uint8
+
+const (
+	roleNone acqRole = iota
+	roleAcquire
+	roleFence
+	roleCleanup
+)
 
 var _ conn.Callback = (*op)(nil)
 
@@ -116,7 +130,7 @@ func (o *op) unref() {
 	o.fence.Store(0)
 	o.retry, o.raise = false, false
 	o.lock, o.notify, o.acq, o.t1 = nil, nil, nil, time.Time{}
-	o.cleanAfter = false
+	o.cleanAfter, o.role = false, roleNone
 	o.stage.Store(0)
 	o.khash, o.merge, o.key = 0, nil, ""
 	clear(o.results)

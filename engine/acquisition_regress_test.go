@@ -1,11 +1,13 @@
 package engine_test
 
-// Review of ff74085 (TryLockAsync, the acquisition as a callback chain).
-// Reproductions of the findings; see the report.
+// Regressions found by the adversarial review of TryLockAsync (the
+// acquisition as a callback chain): each failed before its fix.
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ func (o *delObserver) MasterReply(master int, _ time.Duration, err error) {
 	}
 }
 
-// TestReviewFenceOpReusedAsCleanup: acquisition.step dispatches on pointer
+// TestFenceOpNotReusedAsCleanup: acquisition.step dispatches on pointer
 // identity (a.o, a.fop, a.rel) and a.fop is never cleared after fenced
 // drops its reference. When the fencing write-back fails while acquire
 // answers are still out, the write-back op can be fully answered and
@@ -46,9 +48,11 @@ func (o *delObserver) MasterReply(master int, _ time.Duration, err error) {
 // deleted before its write-back: the write-back fails (1 of 5) and is
 // fully answered at once. Resuming 3 and 4 lets the acquire's last answers
 // arrive, which starts the cleanup (releases on 1..4: a quorum).
-func TestReviewFenceOpReusedAsCleanup(t *testing.T) {
-	prev := runtime.GOMAXPROCS(1) // one P: the pool's next Get is its last Put
-	defer runtime.GOMAXPROCS(prev)
+func TestFenceOpNotReusedAsCleanup(t *testing.T) {
+	if os.Getenv("REVIEW_KEEP_PROCS") == "" {
+		prev := runtime.GOMAXPROCS(1) // one P: the pool's next Get is its last Put (not needed, it only makes it likelier)
+		defer runtime.GOMAXPROCS(prev)
+	}
 	obs := &delObserver{}
 	cfg := functional
 	cfg.DisableClockCheck = true
@@ -99,7 +103,7 @@ func TestReviewFenceOpReusedAsCleanup(t *testing.T) {
 	t.Logf("%d tries: %d refused as expected, %d granted without write-back, %d never answered", granted+hung+refused, refused, granted, hung)
 }
 
-// TestReviewFenceOpReusedHangsTryLock: the same collision with the stopped
+// TestFenceOpReuseNoHang: the same collision with the stopped
 // masters never answering: the acquire's answers on masters 3 and 4 time
 // out (the cleanup starts then), the cleanup's releases there are refused
 // (the timed-out requests still occupy the connections), so the release op
@@ -107,7 +111,7 @@ func TestReviewFenceOpReusedAsCleanup(t *testing.T) {
 // third failure, nothing delivers. The blocking TryLock never returns,
 // although its ctx ends after 2 s (finish waits on a.ch after cancel
 // lost the race to the decision).
-func TestReviewFenceOpReusedHangsTryLock(t *testing.T) {
+func TestFenceOpReuseNoHang(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
 	obs := &delObserver{}
@@ -130,15 +134,15 @@ func TestReviewFenceOpReusedHangsTryLock(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			l, err := v.e.TryLock(ctx, key, 20*time.Second, engine.WithFencing())
+			ch <- err
 			if l != nil {
 				l.Unlock(context.Background())
 			}
-			ch <- err
 		}()
 		select {
 		case err := <-ch:
 			returned++
-			_ = err
+			t.Logf("try %d: TryLock: %v", i, err)
 		case <-time.After(5 * time.Second):
 			hung++
 			t.Errorf("try %d: TryLock(ctx with a 2 s timeout, WithFencing) has not returned after 5 s", i)
@@ -152,9 +156,73 @@ func TestReviewFenceOpReusedHangsTryLock(t *testing.T) {
 				t.Logf("try %d: returned after the resume: %v", i, err)
 			case <-time.After(3 * time.Second):
 				t.Logf("try %d: still not returned 3 s after the masters resumed", i)
+				buf := make([]byte, 1<<20)
+				n := runtime.Stack(buf, true)
+				for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+					if strings.Contains(g, "TestFenceOpReuseNoHang.func") {
+						t.Logf("stuck goroutine:\n%s", g)
+					}
+				}
 			}
 			break
 		}
 	}
 	t.Logf("%d returned, %d hung", returned, hung)
+}
+
+// pauseOnRefusal stops master 4 when the armed acquisition attempt ends
+// refused, then (on its own goroutine, 50 ms later) runs after.
+type pauseOnRefusal struct {
+	engine.NopObserver
+	armed atomic.Bool
+	v     atomic.Pointer[env]
+	after atomic.Value // func()
+}
+
+func (o *pauseOnRefusal) Acquire(ev engine.AcquireEvent) {
+	if ev.Result != engine.AcquireGranted && o.armed.CompareAndSwap(true, false) {
+		o.v.Load().set.Masters()[4].Pause()
+		f := o.after.Load().(func())
+		go func() { time.Sleep(50 * time.Millisecond); f() }()
+	}
+}
+
+// TestHandOffCollectedLate: the FIFO hand-off's attempt (begun by
+// Unlock in waitRoom.released with the waiter elsewhere) is now judged at
+// its decision, on the master's reader (acquisition.judge); the waiter
+// collects it with finish whenever it comes back to its loop, and finish
+// returns a.res without looking at the clock. Before ff74085 finish ran
+// the verdict when the waiter collected the attempt. Here the waiter is in
+// holdLeft (its PTTL broadcast waits for a stopped master, 1 s) when the
+// holder unlocks; the hand-off attempt of a 300 ms lock is granted at
+// once, and Lock returns it about a second later, long expired.
+func TestHandOffCollectedLate(t *testing.T) {
+	obs := &pauseOnRefusal{}
+	cfg := functional // MasterTimeout 1 s
+	cfg.Observer = obs
+	v := newEnv(t, 5, cfg)
+	obs.v.Store(v)
+	t.Cleanup(func() { v.set.Masters()[4].Resume() })
+	ctx := context.Background()
+	key := keyName(t)
+
+	holder := v.mustLock(key, 10*time.Second)
+	obs.after.Store(func() { holder.Unlock(context.Background()) })
+	obs.armed.Store(true)
+
+	start := time.Now()
+	l, err := v.e.Lock(ctx, key, 300*time.Millisecond)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	defer l.Unlock(ctx)
+	t.Logf("Lock returned after %v: Valid %v, Remaining %v", took, l.Valid(), l.Remaining())
+	if !l.Valid() {
+		t.Errorf("Lock returned a lock that is not valid at return (Remaining %v, TTL 300ms, returned after %v): grant rule (c)", l.Remaining(), took)
+		if l2, err := v.e.TryLock(ctx, key, 5*time.Second); err == nil {
+			t.Errorf("and another TryLock of the key succeeds at once (token %q)", l2.Token())
+			l2.Unlock(ctx)
+		}
+	}
 }
