@@ -294,6 +294,7 @@ type ProxyStats struct {
 	AuthFailures        uint64
 	MemoryRefusals      uint64
 	PanicsRecovered     uint64
+	OverloadRefusals    uint64
 }
 
 // RegisterProxy registers with reg the proxy's own series (client
@@ -323,11 +324,13 @@ var (
 		"Requests refused at --max-client-memory.", nil, nil)
 	proxyPanicsDesc = prometheus.NewDesc(Namespace+"_proxy_panics_recovered_total",
 		"Panics recovered while serving a client connection (the connection was closed).", nil, nil)
+	proxyOverloadDesc = prometheus.NewDesc(Namespace+"_proxy_overload_refusals_total",
+		"Pipelined commands answered -BUSY: they would have waited longer than --queue-timeout for the masters.", nil, nil)
 )
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{proxyClientsDesc, proxyAcceptedDesc, proxyRejectedDesc, proxyCommandsDesc,
-		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc} {
+		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc, proxyOverloadDesc} {
 		ch <- d
 	}
 }
@@ -346,6 +349,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		{proxyAuthDesc, st.AuthFailures},
 		{proxyMemDesc, st.MemoryRefusals},
 		{proxyPanicsDesc, st.PanicsRecovered},
+		{proxyOverloadDesc, st.OverloadRefusals},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/tidwall/redcon"
@@ -65,6 +66,8 @@ type asyncState struct {
 	c       *client
 	run     asyncFunc    // nil once run (it holds the request's arguments)
 	cb      asyncStart   // nil: run only
+	arrived time.Time    // when the reader started it (admission.go)
+	started time.Time    // when admitted to the masters (zero: not admitted)
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
 	mu      sync.Mutex   // guards next, and closing done
 	next    []*call      // commands waiting for this one (guarded by mu)
@@ -114,12 +117,9 @@ func (c *client) start(cl *call) {
 	if cl.a.pending.Add(-1) != 0 {
 		return // the last predecessor to finish runs it
 	}
+	cl.a.arrived = time.Now()
 	c.s.inflight <- struct{}{}
-	if cl.a.cb != nil {
-		c.startCB(cl)
-		return
-	}
-	c.s.invoke(cl)
+	c.s.submit(cl)
 }
 
 // startCB starts cl (holding a slot) by its asyncStart; complete finishes
@@ -131,7 +131,7 @@ func (c *client) startCB(cl *call) {
 	}
 	cl.bb = bb
 	cb := cl.a.cb
-	cl.a.cb, cl.a.run = nil, nil
+	cl.a.cb, cl.a.run = nil, nil // (run is a dependent's way only)
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -161,12 +161,13 @@ func (c *client) completeCB(cl *call, out []byte, panicked any) {
 				out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
 				cl.closeAfter = true
 			}
-			bb := cl.bb
-			if cap(out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(out) == unsafe.SliceData(bb.B) {
-				bb.B = out
-			} else {
-				putBuffer(bb)
-				cl.bb = nil
+			if bb := cl.bb; bb != nil {
+				if cap(out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(out) == unsafe.SliceData(bb.B) {
+					bb.B = out
+				} else {
+					putBuffer(bb)
+					cl.bb = nil
+				}
 			}
 			cl.out = out
 			c.hold(cl.replyBytes(), false)
@@ -184,6 +185,9 @@ func (c *client) completeCB(cl *call, out []byte, panicked any) {
 		if d.a.pending.Add(-1) == 0 {
 			ready = append(ready, d)
 		}
+	}
+	if !cl.a.started.IsZero() {
+		s.admitted(cl.a.started)
 	}
 	if len(ready) == 0 {
 		<-s.inflight
@@ -205,7 +209,13 @@ func execute(cl *call) {
 	s := cl.a.c.s
 	// Deferred: even a panic escaping runOne (its own recovery calls the
 	// user's logger) gives the slot back.
-	defer func() { <-s.inflight }()
+	started := cl.a.started
+	defer func() {
+		if !started.IsZero() {
+			s.admitted(started)
+		}
+		<-s.inflight
+	}()
 	var buf [4]*call
 	queue := append(buf[:0], cl)
 	for len(queue) > 0 {

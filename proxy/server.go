@@ -31,6 +31,7 @@ const (
 	DefaultMaxAuthFailures = 5                // wrong passwords before a connection is closed
 	DefaultAuthTimeout     = 10 * time.Second // to authenticate, when a password is set
 	DefaultRequestTimeout  = 10 * time.Second // to send a request, once its first byte arrived
+	DefaultQueueTimeout    = time.Second      // a pipelined command's wait for the masters (admission.go)
 )
 
 // Limits that apply before a client has authenticated (when RequirePass
@@ -104,9 +105,18 @@ type Config struct {
 	// the connection holds more than MaxRequestBytes of unanswered requests
 	// and unwritten replies, the server stops reading that client.
 	MaxPipeline int
-	// MaxInFlight bounds the commands running on the masters for all
-	// clients together (default [DefaultMaxInFlight]); above it readers wait.
+	// MaxInFlight bounds the commands running on the masters or waiting
+	// for them, for all clients together (default [DefaultMaxInFlight]);
+	// above it readers wait.
 	MaxInFlight int
+	// QueueTimeout bounds how long a pipelined client's command waits in
+	// the proxy for its turn on the masters (default
+	// [DefaultQueueTimeout]). The proxy limits the commands on the masters
+	// at once, adaptively, so that they complete within the per-master
+	// timeout even when it is overloaded; a command that would wait
+	// longer than QueueTimeout is answered at once with "-BUSY redlock
+	// proxy: overloaded: ...", without reaching the masters.
+	QueueTimeout time.Duration
 	// MaxClientMemory bounds the bytes of requests and replies the server
 	// holds for all clients (default [DefaultMaxClientMemory]); each
 	// connection's first 16 KiB are not counted. A client whose request
@@ -186,7 +196,7 @@ func (c Config) withDefaults() (Config, error) {
 			*v.p = v.def
 		}
 	}
-	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 || c.AuthTimeout < 0 || c.RequestTimeout < 0 {
+	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 || c.AuthTimeout < 0 || c.RequestTimeout < 0 || c.QueueTimeout < 0 {
 		return c, fmt.Errorf("%w: negative timeout", ErrBadConfig)
 	}
 	if c.AuthTimeout == 0 {
@@ -194,6 +204,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = DefaultQueueTimeout
 	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -244,6 +257,8 @@ type Server struct {
 	accepted, rejected, commands, protoErrors atomic.Uint64
 
 	panics, authFailures, memRefused atomic.Uint64
+	overloaded                       atomic.Uint64 // requests refused -BUSY (admission.go)
+	adm                              *admission
 
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups
@@ -290,6 +305,9 @@ func New(cfg Config) (*Server, error) {
 	s.tr = enginex.Open(s.eng)
 	s.obs = s.eng.Config().Observer // the given engine's, when there is one
 	s.fenceKey = s.eng.Config().FenceKey
+	// The latency target: half the per-master timeout of a 30s lock (the
+	// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
+	s.adm = newAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight)
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.

@@ -28,6 +28,9 @@ type Stats struct {
 	// reached (while being read: the connection was then closed).
 	MemoryRefusals  uint64
 	PanicsRecovered uint64 // panics recovered while serving a connection
+	// OverloadRefusals: pipelined commands answered -BUSY because they
+	// would have waited longer than QueueTimeout for the masters.
+	OverloadRefusals uint64
 }
 
 // Stats returns the server's counters. Safe for concurrent use.
@@ -41,6 +44,7 @@ func (s *Server) Stats() Stats {
 		AuthFailures:        s.authFailures.Load(),
 		MemoryRefusals:      s.memRefused.Load(),
 		PanicsRecovered:     s.panics.Load(),
+		OverloadRefusals:    s.overloaded.Load(),
 	}
 }
 

@@ -93,7 +93,8 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", proxy.DefaultMaxRequestBytes, "maximum `bytes` of one request's arguments")
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
 	fs.IntVar(&cfg.MaxPipeline, "max-pipeline", proxy.DefaultMaxPipeline, "unanswered commands per connection before the proxy stops reading it")
-	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters, all clients together")
+	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters or waiting for them, all clients together")
+	durationVar(fs, &cfg.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait of a pipelined command for its turn on the masters when the proxy is overloaded; beyond it the command is answered -BUSY at once")
 	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "`bytes` of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")
 	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", 0, "close client connections idle this long (0: never)")
@@ -119,7 +120,7 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	durationVar(fs, &o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight commands")
 	if err := parseFlags(fs, args, stdout, proxyHelp, "max-clients", "max-request-bytes", "max-args", "max-pipeline",
 		"max-in-flight", "max-client-memory", "max-auth-failures", "conns-per-master", "dial-timeout", "reconnect-max", "drift-factor",
-		"auth-timeout", "request-timeout"); err != nil {
+		"auth-timeout", "request-timeout", "queue-timeout"); err != nil {
 		return proxyOptions{}, err
 	}
 	list := mf.list()
