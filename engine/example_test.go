@@ -218,3 +218,43 @@ func ExampleEngine_Do() {
 	// done: <nil>
 	// free after: true
 }
+
+// TryLockAsync starts an acquisition without a goroutine waiting for it:
+// the result comes to a callback on the master connection that completes
+// it. The callback must not block: hand the lock to a goroutine to use it.
+func ExampleEngine_TryLockAsync() {
+	e, stop, err := exampleEngine(3, 300*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
+
+	results := make(chan error, 3)
+	locks := make(chan *engine.Lock, 3)
+	for _, key := range []string{"job:1", "job:2", "job:1"} {
+		e.TryLockAsync(ctx, key, 10*time.Second, func(l *engine.Lock, err error) {
+			if err == nil {
+				locks <- l
+			}
+			results <- err
+		})
+	}
+	granted, held := 0, 0
+	for range 3 {
+		switch err := <-results; {
+		case err == nil:
+			granted++
+		case errors.Is(err, engine.ErrNotAcquired):
+			held++
+		}
+	}
+	fmt.Println("granted:", granted, "held:", held)
+	close(locks)
+	for l := range locks {
+		l.Unlock(ctx)
+	}
+	// Output:
+	// granted: 2 held: 1
+}
