@@ -182,12 +182,15 @@ func (a *acquisition) judge() {
 }
 
 // failed stages a failure: the cleanup starts once every master answered
-// the acquire op (op.record).
+// the acquire op (op.record, settled).
 func (a *acquisition) failed() {
 	if a.o.stage.Add(1) == 2 {
 		a.cleanup()
 	}
 }
+
+// settled: the acquire op's failure is staged and every master answered.
+func (a *acquisition) settled(*op) { a.cleanup() }
 
 // cleanup releases the failed attempt's token once every master answered
 // its acquire op, so a failed acquisition leaves nothing behind; its

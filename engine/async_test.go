@@ -207,3 +207,115 @@ func TestTryLockAsyncNoGoroutines(t *testing.T) {
 		t.Fatalf("%d goroutines beyond the %d before, with %d acquisitions in flight; want none per acquisition", extra, base, n)
 	}
 }
+
+// TestUnlockAsync: the asynchronous release answers as Unlock does — nil
+// and the key gone, ErrUnlocked the second time, ErrLockLost matching
+// ErrUnavailable with three of five masters gone — on the goroutine that
+// completes it.
+func TestUnlockAsync(t *testing.T) {
+	cfg := functional
+	cfg.MasterTimeout = 100 * time.Millisecond
+	v := newEnv(t, 5, cfg)
+	unlock := func(l *engine.Lock) error {
+		t.Helper()
+		ch := make(chan error, 2)
+		l.UnlockAsync(func(err error) { ch <- err })
+		err := <-ch
+		select {
+		case err2 := <-ch:
+			t.Fatalf("done called twice (%v, then %v)", err, err2)
+		case <-time.After(20 * time.Millisecond):
+		}
+		return err
+	}
+	l := v.mustLock("unlockasync:a", 5*time.Second)
+	if err := unlock(l); err != nil {
+		t.Fatalf("UnlockAsync: %v", err)
+	}
+	if got := countOf(v.values("unlockasync:a"), l.Token()); got != 0 {
+		t.Fatalf("released lock still on %d masters", got)
+	}
+	if err := unlock(l); !errors.Is(err, engine.ErrUnlocked) {
+		t.Fatalf("second UnlockAsync: %v; want ErrUnlocked", err)
+	}
+
+	// done runs where the release completes, after UnlockAsync returned.
+	l = v.mustLock("unlockasync:b", 5*time.Second)
+	returned := make(chan struct{})
+	ok := make(chan bool, 1)
+	l.UnlockAsync(func(err error) {
+		select {
+		case <-returned:
+			ok <- err == nil
+		case <-time.After(2 * time.Second):
+			ok <- false
+		}
+	})
+	close(returned)
+	if !<-ok {
+		t.Fatal("done ran before UnlockAsync returned, or the release failed")
+	}
+
+	l = v.mustLock("unlockasync:c", 5*time.Second)
+	killMasters(v, []int{0, 2, 4})
+	err := unlock(l)
+	if !errors.Is(err, engine.ErrLockLost) || !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("3 of 5 masters down: %v; want ErrLockLost and ErrUnavailable", err)
+	}
+	if qe := quorumError(t, err); qe.Granted != 2 {
+		t.Fatalf("Granted %d; want the two masters up (it waits for every answer): %v", qe.Granted, err)
+	}
+}
+
+// TestExtendAsync: the asynchronous extension answers as Extend does: the
+// deadline moves on success, a bad TTL is refused before it returns, an
+// unlocked lock answers ErrUnlocked, and a quorum that no longer holds
+// the token ends the lock with ErrLockLost.
+func TestExtendAsync(t *testing.T) {
+	cfg := functional
+	cfg.MasterTimeout = 100 * time.Millisecond
+	v := newEnv(t, 5, cfg)
+	extend := func(l *engine.Lock, ttl time.Duration) error {
+		t.Helper()
+		ch := make(chan error, 2)
+		l.ExtendAsync(ttl, func(err error) { ch <- err })
+		err := <-ch
+		select {
+		case err2 := <-ch:
+			t.Fatalf("done called twice (%v, then %v)", err, err2)
+		case <-time.After(20 * time.Millisecond):
+		}
+		return err
+	}
+	l := v.mustLock("extendasync:a", time.Second)
+	if err := extend(l, 20*time.Second); err != nil {
+		t.Fatalf("ExtendAsync: %v", err)
+	}
+	if left := l.Remaining(); left < 10*time.Second {
+		t.Fatalf("%v left after extending to 20s", left)
+	}
+	for _, p := range v.pttls("extendasync:a") {
+		if p < 10000 {
+			t.Fatalf("master PTTLs %v after extending to 20s", v.pttls("extendasync:a"))
+		}
+	}
+	if err := extend(l, 0); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("ExtendAsync(0): %v; want ErrBadArgument", err)
+	}
+	for i := range 5 {
+		v.mustExec(i, "SET", "extendasync:a", "someone-else")
+	}
+	if err := extend(l, 20*time.Second); !errors.Is(err, engine.ErrLockLost) || errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("ExtendAsync of a lock taken over: %v; want ErrLockLost, not unavailable", err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(time.Second):
+		t.Fatal("the lock did not end after a quorum said it no longer holds the token")
+	}
+	l2 := v.mustLock("extendasync:b", 5*time.Second)
+	l2.Unlock(context.Background())
+	if err := extend(l2, 5*time.Second); !errors.Is(err, engine.ErrUnlocked) {
+		t.Fatalf("ExtendAsync after Unlock: %v; want ErrUnlocked", err)
+	}
+}

@@ -259,7 +259,8 @@ func (l *Lock) expired() error {
 // returns nil when a quorum released it, an error matching [ErrLockLost]
 // when fewer did (expired, taken over, or — also matching
 // [ErrUnavailable] — too few masters answered), or ctx's error. Cancelling
-// ctx stops the wait, not the release on the wire.
+// ctx stops the wait, not the release on the wire (a later Unlock waits
+// for it to end: at most the per-master timeout).
 //
 // An Unlock that did not get a quorum can be called again: it sends the
 // release only to the masters that have not answered yet (timed out, down,
@@ -270,16 +271,102 @@ func (l *Lock) expired() error {
 // "released late"; the first call can). After a successful Unlock, Unlock
 // returns an error matching [ErrUnlocked].
 func (l *Lock) Unlock(ctx context.Context) error {
+	u := unlockers.Get().(*unlocker)
+	l.unlock(u)
+	d := ctx.Done()
+	if err := ctx.Err(); err != nil {
+		// Cancelled before the call: the release is on the wire anyway;
+		// u is left to the collector (its result may still come).
+		return err
+	}
+	if d == nil { // a context that never ends: a plain receive is cheaper than select
+		<-u.ch
+	} else {
+		select {
+		case <-u.ch:
+		case <-d:
+			// u is left to the collector (its result still comes). A
+			// release decided short of a quorum that was waiting for its
+			// last answers reports what it has: its error names the
+			// masters still out.
+			err := ctx.Err()
+			if u.short.Load() {
+				err = u.o.quorumError(ErrLockLost, nil)
+			}
+			if u.o != nil {
+				u.o.unref() // Unlock's own reference (unlock)
+			}
+			return err
+		}
+	}
+	err := u.err
+	if u.o != nil {
+		u.o.unref()
+	}
+	u.free()
+	return err
+}
+
+// UnlockAsync releases the lock like [Lock.Unlock] without blocking on
+// the masters: done receives what Unlock would return, exactly once, on
+// the goroutine that completes the release — a master connection's
+// reader (done must not block, nor call the engine's blocking methods),
+// or the caller's own before UnlockAsync returns. An Unlock or
+// UnlockAsync of the same lock still in flight is waited for first (it
+// ends by its per-master timeout).
+func (l *Lock) UnlockAsync(done func(error)) {
+	if done == nil {
+		panic("engine: UnlockAsync with a nil done")
+	}
+	l.unlock(&unlocker{done: done})
+}
+
+// unlocker is one Unlock between its fan-out and its result. Those of
+// Unlock are pooled: Unlock frees them after reading the result.
+type unlocker struct {
+	l      *Lock
+	o      *op
+	short  atomic.Bool // decided short of a quorum; waiting for the last answers
+	done   func(error) // UnlockAsync's; nil: the result goes to err and ch
+	pooled bool
+	ch     chan struct{}
+	err    error
+}
+
+var unlockers = sync.Pool{New: func() any { return &unlocker{ch: make(chan struct{}, 1), pooled: true} }}
+
+func (u *unlocker) free() {
+	if u.pooled {
+		ch := u.ch
+		*u = unlocker{ch: ch, pooled: true}
+		unlockers.Put(u)
+	}
+}
+
+func (u *unlocker) deliver(err error) {
+	if u.done != nil {
+		u.done(err)
+		return
+	}
+	u.err = err
+	u.ch <- struct{}{}
+}
+
+// unlock sends the release; relMu is held until its result (finished).
+func (l *Lock) unlock(u *unlocker) {
 	l.relMu.Lock()
-	defer l.relMu.Unlock()
 	if l.released {
-		return errUnlocked
+		l.relMu.Unlock()
+		u.deliver(errUnlocked)
+		return
 	}
 	l.unlocked.Store(true)
 	l.end(ErrUnlocked)
 	e := l.e
 	if e.closed.Load() {
-		return ErrClosed
+		l.relMu.Unlock()
+		u.deliver(ErrClosed)
+		return
 	}
 	retry := l.relState != nil
 	if !retry {
@@ -289,23 +376,44 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	o := e.getOp(opRelease, false, l.cix, l.first)
 	o.khash, o.key = l.khash, l.key
 	o.retry = retry
+	o.acq, o.role, o.cleanAfter = u, roleRelease, true
+	u.l, u.o = l, o
+	if u.done == nil {
+		o.refs.Add(1) // Unlock's own: it may read o when ctx ends first
+	}
 	copy(o.preset, l.relState)
 	script := l.appendRelease(o)
 	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), script)
-	defer o.unref()
 	if e.waits.n.Load() > 0 {
 		// Hand-off: a waiter of this engine tries now; its acquire follows
 		// this release on every master's connection (connFor).
 		e.waits.released(l)
 	}
-	err := ctx.Err() // cancelled before the call: the release is on the wire anyway
-	if err == nil {
-		err = o.wait(ctx)
+}
+
+// step: the release is decided. Short of a quorum it also waits for the
+// answers still out (each bounded by the per-master timeout): its error
+// then counts and names every master, not only those whose failures
+// decided it (three masters refused at once because they are down decide
+// a release on five before the two that are up have answered).
+func (u *unlocker) step(o *op) {
+	if o.granted() >= u.l.e.q {
+		u.finished()
+		return
 	}
+	u.short.Store(true)
+	if o.stage.Add(1) == 2 {
+		u.finished()
+	}
+}
+
+func (u *unlocker) settled(*op) { u.finished() }
+
+// finished records the release's answers and delivers its result.
+func (u *unlocker) finished() {
+	l, o, e := u.l, u.o, u.l.e
 	l.absorb(o)
-	if err != nil {
-		return err
-	}
+	var err error
 	if o.granted() >= e.q {
 		l.released = true
 		if !l.attached {
@@ -314,22 +422,24 @@ func (l *Lock) Unlock(ctx context.Context) error {
 				e.obs.Release(ReleaseReleased)
 			}
 		}
-		return nil
-	}
-	qerr := o.quorumError(ErrLockLost, nil)
-	if !l.attached {
-		r := ReleaseLost
-		if errors.Is(qerr, ErrUnavailable) {
-			r = ReleaseUnavailable
-			e.relUnavailable.Add(1)
-		} else {
-			e.lost.Add(1)
+	} else {
+		err = o.quorumError(ErrLockLost, nil)
+		if !l.attached {
+			r := ReleaseLost
+			if errors.Is(err, ErrUnavailable) {
+				r = ReleaseUnavailable
+				e.relUnavailable.Add(1)
+			} else {
+				e.lost.Add(1)
+			}
+			if e.obs != nil {
+				e.obs.Release(r)
+			}
 		}
-		if e.obs != nil {
-			e.obs.Release(r)
-		}
 	}
-	return qerr
+	l.relMu.Unlock()
+	o.unref()
+	u.deliver(err)
 }
 
 // absorb records the release answers o has so far into relState.
@@ -374,6 +484,71 @@ func (l *Lock) lowerUntil(d int64) {
 // call started (some masters may hold the new TTL, which may be shorter),
 // and only the success of the latest extension sent moves it up.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	x := extenders.Get().(*extender)
+	if err := l.extend(ttl, x); err != nil {
+		x.free()
+		return err
+	}
+	if d := ctx.Done(); d == nil { // a context that never ends: a plain receive is cheaper than select
+		<-x.ch
+	} else {
+		select {
+		case <-x.ch:
+		case <-d:
+			// The extension goes on (it ends by its per-master timeout)
+			// and is applied to the lock at its decision, as any; x is
+			// left to the collector. Some masters may have applied the
+			// new TTL: sending already lowered the deadline to what it
+			// leaves.
+			return ctx.Err()
+		}
+	}
+	err := x.err
+	x.free()
+	return err
+}
+
+// ExtendAsync extends the lock like [Lock.Extend] without blocking on the
+// masters: done receives what Extend would return, exactly once, on the
+// goroutine that completes the extension — a master connection's reader
+// (done must not block, nor call the engine's blocking methods), or the
+// caller's own before ExtendAsync returns (a bad TTL, an unlocked lock, a
+// closed engine).
+func (l *Lock) ExtendAsync(ttl time.Duration, done func(error)) {
+	if done == nil {
+		panic("engine: ExtendAsync with a nil done")
+	}
+	x := &extender{done: done}
+	if err := l.extend(ttl, x); err != nil {
+		done(err)
+	}
+}
+
+// extender is one Extend between its fan-out and its result. Those of
+// Extend are pooled: Extend frees them after reading the result.
+type extender struct {
+	l      *Lock
+	done   func(error) // ExtendAsync's; nil: the result goes to err and ch
+	pooled bool
+	ch     chan struct{}
+	err    error
+}
+
+var extenders = sync.Pool{New: func() any { return &extender{ch: make(chan struct{}, 1), pooled: true} }}
+
+func (x *extender) free() {
+	if x.pooled {
+		ch := x.ch
+		*x = extender{ch: ch, pooled: true}
+		extenders.Put(x)
+	}
+}
+
+// extend checks and sends an extension whose result goes to x.
+func (l *Lock) extend(ttl time.Duration, x *extender) error {
 	ttl, err := l.e.lockTTL(ttl)
 	if err != nil {
 		return err
@@ -386,31 +561,53 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if l.extensions.Load() >= int64(e.cfg.MaxExtensions) {
 		return ErrTooManyExtensions
 	}
-	o := l.sendExtend(ttl, ms, false)
-	if err := o.wait(ctx); err != nil {
-		// Some masters may have applied the new TTL: sendExtend already
-		// lowered the deadline to what it leaves.
-		o.unref()
-		return err
-	}
-	return l.extendDone(o)
+	x.l = l
+	l.startExtend(ttl, ms, x, false)
+	return nil
 }
 
-// sendExtend starts an extension to ttl (ms in milliseconds). async: its
-// decision goes to the keeper instead of o.done.
-func (l *Lock) sendExtend(ttl time.Duration, ms int64, async bool) *op {
+// step: the extension is decided. Short of a quorum it also waits for
+// the answers still out (as a release does: unlocker.step), so that its
+// error names every master.
+func (x *extender) step(o *op) {
+	if o.granted() >= x.l.e.q || o.stage.Add(1) == 2 {
+		x.finished(o)
+	}
+}
+
+func (x *extender) settled(o *op) { x.finished(o) }
+
+func (x *extender) finished(o *op) {
+	err := x.l.extendDone(o)
+	if x.done != nil {
+		x.done(err)
+		return
+	}
+	x.err = err
+	x.ch <- struct{}{}
+}
+
+// sendExtend starts an extension to ttl (ms in milliseconds). keeper: its
+// decision goes to the keeper (the watchdog's) instead of o.done.
+func (l *Lock) sendExtend(ttl time.Duration, ms int64, keeper bool) *op {
+	return l.startExtend(ttl, ms, nil, keeper)
+}
+
+// startExtend is sendExtend, whose decision goes to x when set (Extend,
+// ExtendAsync), to the keeper when keeper is set, else to o.done.
+func (l *Lock) startExtend(ttl time.Duration, ms int64, x *extender, keeper bool) *op {
 	e := l.e
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.khash, o.merge, o.key = l.khash, e.extendMerge, l.key
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
 	o.seq = l.extSent.Add(1)
-	if async {
+	switch {
+	case x != nil:
+		o.acq, o.role, o.cleanAfter = x, roleExtend, true
+	case keeper:
 		o.notify = e.keep.decided
 	}
 	script := scripts.Extend

@@ -84,21 +84,29 @@ type op struct {
 	// notify, when set, receives the op at its decision instead of done
 	// (the watchdog's extensions: nobody blocks on them).
 	notify func(*op)
-	// acq, when set, is the acquisition this op is a step of (its
-	// acquire, fencing write-back or cleanup): it receives the decision
-	// instead of done, and the acquire op also the last answer
-	// (acquisition.step, acquisition.allAnswered).
-	acq *acquisition
-	// cleanAfter marks an acquisition's acquire op; stage counts a
-	// failure decided and the last answer: the second of them starts
-	// the cleanup (acquisition.failed).
+	// acq, when set, is the operation this op is a step of (an
+	// acquisition's acquire, fencing write-back or cleanup; an unlock's
+	// release): it receives the decision instead of done (chain.step).
+	acq chain
+	// cleanAfter: stage counts a failure decided (chain's own call) and
+	// the last answer; the second of them calls chain.settled.
 	cleanAfter bool
 	stage      atomic.Int32
-	// role is what the op is to its acquisition (acq): its decision goes
-	// to that step (acquisition.step). Set by its owner, never inferred
-	// from pointers: a step's op goes back to the pool when the step is
-	// done and may come back as a later step's.
+	// role is what the op is to its chain: its decision goes to that
+	// step. Set by its owner, never inferred from pointers: a step's op
+	// goes back to the pool when the step is done and may come back as a
+	// later step's.
 	role acqRole
+}
+
+// chain is an operation run as steps where the answers arrive
+// (acquisition, unlocker).
+type chain interface {
+	// step receives the decision of one of its ops.
+	step(o *op)
+	// settled: o's failure was staged (o.stage) and every master
+	// answered it.
+	settled(o *op)
 }
 
 type acqRole uint8
@@ -108,6 +116,8 @@ const (
 	roleAcquire
 	roleFence
 	roleCleanup
+	roleRelease
+	roleExtend
 )
 
 var _ conn.Callback = (*op)(nil)
@@ -253,7 +263,7 @@ func (o *op) record(i int, ok bool, cause error) {
 	if all {
 		if o.cleanAfter {
 			if o.stage.Add(1) == 2 {
-				o.acq.cleanup()
+				o.acq.settled(o)
 			}
 		} else {
 			o.all <- struct{}{}

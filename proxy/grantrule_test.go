@@ -326,6 +326,12 @@ func engineEntries() []ruleEntry {
 			defer cancel()
 			return engineOutcome(l.(*engine.Lock).Extend(ctx, ttl))
 		}},
+		{name: "Lock.ExtendAsync", method: "Lock.ExtendAsync", take: tryLock(), na: keepNA, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
+			l, _ := x.handles.Load(key)
+			ch := make(chan error, 1)
+			l.(*engine.Lock).ExtendAsync(ttl, func(err error) { ch <- err })
+			return engineOutcome(<-ch)
+		}},
 		{name: "LockSet.Extend", method: "LockSet.Extend", set: true, na: keepNA, take: tryLockAll, keep: func(x *ruleRun, _ int, key, _ string, ttl time.Duration) outcome {
 			h, _ := x.handles.Load(key)
 			s := h.(*engine.LockSet)
@@ -1104,7 +1110,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Engine.Do": "wraps Engine.Lock (a row: its grant is Lock's) and returns no lock; fn's context ends with the lock", "Engine.WaitReady": "waits for connections",
 		"Lock.Context": "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
 		"Lock.FencingToken": "a read", "Lock.Key": "a read", "Lock.Remaining": "a read", "Lock.Token": "a read",
-		"Lock.Unlock": "releases", "Lock.Until": "a read", "Lock.Valid": "a read",
+		"Lock.Unlock": "releases", "Lock.UnlockAsync": "releases (Unlock's asynchronous form)", "Lock.Until": "a read", "Lock.Valid": "a read",
 		"LockSet.Context": "a view", "LockSet.Done": "a view", "LockSet.Err": "a view", "LockSet.Locks": "a read",
 		"LockSet.Remaining": "a read", "LockSet.Unlock": "releases", "LockSet.Valid": "a read",
 		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",

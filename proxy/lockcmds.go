@@ -364,7 +364,7 @@ func (c *client) cmdEval(args [][]byte) *call {
 			return c.passthrough(ls.script, keys, argv)
 		}
 		s := c.s
-		return c.async(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) })
+		return c.asyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
 	}
 	if !c.s.cfg.AllowScripts {
 		return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)

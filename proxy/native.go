@@ -92,5 +92,5 @@ func (c *client) native(ls *libScript, key []byte, argv [][]byte) *call {
 		return errCall("ERR redlock proxy: " + ls.Name + ": lock values are at most 512 bytes")
 	}
 	s := c.s
-	return c.async(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) })
+	return c.asyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
 }

@@ -21,6 +21,61 @@ import (
 // (engine TryLock) compute validity alike, also with a given Config.Engine.
 func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl) }
 
+// libStart is the asynchronous start of a recognised library script
+// that has one — a single-key release or extension through the engine
+// (Lock.UnlockAsync, Lock.ExtendAsync), as runLib runs it — or nil
+// (runLib on a goroutine).
+func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
+	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == opAcquire {
+		return nil
+	}
+	token := argv[ls.TokenArg]
+	if ls.Op == opRelease {
+		return func(dst []byte, done func([]byte)) {
+			l := s.tr.Attach(string(keys[0]), string(token), 0)
+			l.UnlockAsync(func(err error) { done(s.libReleased(dst, ls, keys, token, err)) })
+		}
+	}
+	ms, ok := resp.ParseInt(argv[ls.TTLArg])
+	if !ok || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+		return nil // runLib answers the error
+	}
+	ttl := time.Duration(ms) * time.Millisecond
+	return func(dst []byte, done func([]byte)) {
+		l := s.tr.Attach(string(keys[0]), string(token), ttl)
+		l.ExtendAsync(ttl, func(err error) { done(s.libExtended(dst, ls, keys, token, err)) })
+	}
+}
+
+// libExtended answers a library's engine extension that ended with err.
+// The engine counts and observes the extension, not the end of an
+// attached lock.
+func (s *Server) libExtended(dst []byte, ls *libScript, keys [][]byte, token []byte, err error) []byte {
+	if err == nil {
+		s.refused.granted(keys[0], token)
+	} else if errors.Is(err, engine.ErrLockLost) {
+		s.lockLost(err)
+	}
+	return s.libEngineReply(dst, ls, len(keys), err)
+}
+
+// libReleased answers a library's engine release that ended with err.
+func (s *Server) libReleased(dst []byte, ls *libScript, keys [][]byte, token []byte, err error) []byte {
+	s.observeRelease(keys[0], token, err) // the engine does not count an attached lock's
+	return s.libEngineReply(dst, ls, len(keys), err)
+}
+
+// libEngineReply is a library's reply to an engine release or extension.
+func (s *Server) libEngineReply(dst []byte, ls *libScript, nkeys int, err error) []byte {
+	switch {
+	case err == nil:
+		return success(dst, ls, nkeys)
+	case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
+		return failure(dst, ls)
+	}
+	return s.engineErr(err)
+}
+
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.
 // The caller checked ls.fits(keys, argv).
@@ -36,27 +91,10 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	}
 	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
 		l := s.tr.Attach(string(keys[0]), string(token), ttl)
-		var err error
 		if ls.Op == opRelease {
-			err = l.Unlock(ctx)
-			s.observeRelease(keys[0], token, err) // the engine does not count an attached lock's
-		} else {
-			// The engine counts and observes the extension, not the end
-			// of an attached lock.
-			err = l.Extend(ctx, ttl)
-			if err == nil {
-				s.refused.granted(keys[0], token)
-			} else if errors.Is(err, engine.ErrLockLost) {
-				s.lockLost(err)
-			}
+			return s.libReleased(dst, ls, keys, token, l.Unlock(ctx))
 		}
-		switch {
-		case err == nil:
-			return success(dst, ls, len(keys))
-		case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
-			return failure(dst, ls)
-		}
-		return s.engineErr(err)
+		return s.libExtended(dst, ls, keys, token, l.Extend(ctx, ttl))
 	}
 
 	sc := ls.script

@@ -26,6 +26,8 @@ type MasterReply struct {
 // need no acquisition.
 type Lock interface {
 	Unlock(ctx context.Context) error
+	UnlockAsync(done func(error))
+	ExtendAsync(ttl time.Duration, done func(error))
 	Extend(ctx context.Context, ttl time.Duration) error
 }
 
