@@ -118,6 +118,9 @@ type Conn struct {
 	clock *clockWatch // the clock check (Config.OnClockJump); nil: off
 
 	connects, timeouts, broken, writes atomic.Uint64
+	// rdPending: the reader has replies in its buffer it has not
+	// processed yet (set after each reply read; see readerBehind).
+	rdPending atomic.Bool
 }
 
 // New returns a Conn to addr that connects in the background. Requests

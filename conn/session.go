@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -207,6 +208,10 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 
 func (c *Conn) readLoop(rd *resp.Reader) error {
 	for {
+		c.rdPending.Store(rd.Buffered() > 0)
+		if h := readHook.Load(); h != nil {
+			(*h)()
+		}
 		rep, err := rd.ReadReply()
 		if errors.Is(err, resp.ErrTooLarge) {
 			// The reader dropped the oversized reply whole and kept its
@@ -219,6 +224,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		if err != nil {
 			return err
 		}
+		c.rdPending.Store(true) // until delivered (readerBehind)
 		c.mu.Lock()
 		if c.q.len() == 0 {
 			c.mu.Unlock()
@@ -299,6 +305,7 @@ func (c *Conn) expireLoop() {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	var fired []pending
+	var lagSince time.Time
 	for {
 		select {
 		case <-c.done:
@@ -306,6 +313,24 @@ func (c *Conn) expireLoop() {
 			return
 		case <-c.rearm:
 		case <-t.C:
+		}
+		// Replies that arrived are read before anything times out: a
+		// reader that is behind (a process short of CPU: its timers fire
+		// as it is scheduled again, before its sockets are read) would
+		// otherwise see answers that came in time fail as timed out. The
+		// deferral is bounded (maxReadLag); a master that sends nothing is
+		// not deferred.
+		if c.readerBehind() {
+			now := time.Now()
+			if lagSince.IsZero() {
+				lagSince = now
+			}
+			if now.Sub(lagSince) < maxReadLag {
+				t.Reset(readLagStep)
+				continue
+			}
+		} else {
+			lagSince = time.Time{}
 		}
 		var next time.Time
 		var stalled error
@@ -322,6 +347,30 @@ func (c *Conn) expireLoop() {
 			t.Reset(time.Until(next))
 		}
 	}
+}
+
+// maxReadLag bounds how long expiries wait for a reader that is behind;
+// readLagStep is how often it is looked at again meanwhile.
+const (
+	maxReadLag  = 250 * time.Millisecond
+	readLagStep = time.Millisecond
+)
+
+// readHook, when set by a test, runs before each reply is read (a reader
+// short of CPU).
+var readHook atomic.Pointer[func()]
+
+// readerBehind reports whether replies wait to be processed: read and not
+// delivered yet, in the reader's buffer, or unread in the current
+// session's socket.
+func (c *Conn) readerBehind() bool {
+	if c.rdPending.Load() {
+		return true
+	}
+	c.mu.Lock()
+	nc := c.nc
+	c.mu.Unlock()
+	return nc != nil && unreadBytes(nc) > 0
 }
 
 // breakSession closes the current session's socket for cause (the reader
