@@ -26,9 +26,13 @@ import (
 //     when one takes longer (AIMD, as TCP's congestion window);
 //   - waiting commands start in arrival order as others complete;
 //   - a command that would wait longer than Config.QueueTimeout — its
-//     expected wait (commands ahead ÷ the completion rate) at arrival, or
-//     its actual wait when its turn comes — is answered at once with
-//     -BUSY naming the proxy's queue; the masters were not asked.
+//     expected wait at arrival, or its actual wait when its turn comes —
+//     is answered at once with -BUSY naming the proxy's queue; the
+//     masters were not asked. The expected wait is the commands ahead
+//     divided by what the masters serve at the current limit (limit ÷
+//     latency, Little's law): a measure of capacity, not of the load
+//     offered, so a burst after a quiet spell is not refused for the
+//     quiet.
 //
 // The queue is bounded by MaxInFlight: every queued command holds one of
 // its slots. Commands that run on the reader (direct) are bounded by the
@@ -37,8 +41,9 @@ import (
 // minAdmit is the least limit: the masters always see this much work.
 const minAdmit = 16
 
-// rateWindow is the period of the completion rate's samples.
-const rateWindow = 50 * time.Millisecond
+// minLatencySamples is how many completions the latency average needs
+// before a command is refused at arrival.
+const minLatencySamples = 16
 
 type admission struct {
 	target time.Duration // latency above which the limit is cut
@@ -51,10 +56,8 @@ type admission struct {
 	queue    []*call // waiting, oldest first (from head)
 	head     int
 	lastCut  time.Time
-	winStart time.Time
-	winDone  int
-	rate     float64 // completions per second (moving average)
-	samples  int     // windows in rate
+	latency  float64 // seconds from admission to completion (moving average)
+	samples  int     // completions in latency
 }
 
 func newAdmission(target, budget time.Duration, maxInFlight int) *admission {
@@ -75,8 +78,8 @@ func (s *Server) submit(cl *call) {
 		s.launch(cl, now)
 		return
 	}
-	if w := a.waiting(); a.samples >= 4 && a.rate > 0 {
-		if wait := time.Duration(float64(w+1) / a.rate * float64(time.Second)); wait > a.budget {
+	if w := a.waiting(); a.samples >= minLatencySamples {
+		if wait := time.Duration(float64(w+1) * a.latency / a.limit * float64(time.Second)); wait > a.budget {
 			a.mu.Unlock()
 			s.busy(cl, fmt.Sprintf("this request would wait about %v in the proxy's queue (%d ahead)", wait.Round(time.Millisecond), w))
 			return
@@ -86,9 +89,16 @@ func (s *Server) submit(cl *call) {
 	a.mu.Unlock()
 }
 
-// launch starts an admitted command.
+// launch starts an admitted command — unless Close began: a command that
+// waited here has not reached the masters, and does not after Close (as
+// runOne's sends nothing once the server's context ended).
 func (s *Server) launch(cl *call, now time.Time) {
 	cl.a.started = now
+	if err := s.baseCtx.Err(); err != nil {
+		cl.a.cb, cl.a.run = nil, nil
+		cl.a.c.completeCB(cl, fixed(s.engineErr(err)), nil)
+		return
+	}
 	if cl.a.cb != nil {
 		cl.a.c.startCB(cl)
 		return
@@ -106,19 +116,12 @@ func (s *Server) admitted(started time.Time) {
 	var run, late []*call
 	a.mu.Lock()
 	a.inflight--
-	if now.Sub(a.winStart) >= rateWindow {
-		if !a.winStart.IsZero() {
-			r := float64(a.winDone) / now.Sub(a.winStart).Seconds()
-			if a.samples == 0 {
-				a.rate = r
-			} else {
-				a.rate = 0.7*a.rate + 0.3*r
-			}
-			a.samples++
-		}
-		a.winStart, a.winDone = now, 0
+	if a.samples == 0 {
+		a.latency = lat.Seconds()
+	} else {
+		a.latency += (lat.Seconds() - a.latency) / 16
 	}
-	a.winDone++
+	a.samples++
 	switch {
 	case lat > a.target:
 		if now.Sub(a.lastCut) > a.target {
@@ -159,5 +162,5 @@ func (s *Server) busy(cl *call, why string) {
 	s.logLimited("proxy: overloaded: a request was refused before reaching the masters", "why", why, "queue_timeout", s.cfg.QueueTimeout)
 	msg := "BUSY redlock proxy: overloaded: " + why + ", longer than its queue timeout " + s.cfg.QueueTimeout.String() + "; the masters were not asked: retry later"
 	cl.a.cb, cl.a.run = nil, nil
-	cl.a.c.completeCB(cl, redcon.AppendError(nil, msg), nil)
+	cl.a.c.completeCB(cl, fixed(redcon.AppendError(nil, msg)), nil)
 }

@@ -106,10 +106,10 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
 		}
 		return answer(dst, l, err)
-	}, func(dst []byte, done func([]byte)) {
+	}, func(done func(replyFunc)) {
 		// No context: every engine operation ends by its per-master
 		// deadlines (runOne uses the server's, which Close cancels).
-		f := func(l *engine.Lock, err error) { done(answer(dst, l, err)) }
+		f := func(l *engine.Lock, err error) { done(func(dst []byte) []byte { return answer(dst, l, err) }) }
 		if fenced {
 			s.eng.TryLockAsync(context.Background(), k, ttl, f, token, engine.WithFencing())
 		} else {

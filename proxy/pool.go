@@ -55,11 +55,18 @@ type asyncFunc func(ctx context.Context, dst []byte) []byte
 
 // asyncStart starts an asynchronous command whose reply is computed where
 // the masters' answers complete it (engine.TryLockAsync): it calls done
-// exactly once, with the reply appended to dst or a slice of its own, and
+// exactly once, with a function that builds the reply — appended to dst
+// or in a slice of its own — which completeCB runs under its recover, and
 // must not block. A command that has one still has its asyncFunc, run
 // where the command runs on a goroutine anyway (direct, or after an
 // earlier command of its connection on the same key).
-type asyncStart func(dst []byte, done func(out []byte))
+type asyncStart func(done func(build replyFunc))
+
+// replyFunc builds a reply: appended to dst, or a slice of its own.
+type replyFunc func(dst []byte) []byte
+
+// fixed is a replyFunc of a reply already built.
+func fixed(out []byte) replyFunc { return func([]byte) []byte { return out } }
 
 // asyncState is the part of a call used by asynchronous commands.
 type asyncState struct {
@@ -132,13 +139,18 @@ func (c *client) startCB(cl *call) {
 	cl.bb = bb
 	cb := cl.a.cb
 	cl.a.cb, cl.a.run = nil, nil // (run is a dependent's way only)
+	var completed atomic.Bool
 	func() {
 		defer func() {
-			if p := recover(); p != nil {
+			if p := recover(); p != nil && completed.CompareAndSwap(false, true) {
 				c.completeCB(cl, nil, p)
 			}
 		}()
-		cb(bb.B[:0], func(out []byte) { c.completeCB(cl, out, nil) })
+		cb(func(build replyFunc) {
+			if completed.CompareAndSwap(false, true) {
+				c.completeCB(cl, build, nil)
+			}
+		})
 	}()
 }
 
@@ -147,9 +159,10 @@ func (c *client) startCB(cl *call) {
 // first of the commands that were waiting for it, and runs those on the
 // pool: the goroutine that completes it (a master connection's reader)
 // never waits for a slot or runs a command.
-func (c *client) completeCB(cl *call, out []byte, panicked any) {
+func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 	s := c.s
 	var next []*call
+	var out []byte
 	func() {
 		// As runOne's: the reply (or the panic's) is charged, done closed.
 		defer func() {
@@ -178,6 +191,13 @@ func (c *client) completeCB(cl *call, out []byte, panicked any) {
 		}()
 		if h := testHook.Load(); h != nil {
 			(*h)("async", nil)
+		}
+		if panicked == nil && build != nil {
+			var dst []byte
+			if cl.bb != nil {
+				dst = cl.bb.B[:0]
+			}
+			out = build(dst)
 		}
 	}()
 	var ready []*call

@@ -31,9 +31,11 @@ func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
 	}
 	token := argv[ls.TokenArg]
 	if ls.Op == opRelease {
-		return func(dst []byte, done func([]byte)) {
+		return func(done func(replyFunc)) {
 			l := s.tr.Attach(string(keys[0]), string(token), 0)
-			l.UnlockAsync(func(err error) { done(s.libReleased(dst, ls, keys, token, err)) })
+			l.UnlockAsync(func(err error) {
+				done(func(dst []byte) []byte { return s.libReleased(dst, ls, keys, token, err) })
+			})
 		}
 	}
 	ms, ok := resp.ParseInt(argv[ls.TTLArg])
@@ -41,9 +43,11 @@ func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
 		return nil // runLib answers the error
 	}
 	ttl := time.Duration(ms) * time.Millisecond
-	return func(dst []byte, done func([]byte)) {
+	return func(done func(replyFunc)) {
 		l := s.tr.Attach(string(keys[0]), string(token), ttl)
-		l.ExtendAsync(ttl, func(err error) { done(s.libExtended(dst, ls, keys, token, err)) })
+		l.ExtendAsync(ttl, func(err error) {
+			done(func(dst []byte) []byte { return s.libExtended(dst, ls, keys, token, err) })
+		})
 	}
 }
 
