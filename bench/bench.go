@@ -76,6 +76,9 @@ func isKind(w string) bool {
 const (
 	SweepConcurrency = "concurrency"
 	SweepMasters     = "masters"
+	// SweepRate repeats an open-loop run per offered rate (ops/s): the
+	// overload curve — offered load against goodput (cycles/s) and p99.
+	SweepRate = "rate"
 )
 
 // ErrBadConfig is matched by errors for invalid [Config] values.
@@ -290,7 +293,7 @@ func (c Config) withDefaults() (Config, error) {
 		if len(c.SweepValues) > 0 {
 			return bad("sweep values without a sweep variable")
 		}
-	case SweepConcurrency, SweepMasters:
+	case SweepConcurrency, SweepMasters, SweepRate:
 		if len(c.SweepValues) == 0 {
 			return bad("sweep %s needs at least one value", c.SweepVar)
 		}
@@ -304,9 +307,12 @@ func (c Config) withDefaults() (Config, error) {
 			if c.SweepVar == SweepMasters && (v < 1 || v > 64) {
 				return bad("sweep masters values must be 1..64, got %d", v)
 			}
+			if c.SweepVar == SweepRate && (v < 1 || v > 10_000_000) {
+				return bad("sweep rate values must be 1..10000000 ops/s, got %d", v)
+			}
 		}
 	default:
-		return bad("unknown sweep variable %q (known: %s, %s)", c.SweepVar, SweepConcurrency, SweepMasters)
+		return bad("unknown sweep variable %q (known: %s, %s, %s)", c.SweepVar, SweepConcurrency, SweepMasters, SweepRate)
 	}
 	return c, nil
 }
@@ -316,10 +322,10 @@ func (c Config) withDefaults() (Config, error) {
 func ParseSweep(s string) (string, []int, error) {
 	name, list, ok := strings.Cut(s, "=")
 	if !ok || name == "" || list == "" {
-		return "", nil, fmt.Errorf("%w: sweep %q: want var=v1,v2,... (var: %s or %s)", ErrBadConfig, s, SweepConcurrency, SweepMasters)
+		return "", nil, fmt.Errorf("%w: sweep %q: want var=v1,v2,... (var: %s, %s or %s)", ErrBadConfig, s, SweepConcurrency, SweepMasters, SweepRate)
 	}
-	if name != SweepConcurrency && name != SweepMasters {
-		return "", nil, fmt.Errorf("%w: unknown sweep variable %q (known: %s, %s)", ErrBadConfig, name, SweepConcurrency, SweepMasters)
+	if name != SweepConcurrency && name != SweepMasters && name != SweepRate {
+		return "", nil, fmt.Errorf("%w: unknown sweep variable %q (known: %s, %s, %s)", ErrBadConfig, name, SweepConcurrency, SweepMasters, SweepRate)
 	}
 	var vals []int
 	for _, f := range strings.Split(list, ",") {

@@ -387,6 +387,29 @@ func TestRunProxyTarget(t *testing.T) {
 			t.Fatal("no refusals on one key")
 		}
 	})
+	// The overload curve: an open-loop run per offered rate, goodput and
+	// p99 per point, in the table and the HTML report.
+	t.Run("rate sweep", func(t *testing.T) {
+		r, err := Run(t.Context(), Config{Target: TargetProxy, ProxyAddr: set.Addrs()[2], SweepVar: SweepRate, SweepValues: []int{200, 800},
+			Duration: 300 * time.Millisecond, Concurrency: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Sweep == nil || r.Sweep.Var != SweepRate || len(r.Sweep.Points) != 2 {
+			t.Fatalf("sweep: %+v", r.Sweep)
+		}
+		lo, hi := r.Sweep.Points[0].Phases[0].CyclesPerSec, r.Sweep.Points[1].Phases[0].CyclesPerSec
+		if lo < 100 || lo > 300 || hi < 2*lo {
+			t.Errorf("goodput %.0f at 200/s and %.0f at 800/s; want about the offered rates", lo, hi)
+		}
+		var b strings.Builder
+		if err := writeHTML(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "goodput (cycles/s) against offered load") {
+			t.Error("the HTML report lacks the overload curve")
+		}
+	})
 	t.Run("unreachable", func(t *testing.T) {
 		_, err := Run(t.Context(), Config{Target: TargetProxy, ProxyAddr: "127.0.0.1:1", Duration: 100 * time.Millisecond})
 		if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {

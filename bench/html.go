@@ -195,9 +195,13 @@ func newReportPage(r Result) reportPage {
 		if sw.Var == SweepConcurrency {
 			scale = xLog2
 		}
+		title, xName := "cycles/s against "+sw.Var, sw.Var
+		if sw.Var == SweepRate { // the overload curve
+			title, xName = "goodput (cycles/s) against offered load", "offered ops/s"
+		}
 		pg.SweepCharts = []svgChart{
-			lineChart("sweep-throughput-chart", "cycles/s against "+sw.Var, sw.Var, "cycles/s", thr, scale),
-			lineChart("sweep-p99-chart", "cycle p99 against "+sw.Var, sw.Var, "p99 µs", p99, scale),
+			lineChart("sweep-throughput-chart", title, xName, "cycles/s", thr, scale),
+			lineChart("sweep-p99-chart", "cycle p99 against "+xName, xName, "p99 µs", p99, scale),
 		}
 	}
 

@@ -309,14 +309,14 @@ func (s *SweepResult) writeTable(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\ttarget\tcycles/s\tcycle p50 µs\tcycle p99 µs\terrors\tcycles/s chart\n", s.Var)
+	fmt.Fprintf(tw, "%s\ttarget\tcycles/s\tcycle p50 µs\tcycle p99 µs\terrors\tmissed\tcycles/s chart\n", s.Var)
 	for _, p := range s.Points {
 		for _, ph := range p.Phases {
 			bar := ""
 			if best > 0 {
 				bar = strings.Repeat("#", int(40*ph.CyclesPerSec/best+0.5))
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.0f\t%d\t%s\n", p.Value, ph.Target, ph.CyclesPerSec, ph.CycleP50, ph.CycleP99, ph.Errors, bar)
+			fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.0f\t%d\t%d\t%s\n", p.Value, ph.Target, ph.CyclesPerSec, ph.CycleP50, ph.CycleP99, ph.Errors, ph.Missed, bar)
 		}
 	}
 	return tw.Flush()

@@ -28,7 +28,7 @@ type SweepPoint struct {
 func runSweep(ctx context.Context, cfg Config) (Result, error) {
 	sw := &SweepResult{Var: cfg.SweepVar}
 	embedded := false
-	if cfg.SweepVar == SweepConcurrency && len(cfg.Masters) == 0 && cfg.Target == TargetEngine {
+	if (cfg.SweepVar == SweepConcurrency || cfg.SweepVar == SweepRate) && len(cfg.Masters) == 0 && cfg.Target == TargetEngine {
 		set, err := localmaster.Start(ctx, localmaster.Options{N: cfg.N, Embedded: cfg.Embedded, RequireReal: cfg.RequireReal, Notice: cfg.Notice})
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: start local masters: %w", err)
@@ -46,6 +46,8 @@ func runSweep(ctx context.Context, cfg Config) (Result, error) {
 			c.Concurrency = v
 		case SweepMasters:
 			c.N = v
+		case SweepRate:
+			c.Rate = float64(v)
 		}
 		r, err := runOnce(ctx, c)
 		if err != nil {

@@ -84,7 +84,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs.BoolVar(&cfg.FreshMasters, "fresh-masters", false, "--masters were just started empty and serve no other client: they vote from their first session (otherwise a master younger than the restart quarantine, 60s, does not)")
 	compare := fs.String("compare", "", "comma-separated `peers` to measure in the same run: redsync, rueidis (Redlock written on rueidis clients), fencing (the engine taking fencing tokens), nomerge (one script call per release: --merge-max -1, no native commands), engine with --target proxy, plain (the plain lock) with a lock-kind --workload")
 	fs.BoolVar(&cfg.Ceiling, "ceiling", false, "also measure the masters' pipelined ceiling (SET NX PX + release EVALSHA)")
-	sweep := fs.String("sweep", "", "repeat the run per value of `var=v1,v2,...`: concurrency=1,16,64 or masters=3,5,7")
+	sweep := fs.String("sweep", "", "repeat the run per value of `var=v1,v2,...`: concurrency=1,16,64, masters=3,5,7, or rate=20000,40000,80000 (open loop: the overload curve, offered load against goodput and p99)")
 	fs.BoolVar(&cfg.Embedded, "embedded", false, "use embedded in-process masters even if redis-server exists")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the target's measured phase (not the warm-ups, --compare peers or --ceiling) to this `file` and print its top functions")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run to this `file`")
