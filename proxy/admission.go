@@ -29,10 +29,11 @@ import (
 //     expected wait at arrival, or its actual wait when its turn comes —
 //     is answered at once with -BUSY naming the proxy's queue; the
 //     masters were not asked. The expected wait is the commands ahead
-//     divided by what the masters serve at the current limit (limit ÷
-//     latency, Little's law): a measure of capacity, not of the load
-//     offered, so a burst after a quiet spell is not refused for the
-//     quiet.
+//     divided by the rate at which commands complete while some wait: a
+//     measure of capacity (only 50ms windows in which the queue never
+//     ran dry count), not of the load offered, so a burst after a quiet
+//     spell is not refused for the quiet, and nothing is refused at
+//     arrival before such windows were seen.
 //
 // The queue is bounded by MaxInFlight: every queued command holds one of
 // its slots. Commands that run on the reader (direct) are bounded by the
@@ -41,9 +42,13 @@ import (
 // minAdmit is the least limit: the masters always see this much work.
 const minAdmit = 16
 
-// minLatencySamples is how many completions the latency average needs
-// before a command is refused at arrival.
-const minLatencySamples = 16
+// rateWindow is the period of the completion rate's samples; a command
+// is refused at arrival only once minRateSamples saturated windows were
+// seen.
+const (
+	rateWindow     = 50 * time.Millisecond
+	minRateSamples = 2
+)
 
 type admission struct {
 	target time.Duration // latency above which the limit is cut
@@ -56,8 +61,11 @@ type admission struct {
 	queue    []*call // waiting, oldest first (from head)
 	head     int
 	lastCut  time.Time
-	latency  float64 // seconds from admission to completion (moving average)
-	samples  int     // completions in latency
+	winStart time.Time // the current rate window's
+	winDone  int       // completions in it
+	winSat   bool      // commands waited at every completion in it
+	rate     float64   // completions per second of saturated windows (moving average)
+	samples  int       // saturated windows in rate
 }
 
 func newAdmission(target, budget time.Duration, maxInFlight int) *admission {
@@ -78,8 +86,8 @@ func (s *Server) submit(cl *call) {
 		s.launch(cl, now)
 		return
 	}
-	if w := a.waiting(); a.samples >= minLatencySamples {
-		if wait := time.Duration(float64(w+1) * a.latency / a.limit * float64(time.Second)); wait > a.budget {
+	if w := a.waiting(); a.samples >= minRateSamples && a.rate > 0 {
+		if wait := time.Duration(float64(w+1) / a.rate * float64(time.Second)); wait > a.budget {
 			a.mu.Unlock()
 			s.busy(cl, fmt.Sprintf("this request would wait about %v in the proxy's queue (%d ahead)", wait.Round(time.Millisecond), w))
 			return
@@ -116,12 +124,22 @@ func (s *Server) admitted(started time.Time) {
 	var run, late []*call
 	a.mu.Lock()
 	a.inflight--
-	if a.samples == 0 {
-		a.latency = lat.Seconds()
-	} else {
-		a.latency += (lat.Seconds() - a.latency) / 16
+	if a.winStart.IsZero() || now.Sub(a.winStart) >= rateWindow {
+		if !a.winStart.IsZero() && a.winSat {
+			r := float64(a.winDone) / now.Sub(a.winStart).Seconds()
+			if a.samples == 0 {
+				a.rate = r
+			} else {
+				a.rate = 0.7*a.rate + 0.3*r
+			}
+			a.samples++
+		}
+		a.winStart, a.winDone, a.winSat = now, 0, true
 	}
-	a.samples++
+	a.winDone++
+	if a.waiting() == 0 {
+		a.winSat = false
+	}
 	switch {
 	case lat > a.target:
 		if now.Sub(a.lastCut) > a.target {
