@@ -208,6 +208,21 @@ func TestTryLockAsyncNoGoroutines(t *testing.T) {
 	}
 }
 
+// doneOnce runs start with a done and returns what done got; it fails the
+// test when done is called twice.
+func doneOnce(t *testing.T, start func(done func(error))) error {
+	t.Helper()
+	ch := make(chan error, 2)
+	start(func(err error) { ch <- err })
+	err := <-ch
+	select {
+	case err2 := <-ch:
+		t.Fatalf("done called twice (%v, then %v)", err, err2)
+	case <-time.After(20 * time.Millisecond):
+	}
+	return err
+}
+
 // TestUnlockAsync: the asynchronous release answers as Unlock does — nil
 // and the key gone, ErrUnlocked the second time, ErrLockLost matching
 // ErrUnavailable with three of five masters gone — on the goroutine that
@@ -218,15 +233,7 @@ func TestUnlockAsync(t *testing.T) {
 	v := newEnv(t, 5, cfg)
 	unlock := func(l *engine.Lock) error {
 		t.Helper()
-		ch := make(chan error, 2)
-		l.UnlockAsync(func(err error) { ch <- err })
-		err := <-ch
-		select {
-		case err2 := <-ch:
-			t.Fatalf("done called twice (%v, then %v)", err, err2)
-		case <-time.After(20 * time.Millisecond):
-		}
-		return err
+		return doneOnce(t, func(done func(error)) { l.UnlockAsync(done) })
 	}
 	l := v.mustLock("unlockasync:a", 5*time.Second)
 	if err := unlock(l); err != nil {
@@ -277,15 +284,7 @@ func TestExtendAsync(t *testing.T) {
 	v := newEnv(t, 5, cfg)
 	extend := func(l *engine.Lock, ttl time.Duration) error {
 		t.Helper()
-		ch := make(chan error, 2)
-		l.ExtendAsync(ttl, func(err error) { ch <- err })
-		err := <-ch
-		select {
-		case err2 := <-ch:
-			t.Fatalf("done called twice (%v, then %v)", err, err2)
-		case <-time.After(20 * time.Millisecond):
-		}
-		return err
+		return doneOnce(t, func(done func(error)) { l.ExtendAsync(ttl, done) })
 	}
 	l := v.mustLock("extendasync:a", time.Second)
 	if err := extend(l, 20*time.Second); err != nil {

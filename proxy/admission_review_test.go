@@ -52,19 +52,8 @@ func TestOverloadBurstsNotRefused(t *testing.T) {
 func TestQueuedNotSentAfterClose(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) { c.QueueTimeout = 30 * time.Second })
 	ms := e.set.Masters()
-	for _, m := range ms {
-		if err := m.Pause(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Resume() })
-	}
 	const n = 200
-	rc := dialRaw(t, e.addr)
-	var req []byte
-	for i := range n {
-		req = resp.AppendCommandStrings(req, "SET", fmt.Sprint("afterclose:", i), "v", "NX", "PX", "30000")
-	}
-	rc.send(string(req))
+	stopAndPipeline(t, e, "afterclose:", n)
 	time.Sleep(50 * time.Millisecond) // 64 admitted (on the stopped masters), the rest queued
 	closed := make(chan struct{})
 	go func() { e.srv.Close(); close(closed) }()

@@ -18,19 +18,8 @@ import (
 func TestOverloadBusy(t *testing.T) {
 	e := startEnv(t, 5, func(c *Config) { c.QueueTimeout = time.Millisecond })
 	ms := e.set.Masters()
-	for _, m := range ms {
-		if err := m.Pause(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Resume() })
-	}
 	const n = 200
-	rc := dialRaw(t, e.addr)
-	var req []byte
-	for i := range n {
-		req = resp.AppendCommandStrings(req, "SET", fmt.Sprint("busy:", i), "v", "NX", "PX", "30000")
-	}
-	rc.send(string(req))
+	rc := stopAndPipeline(t, e, "busy:", n)
 	var busy []int
 	unavailable := 0
 	for i := range n {
@@ -72,6 +61,25 @@ func TestOverloadBusy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stopAndPipeline stops every master of e and pipelines n SET NX PX of
+// keys prefix+i on one new connection, which it returns.
+func stopAndPipeline(t *testing.T, e *env, prefix string, n int) *rawConn {
+	t.Helper()
+	for _, m := range e.set.Masters() {
+		if err := m.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Resume() })
+	}
+	rc := dialRaw(t, e.addr)
+	var req []byte
+	for i := range n {
+		req = resp.AppendCommandStrings(req, "SET", fmt.Sprint(prefix, i), "v", "NX", "PX", "30000")
+	}
+	rc.send(string(req))
+	return rc
 }
 
 // TestAdmissionLimit: the limit is cut when commands take longer than
