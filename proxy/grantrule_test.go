@@ -84,6 +84,9 @@ type ruleEntry struct {
 	keep func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome
 	// na says, per property, why it does not apply.
 	na map[ruleID]string
+	// blocker is the suffix of a key the row has another holder keep
+	// (not the attempt's: the cleanup checks leave it alone).
+	blocker string
 }
 
 // ruleRun is one property's run: masters and two proxies over them.
@@ -528,9 +531,9 @@ func proxyEntries(t *testing.T) []ruleEntry {
 
 // cliEntries are `redlock lock` over the masters and through a proxy.
 func cliEntries() []ruleEntry {
-	run := func(viaProxy bool) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+	run := func(viaProxy bool, extra ...string) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
 		return func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
-			args := []string{"lock", "--ttl", ms(ttl) + "ms", "--drift-factor", x.cliDrift}
+			args := append([]string{"lock", "--ttl", ms(ttl) + "ms", "--drift-factor", x.cliDrift}, extra...)
 			if viaProxy {
 				args = append(args, "--proxy", x.p[inst].addr)
 			} else {
@@ -559,9 +562,28 @@ func cliEntries() []ruleEntry {
 	holdWith := func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
 		return lockOutcome(x.eng(inst).TryLock(context.Background(), key, ttl))
 	}
+	// redlock lock -n 2 walks both permits of KEY; permit 1 is held by
+	// another for the whole row (written again before each try, on every
+	// master that answers), so its grants are on permit 0, the key the
+	// columns check, by the -n code path.
+	permit0 := func(key string) string { return key + ":permit:0" }
+	const permit1 = ":permit:1"
+	holders := func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+		for _, c := range x.masters {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			c.Set(ctx, key+permit1, "other-holder", x.maxTTL) // a stopped master keeps the earlier one
+			cancel()
+		}
+		return run(false, "-n", "2")(x, inst, key, tok, ttl)
+	}
 	return []ruleEntry{
 		{name: "redlock lock", method: "lock", acquire: true, fenced: true, take: run(false), holdWith: holdWith,
 			na: map[ruleID]string{ruleCleanup: uniqueToken}},
+		{name: "redlock lock -n 2", method: "lock", acquire: true, fenced: true, take: holders, holdKey: permit0,
+			holdWith: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+				return lockOutcome(x.eng(inst).TryLock(context.Background(), permit0(key), ttl))
+			},
+			na: map[ruleID]string{ruleCleanup: uniqueToken}, blocker: permit1},
 		{name: "redlock lock --proxy", method: "lock", acquire: true, fenced: true, take: run(true), holdWith: holdWith,
 			na: map[ruleID]string{ruleCleanup: uniqueToken}},
 	}
@@ -799,7 +821,7 @@ func TestGrantRule(t *testing.T) {
 				t.Fatalf("granted while another holder has 3 of 5 masters: %q", o.text)
 			}
 			waitFor(t, "the attempt's keys gone from masters 0 and 1", func() bool {
-				return len(x.keysOf(0, e.name))+len(x.keysOf(1, e.name)) == 0
+				return len(x.keysOf(0, e))+len(x.keysOf(1, e)) == 0
 			})
 			for i := 2; i < 5; i++ {
 				if v := x.value(i, hk); v != other {
@@ -975,7 +997,7 @@ func TestGrantRule(t *testing.T) {
 				// What the quarantined masters granted is cleaned up
 				// like any other creation of a failed attempt (d).
 				waitFor(t, "the attempt's keys gone from the quarantined masters", func() bool {
-					return len(x.keysOf(0, e.name))+len(x.keysOf(1, e.name))+len(x.keysOf(2, e.name)) == 0
+					return len(x.keysOf(0, e))+len(x.keysOf(1, e))+len(x.keysOf(2, e)) == 0
 				})
 			}
 		})
@@ -1068,11 +1090,11 @@ func (x *ruleRun) noneOverMaxTTL(t *testing.T, key string) {
 }
 
 // keysOf lists master i's keys that belong to the entry named name.
-func (x *ruleRun) keysOf(i int, name string) []string {
+func (x *ruleRun) keysOf(i int, e ruleEntry) []string {
 	keys, _ := x.masters[i].Keys(context.Background(), "*").Result()
 	var out []string
 	for _, k := range keys {
-		if strings.Contains(k, "{"+name+"}") {
+		if strings.Contains(k, "{"+e.name+"}") && (e.blocker == "" || !strings.HasSuffix(k, e.blocker)) {
 			out = append(out, k)
 		}
 	}

@@ -90,6 +90,11 @@ REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
 next: pass it to the storage the command writes, which refuses lower ones
 (docs/safety.md).
 
+With -n N, up to N commands hold KEY at once (as consul lock -n): each
+takes one of N permits, KEY:permit:0 to KEY:permit:N-1, a lock of its own
+(REDLOCK_PERMIT_KEY names it); exit 75 when all N are held. Every process
+that shares KEY must use the same N.
+
 Examples:
   redlock lock --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
     nightly-report -- ./report.sh
@@ -97,6 +102,7 @@ Examples:
   redlock lock --proxy 127.0.0.1:7380 orders:42 -- \
     sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
   redlock lock --shell backup -- 'pg_dump db | gzip > /backups/db.gz'
+  redlock lock -n 3 --wait 1m reindex -- ./reindex-one-shard
 `
 
 // lockOpts are the parsed flags of `redlock lock`.
@@ -111,7 +117,11 @@ type lockOpts struct {
 	proxyTLSKey         string
 	verbose             bool
 	driftFactor         float64 // --drift-factor, for the validity of a lock taken through a proxy
+	holders             int     // -n: up to this many holders of key at once (a semaphore's permits)
 }
+
+// maxHolders bounds -n: each try walks every permit.
+const maxHolders = 1024
 
 // heldLock is a lock taken for the command: an engine Lock, or one held
 // through a proxy.
@@ -151,6 +161,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on channel `name` of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
+	fs.IntVar(&o.holders, "n", 1, "up to `count` holders of KEY at once, as consul lock -n: a semaphore of that many permits (KEY:permit:0 … KEY:permit:count-1), each a lock of its own; 1: a plain lock on KEY")
 	shell := fs.Bool("shell", false, "run the command through sh -c: its words joined with spaces are one shell command line (pipes, $REDLOCK_FENCING_TOKEN, &&)")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
@@ -171,6 +182,12 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if ec.DriftFactor < 0 || ec.DriftFactor >= 1 {
 		return usageError{errors.New("--drift-factor must be in [0, 1)")}
+	}
+	if o.holders < 1 || o.holders > maxHolders {
+		return usageError{fmt.Errorf("-n %d: want 1 to %d holders", o.holders, maxHolders)}
+	}
+	if o.holders > 1 && o.proxyAddr != "" {
+		return usageError{errors.New("-n with --proxy: the proxy serves plain locks (SET NX PX); take a semaphore over --masters")}
 	}
 	o.driftFactor = ec.DriftFactor
 	level := slog.LevelWarn
@@ -252,15 +269,34 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 	logQuarantine(log, e)
 	opts := []engine.Option{engine.WithFencing(), engine.WithAutoExtend(o.maxHold)}
 	var l *engine.Lock
+	take := func(ctx context.Context) (*engine.Lock, error) {
+		if o.holders > 1 {
+			s, err := e.NewSemaphore(o.key, o.holders)
+			if err != nil {
+				return nil, usageError{err}
+			}
+			if o.wait > 0 {
+				return s.Acquire(ctx, o.ttl, opts...)
+			}
+			return s.TryAcquire(ctx, o.ttl, opts...)
+		}
+		if o.wait > 0 {
+			return e.Lock(ctx, o.key, o.ttl, opts...)
+		}
+		return e.TryLock(ctx, o.key, o.ttl, opts...)
+	}
 	if o.wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, o.wait)
-		l, err = e.Lock(wctx, o.key, o.ttl, opts...)
+		l, err = take(wctx)
 		cancel()
 	} else {
-		l, err = e.TryLock(ctx, o.key, o.ttl, opts...)
+		l, err = take(ctx)
 	}
 	if err != nil {
 		e.Close()
+		if ue := (usageError{}); errors.As(err, &ue) {
+			return nil, nil, err
+		}
 		return nil, nil, acquireExit(ctx, err, o)
 	}
 	return l, func() { e.Close() }, nil
@@ -318,6 +354,11 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 		"REDLOCK_KEY="+o.key,
 		"REDLOCK_TOKEN="+h.Token(),
 		"REDLOCK_FENCING_TOKEN="+strconv.FormatInt(h.FencingToken(), 10))
+	if o.holders > 1 {
+		if k, ok := h.(interface{ Key() string }); ok {
+			cmd.Env = append(cmd.Env, "REDLOCK_PERMIT_KEY="+k.Key())
+		}
+	}
 	// A command that exits while a child of its own keeps its stdout open
 	// must not keep us (and the lock) waiting.
 	cmd.WaitDelay = time.Second

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -802,5 +803,64 @@ func TestLockShell(t *testing.T) {
 	}
 	if n, err := strconv.ParseInt(f[1], 10, 64); err != nil || n <= 0 {
 		t.Fatalf("fencing token %q", f[1])
+	}
+}
+
+// TestLockHolders: with -n 2 two commands hold KEY at once, each on a
+// permit of its own (REDLOCK_PERMIT_KEY) with its own fencing token; a
+// third is refused (exit 75) while they run and takes a permit once one
+// ended. -n out of range, or with --proxy, is a usage error.
+func TestLockHolders(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	dir := t.TempDir()
+	masters := strings.Join(set.Addrs(), ",")
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 2)
+	release := filepath.Join(dir, "release")
+	for i := range 2 {
+		out := filepath.Join(dir, fmt.Sprint("holder", i))
+		go func() {
+			code, stderr := runLock("--masters", masters, "--fresh-masters", "-n", "2", "sem", "--", "sh", "-c",
+				`echo "$REDLOCK_PERMIT_KEY $REDLOCK_FENCING_TOKEN" > `+out+`; while [ ! -e `+release+` ]; do sleep 0.05; done`)
+			done <- result{code, stderr}
+		}()
+	}
+	var permits, tokens []string
+	for i := range 2 {
+		f := strings.Fields(waitFile(t, filepath.Join(dir, fmt.Sprint("holder", i)), 10*time.Second))
+		if len(f) != 2 {
+			t.Fatalf("holder %d wrote %q; want its permit key and fencing token", i, f)
+		}
+		permits, tokens = append(permits, f[0]), append(tokens, f[1])
+	}
+	slices.Sort(permits)
+	if permits[0] != "sem:permit:0" || permits[1] != "sem:permit:1" || tokens[0] == tokens[1] {
+		t.Fatalf("two holders: permits %q, fencing tokens %q; want permits 0 and 1, distinct tokens", permits, tokens)
+	}
+	if code, stderr := runLock("--masters", masters, "--fresh-masters", "-n", "2", "sem", "--", "true"); code != 75 {
+		t.Fatalf("a third holder while two hold: exit %d; want 75\n%s", code, stderr)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := <-done; r.code != 0 {
+			t.Fatalf("holder exit %d\n%s", r.code, r.stderr)
+		}
+	}
+	if code, stderr := runLock("--masters", masters, "--fresh-masters", "-n", "2", "sem", "--", "true"); code != 0 {
+		t.Fatalf("after the holders ended: exit %d; want 0\n%s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"--masters", masters, "-n", "0", "k", "--", "true"},
+		{"--masters", masters, "-n", "1025", "k", "--", "true"},
+		{"--proxy", "127.0.0.1:1", "-n", "2", "k", "--", "true"},
+	} {
+		if code, stderr := runLock(args...); code != 2 {
+			t.Errorf("%q: exit %d; want 2 (usage)\n%s", args, code, stderr)
+		}
 	}
 }
