@@ -50,6 +50,12 @@ type Lock struct {
 	// decided extension moves the deadline up only if no later one was
 	// sent, since the masters apply them in the order sent.
 	extSent atomic.Uint64
+	// extMu orders an extension's sending (its number and the deadline
+	// it lowers) against a decision's check that it is the latest and its
+	// store of the deadline: without it an older extension could see
+	// itself latest, a newer one be sent and lower the deadline, and the
+	// older store its later deadline over the lowered one.
+	extMu sync.Mutex
 	// Guarded by e.keep.mu: when the watchdog may try again after an
 	// extension too few masters answered (ns since e.epoch; 0: no retry
 	// pending), and that extension's error.
@@ -460,17 +466,22 @@ func (l *Lock) absorb(o *op) {
 // lowerUntil moves the validity deadline to d if that is earlier, and the
 // loss signal (Done, Context) with it.
 func (l *Lock) lowerUntil(d int64) {
+	if l.lowered(d) && l.watched.Load() {
+		l.e.keep.reschedule(l)
+	}
+}
+
+// lowered moves the validity deadline to d if that is earlier; it reports
+// whether it did (lowerUntil then reschedules the watchdog).
+func (l *Lock) lowered(d int64) bool {
 	for {
 		cur := l.until.Load()
 		if d >= cur {
-			return
+			return false
 		}
 		if l.until.CompareAndSwap(cur, d) {
-			break
+			return true
 		}
-	}
-	if l.watched.Load() {
-		l.e.keep.reschedule(l)
 	}
 }
 
@@ -603,7 +614,18 @@ func (l *Lock) startExtend(ttl time.Duration, ms int64, x *extender, keeper bool
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.khash, o.merge, o.key = l.khash, e.extendMerge, l.key
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
+	// From the moment it is sent, any master may apply this TTL, and a
+	// later extension may reach only some of them: never count on more
+	// than this one leaves. (Extend(1s) answered by all, then Extend(30s)
+	// by two of five: three masters let the key go after 1s.) Only a later
+	// extension's success moves the deadline up again (extendDone).
+	l.extMu.Lock()
 	o.seq = l.extSent.Add(1)
+	lowered := l.lowered(e.untilAfter(o.t1, ttl))
+	l.extMu.Unlock()
+	if lowered && l.watched.Load() {
+		e.keep.reschedule(l)
+	}
 	switch {
 	case x != nil:
 		o.acq, o.role, o.cleanAfter = x, roleExtend, true
@@ -615,12 +637,6 @@ func (l *Lock) startExtend(ttl time.Duration, ms int64, x *extender, keeper bool
 		o.merge, script = nil, scripts.ReadExtend
 	}
 	o.cmd = appendExtend(o.cmd[:0], script, l.key, l.token, ms)
-	// From the moment it is sent, any master may apply this TTL, and a
-	// later extension may reach only some of them: never count on more
-	// than this one leaves. (Extend(1s) answered by all, then Extend(30s)
-	// by two of five: three masters let the key go after 1s.) Only a later
-	// extension's success moves the deadline up again (extendDone).
-	l.lowerUntil(e.untilAfter(o.t1, ttl))
 	o.fanout(o.t1.Add(e.cfg.masterTimeout(ttl)), script)
 	return o
 }
@@ -649,7 +665,9 @@ func (l *Lock) sendReenter(ttl time.Duration, ms int64) *op {
 	o := e.getOp(opExtend, false, l.cix, l.first)
 	o.khash, o.key, o.raise = l.khash, l.key, true
 	o.lock, o.ttl, o.t1 = l, ttl, time.Now()
+	l.extMu.Lock()
 	o.seq = l.extSent.Add(1)
+	l.extMu.Unlock()
 	o.cmd = scripts.Reenter.AppendEvalSha(o.cmd[:0], 1, 2)
 	o.cmd = resp.AppendBulkString(o.cmd, l.key)
 	o.cmd = resp.AppendBulkString(o.cmd, l.token)
@@ -679,13 +697,17 @@ func (l *Lock) extendDone(o *op) error {
 	e := l.e
 	newUntil := e.untilAfter(o.t1, o.ttl)
 	ok, extra := e.verdict(o, o.t1, o.ttl)
-	latest := o.seq == l.extSent.Load()
 	if ok {
+		l.extMu.Lock()
+		latest := o.seq == l.extSent.Load()
 		if latest {
 			if o.raise {
 				newUntil = max(newUntil, l.until.Load())
 			}
 			l.until.Store(newUntil)
+		}
+		l.extMu.Unlock()
+		if latest {
 			l.granted.Store(int64(o.t1.Sub(e.epoch)))
 			e.keep.extended(l)
 		}
