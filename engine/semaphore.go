@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,7 +85,15 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, co callOpts) (*L
 		case errors.Is(err, ErrNotAcquired):
 			held = err
 		default:
-			return nil, err // ctx, closed, bad argument
+			// ctx, closed, bad argument. ctx ending in the middle of a
+			// try keeps what the permits tried so far said: unavailable is
+			// not "held", nor only the caller's deadline.
+			if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+				if last := cmp.Or(unavailable, held); last != nil {
+					return nil, fmt.Errorf("%w (the last try: %w)", cerr, last)
+				}
+			}
+			return nil, err
 		}
 	}
 	if unavailable != nil {

@@ -434,14 +434,21 @@ func (e *Engine) retryTries(ctx context.Context, co callOpts, retry func(error) 
 			timer.Stop()
 		}
 	}()
+	var last error
 	for tries := 1; ; tries++ {
 		l, err := try()
 		if err == nil {
 			return l, tries, nil
 		}
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) && last != nil && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNotAcquired) {
+			// ctx ended inside a try that had nothing to tell yet: the
+			// previous try says why the wait failed.
+			return nil, tries, fmt.Errorf("%w (the last try: %w)", cerr, last)
+		}
 		if !retry(err) || co.maxTries > 0 && tries >= co.maxTries {
 			return nil, tries, err
 		}
+		last = err
 		d := co.retryDelay + mrand.N(co.retryDelay)
 		if timer == nil {
 			timer = time.NewTimer(d)

@@ -90,10 +90,15 @@ REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
 next: pass it to the storage the command writes, which refuses lower ones
 (docs/safety.md).
 
-With -n N, up to N commands hold KEY at once (as consul lock -n): each
-takes one of N permits, KEY:permit:0 to KEY:permit:N-1, a lock of its own
-(REDLOCK_PERMIT_KEY names it); exit 75 when all N are held. Every process
-that shares KEY must use the same N.
+With -n N (2 to 64), up to N commands hold KEY at once (as consul lock
+-n): each takes one of N permits, KEY:permit:0 to KEY:permit:N-1, a lock
+of its own (REDLOCK_PERMIT_KEY names it); exit 75 when all N are held. A
+try walks the permits in turn. Every process that shares KEY must give
+the same -n: a plain redlock lock KEY (N = 1) locks KEY itself and does
+not exclude -n holders, nor do holders of different N exclude each other
+beyond their shared permits. REDLOCK_FENCING_TOKEN then increases from
+one holder of the same permit to the next: storage keeps the highest per
+REDLOCK_PERMIT_KEY (holders of different permits run at once).
 
 Examples:
   redlock lock --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
@@ -120,8 +125,9 @@ type lockOpts struct {
 	holders             int     // -n: up to this many holders of key at once (a semaphore's permits)
 }
 
-// maxHolders bounds -n: each try walks every permit.
-const maxHolders = 1024
+// maxHolders bounds -n: a try walks the permits one after another, each
+// up to the per-master timeout when masters stall.
+const maxHolders = 64
 
 // heldLock is a lock taken for the command: an engine Lock, or one held
 // through a proxy.
@@ -161,7 +167,7 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&ec.ReleaseChannel, "release-channel", "", "publish the release on channel `name` of each master, and wake at once when a holder that uses it releases KEY (--wait; the same channel as the other clients' and proxies')")
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
-	fs.IntVar(&o.holders, "n", 1, "up to `count` holders of KEY at once, as consul lock -n: a semaphore of that many permits (KEY:permit:0 … KEY:permit:count-1), each a lock of its own; 1: a plain lock on KEY")
+	fs.IntVar(&o.holders, "n", 1, "up to `count` holders of KEY at once (2 to 64), as consul lock -n: a semaphore of that many permits (KEY:permit:0 … KEY:permit:count-1), each a lock of its own; every process sharing KEY must give the same count (1: a plain lock on KEY itself)")
 	shell := fs.Bool("shell", false, "run the command through sh -c: its words joined with spaces are one shell command line (pipes, $REDLOCK_FENCING_TOKEN, &&)")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
@@ -188,6 +194,9 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if o.holders > 1 && o.proxyAddr != "" {
 		return usageError{errors.New("-n with --proxy: the proxy serves plain locks (SET NX PX); take a semaphore over --masters")}
+	}
+	if o.holders > 1 && ec.ReleaseChannel != "" {
+		return usageError{errors.New("-n with --release-channel: a semaphore's waiters poll its permits; the channel wakes waiters of plain locks")}
 	}
 	o.driftFactor = ec.DriftFactor
 	level := slog.LevelWarn
@@ -320,10 +329,14 @@ func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	case errors.Is(err, engine.ErrUnavailable):
 		return exitError{exitUnavailable, cleanError(err)}
 	case errors.Is(err, engine.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
-		if o.wait > 0 {
-			return exitError{exitNotAcquired, fmt.Sprintf("%s is held: not acquired within --wait %v", o.key, o.wait)}
+		what := o.key + " is held"
+		if o.holders > 1 {
+			what = fmt.Sprintf("all %d permits of %s are held", o.holders, o.key)
 		}
-		return exitError{exitNotAcquired, o.key + " is held (--wait to wait for it)"}
+		if o.wait > 0 {
+			return exitError{exitNotAcquired, fmt.Sprintf("%s: not acquired within --wait %v", what, o.wait)}
+		}
+		return exitError{exitNotAcquired, what + " (--wait to wait for it)"}
 	}
 	return err
 }

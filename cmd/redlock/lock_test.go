@@ -856,11 +856,37 @@ func TestLockHolders(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--masters", masters, "-n", "0", "k", "--", "true"},
-		{"--masters", masters, "-n", "1025", "k", "--", "true"},
+		{"--masters", masters, "-n", "65", "k", "--", "true"},
 		{"--proxy", "127.0.0.1:1", "-n", "2", "k", "--", "true"},
 	} {
 		if code, stderr := runLock(args...); code != 2 {
 			t.Errorf("%q: exit %d; want 2 (usage)\n%s", args, code, stderr)
+		}
+	}
+}
+
+// TestLockHoldersWaitUnavailable: with two of three masters stalled
+// (CLIENT PAUSE WRITE: connected, no answers), --wait running out reads
+// as unavailable (69) with -n as without it — not "held" (75): ctx ending
+// in the middle of a semaphore's try keeps what the permits said (found by
+// review).
+func TestLockHoldersWaitUnavailable(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	mastertest.RequireReal(t, set)
+	masters := strings.Join(set.Addrs(), ",")
+	// Masters 0 and 1 accept connections (the handshake passes) but hold
+	// every script: each acquisition round waits a per-master timeout.
+	mc := dialMasters(t, set)[:2]
+	t.Log(mc.do(t, "CLIENT", "PAUSE", "60000", "WRITE"))
+	defer mc.do(t, "CLIENT", "UNPAUSE")
+	for _, n := range []string{"1", "4"} {
+		for i := range 2 {
+			start := time.Now()
+			code, stderr := runLock("--masters", masters, "--fresh-masters", "--wait", "700ms", "-n", n, "wu", "--", "true")
+			t.Logf("-n %s try %d: exit %d after %v: %s", n, i, code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr))
+			if code != exitUnavailable {
+				t.Errorf("-n %s: exit %d with 2 of 3 masters stalled (CLIENT PAUSE WRITE); want %d (unavailable), as the plain lock", n, code, exitUnavailable)
+			}
 		}
 	}
 }
