@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,21 +19,29 @@ type asyncResult struct {
 	err error
 }
 
-// tryAsync runs TryLockAsync and waits for its result; it fails the test
-// when done is called other than exactly once.
+// tryAsync runs TryLockAsync and waits for its result.
 func tryAsync(t *testing.T, e *engine.Engine, ctx context.Context, key string, ttl time.Duration, opts ...engine.Option) asyncResult {
 	t.Helper()
-	ch := make(chan asyncResult, 2)
-	e.TryLockAsync(ctx, key, ttl, func(l *engine.Lock, err error) { ch <- asyncResult{l, err} }, opts...)
-	var r asyncResult
+	return callOnce(t, fmt.Sprintf("TryLockAsync(%q)", key), func(done func(asyncResult)) {
+		e.TryLockAsync(ctx, key, ttl, func(l *engine.Lock, err error) { done(asyncResult{l, err}) }, opts...)
+	})
+}
+
+// callOnce runs start with a done and returns what done got; it fails the
+// test when done is not called within 10s, or is called twice.
+func callOnce[T any](t *testing.T, what string, start func(done func(T))) T {
+	t.Helper()
+	ch := make(chan T, 2)
+	start(func(v T) { ch <- v })
+	var r T
 	select {
 	case r = <-ch:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("TryLockAsync(%q): done not called within 10s", key)
+		t.Fatalf("%s: done not called within 10s", what)
 	}
 	select {
 	case r2 := <-ch:
-		t.Fatalf("TryLockAsync(%q): done called twice (%v, then %v)", key, r.err, r2.err)
+		t.Fatalf("%s: done called twice (%v, then %v)", what, r, r2)
 	case <-time.After(50 * time.Millisecond):
 	}
 	return r
@@ -211,21 +220,6 @@ func TestTryLockAsyncNoGoroutines(t *testing.T) {
 	}
 }
 
-// doneOnce runs start with a done and returns what done got; it fails the
-// test when done is called twice.
-func doneOnce(t *testing.T, start func(done func(error))) error {
-	t.Helper()
-	ch := make(chan error, 2)
-	start(func(err error) { ch <- err })
-	err := <-ch
-	select {
-	case err2 := <-ch:
-		t.Fatalf("done called twice (%v, then %v)", err, err2)
-	case <-time.After(20 * time.Millisecond):
-	}
-	return err
-}
-
 // TestUnlockAsync: the asynchronous release answers as Unlock does — nil
 // and the key gone, ErrUnlocked the second time, ErrLockLost matching
 // ErrUnavailable with three of five masters gone — on the goroutine that
@@ -236,7 +230,7 @@ func TestUnlockAsync(t *testing.T) {
 	v := newEnv(t, 5, cfg)
 	unlock := func(l *engine.Lock) error {
 		t.Helper()
-		return doneOnce(t, func(done func(error)) { l.UnlockAsync(done) })
+		return callOnce(t, "UnlockAsync", func(done func(error)) { l.UnlockAsync(done) })
 	}
 	l := v.mustLock("unlockasync:a", 5*time.Second)
 	if err := unlock(l); err != nil {
@@ -287,7 +281,7 @@ func TestExtendAsync(t *testing.T) {
 	v := newEnv(t, 5, cfg)
 	extend := func(l *engine.Lock, ttl time.Duration) error {
 		t.Helper()
-		return doneOnce(t, func(done func(error)) { l.ExtendAsync(ttl, done) })
+		return callOnce(t, "ExtendAsync", func(done func(error)) { l.ExtendAsync(ttl, done) })
 	}
 	l := v.mustLock("extendasync:a", time.Second)
 	if err := extend(l, 20*time.Second); err != nil {
