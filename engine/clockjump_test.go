@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
@@ -78,22 +79,7 @@ func TestClockJumpDetected(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			addrs, fronts := frontsFor(t, set.Addrs(), 3)
-			cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
-			holder, err := engine.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close()
-			cfg.DisableClockCheck = off
-			contender, err := engine.New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer contender.Close()
-			if _, err := contender.WaitReady(ctx); err != nil {
-				t.Fatal(err) // its handshakes read the masters' clocks
-			}
+			holder, contender, fronts := jumpEngines(t, ctx, set, off)
 			prefix := "cj:" + name + ":"
 			start := time.Now()
 			for _, en := range clockJumpEntries {
@@ -132,6 +118,31 @@ func TestClockJumpDetected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jumpEngines starts a holder and a contender engine over set, the first
+// 3 masters behind clockfront fronts (returned), and waits until the
+// contender is connected (its handshakes read the masters' clocks); off
+// turns the contender's clock check off. Both close when t ends.
+func jumpEngines(t *testing.T, ctx context.Context, set *localmaster.Set, off bool) (holder, contender *engine.Engine, fronts []*clockfront.Front) {
+	t.Helper()
+	addrs, fronts := frontsFor(t, set.Addrs(), 3)
+	cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
+	holder, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	cfg.DisableClockCheck = off
+	contender, err = engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { contender.Close() })
+	if _, err := contender.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return holder, contender, fronts
 }
 
 // waitAnswered waits until e has no request in flight on any master.

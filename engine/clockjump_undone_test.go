@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -23,21 +22,7 @@ func TestClockJumpUndoneUnseen(t *testing.T) {
 	mastertest.RequireReal(t, set)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	addrs, fronts := frontsFor(t, set.Addrs(), 3)
-	cfg := engine.Config{Addrs: addrs, FreshMasters: true, MasterTimeout: 500 * time.Millisecond, MaxTTL: 10 * time.Second}
-	holder, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	contender, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer contender.Close()
-	if _, err := contender.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	holder, contender, fronts := jumpEngines(t, ctx, set, false)
 	start := time.Now()
 	l, err := holder.TryLock(ctx, "undone:k", 8*time.Second)
 	if l == nil {
