@@ -256,10 +256,25 @@ func (l *Lock) expired() error {
 	if rerr != nil {
 		// The watchdog's extensions got no quorum of answers until the
 		// end: matches ErrUnavailable too.
-		return fmt.Errorf("%w while the watchdog's extensions got too few answers (the last: %w)", errValidityEnded, rerr)
+		return &retriedOutError{last: rerr}
 	}
 	return errValidityEnded
 }
+
+// retriedOutError ends a lock whose watchdog's extensions got no quorum
+// of answers until its validity ran out. Its message is built when it is
+// read, not when the lock ends: the last extension's error
+// (lateQuorumError) reads the answers that came after its decision, and
+// the lock may end within a round trip of it.
+type retriedOutError struct{ last error }
+
+func (e *retriedOutError) Error() string {
+	return errValidityEnded.Error() + " while the watchdog's extensions got too few answers (the last: " + e.last.Error() + ")"
+}
+
+// Unwrap matches ErrLockLost and ErrExpired, and whatever the last
+// extension's error matches (ErrUnavailable).
+func (e *retriedOutError) Unwrap() []error { return []error{errValidityEnded, e.last} }
 
 // Unlock releases the lock on every master with a compare-and-delete. It
 // returns nil when a quorum released it, an error matching [ErrLockLost]
