@@ -67,6 +67,7 @@ type Engine struct {
 
 	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
 	waits waitRoom // blocked Lock calls per key (wait.go)
+	watchers keyWatch // Election.Observe's wake-ups (election.go)
 }
 
 // New connects to the masters in the background and returns the Engine at
@@ -175,6 +176,7 @@ func New(cfg Config) (*Engine, error) {
 		if cfg.ReleaseChannel != "" {
 			e.subs = append(e.subs, conn.Subscribe(sub, cfg.Conn, cfg.ReleaseChannel, func(key []byte) {
 				e.waits.notified(string(key))
+				e.watchers.notified(string(key))
 			}))
 		}
 	}
@@ -201,6 +203,7 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		e.keep.close()
 		e.waits.close()
+		e.watchers.close()
 		e.logMu.Lock()
 		for i := range e.mlog {
 			if t := e.mlog[i].quarTimer; t != nil {

@@ -171,7 +171,7 @@ func (e *QuorumError) Error() string {
 // heldWord names a "no" answer of op.
 func heldWord(op string) string {
 	switch op {
-	case "acquire", "holder":
+	case "acquire", "holder", "leader":
 		return "held"
 	}
 	return "not held"

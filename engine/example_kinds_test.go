@@ -123,3 +123,38 @@ func ExampleEngine_LockAll() {
 	// released: true
 	// holder now: ""
 }
+
+// An election: Campaign returns once the caller leads, with a term that
+// grows from one leader to the next (pass it to the storage the leader
+// writes to); Leader reads the current leader by quorum.
+func ExampleElection() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	el, _ := e.NewElection("scheduler", 10*time.Second)
+	a, _ := el.Campaign(ctx, "host-a:8080")
+	l, _ := el.Leader(ctx)
+	fmt.Println("leader:", l.Value, "term matches:", l.Term == a.Term())
+
+	_, err = el.TryCampaign(ctx, "host-b:8080")
+	fmt.Println("a second campaign waits:", errors.Is(err, engine.ErrNotAcquired))
+
+	a.Proclaim(ctx, "host-a:9090")
+	l, _ = el.Leader(ctx)
+	fmt.Println("proclaimed:", l.Value)
+
+	a.Resign(ctx)
+	b, _ := el.Campaign(ctx, "host-b:8080")
+	fmt.Println("next term is higher:", b.Term() > a.Term())
+	b.Resign(ctx)
+	// Output:
+	// leader: host-a:8080 term matches: true
+	// a second campaign waits: true
+	// proclaimed: host-a:9090
+	// next term is higher: true
+}

@@ -39,6 +39,10 @@ func storeWrite(ctx context.Context, c *conn.Conn, token int64, value string) (b
 	return r.Text() == "1", nil
 }
 
+// pausedKindEnv makes TestPausedHolderChild a leader ("election": its
+// token is its term) instead of a lock holder.
+const pausedKindEnv = "REDLOCK_PAUSED_KIND"
+
 // pausedHolderEnv tells TestPausedHolderChild where the masters and the
 // store are: "master,master,...;store".
 const pausedHolderEnv = "REDLOCK_PAUSED_HOLDER"
@@ -70,9 +74,27 @@ func TestPausedHolderChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	l, err := e.Lock(ctx, "paused", pausedTTL, engine.WithFencing(), engine.WithAutoExtend(0))
-	if err != nil {
-		t.Fatal(err)
+	var l interface {
+		Done() <-chan struct{}
+		Err() error
+	}
+	var token int64
+	if os.Getenv(pausedKindEnv) == "election" {
+		el, err := e.NewElection("paused", pausedTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, err := el.Campaign(ctx, "child")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, token = ld, ld.Term()
+	} else {
+		lk, err := e.Lock(ctx, "paused", pausedTTL, engine.WithFencing(), engine.WithAutoExtend(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, token = lk, lk.FencingToken()
 	}
 	var mu sync.Mutex
 	say := func(format string, args ...any) {
@@ -80,7 +102,7 @@ func TestPausedHolderChild(t *testing.T) {
 		fmt.Printf(format+"\n", args...)
 		mu.Unlock()
 	}
-	say("token %d", l.FencingToken())
+	say("token %d", token)
 	go func() {
 		<-l.Done()
 		say("lost %v %v", errors.Is(l.Err(), engine.ErrLockLost), l.Err())
@@ -88,7 +110,7 @@ func TestPausedHolderChild(t *testing.T) {
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, err := storeWrite(wctx, sc, l.FencingToken(), "child")
+		ok, err := storeWrite(wctx, sc, token, "child")
 		cancel()
 		switch {
 		case err != nil:
@@ -110,12 +132,19 @@ const pausedTTL = time.Second
 // wrote. Continued, the paused holder's lock ends at once (Done closes,
 // Err matches ErrLockLost: its watchdog could not extend it while it was
 // stopped), and its late write with the old token is refused by the
-// fenced store.
+// fenced store. The same for a leader (issue #34): its late write with
+// its term is refused after the next leader's.
 func TestPausedHolder(t *testing.T) {
+	for _, kind := range []string{"lock", "election"} {
+		t.Run(kind, func(t *testing.T) { pausedHolder(t, kind) })
+	}
+}
+
+func pausedHolder(t *testing.T, kind string) {
 	set := mastertest.Start(t, 3)
 	store := mastertest.Start(t, 1).Addrs()[0]
 	child := exec.Command(os.Args[0], "-test.run=^TestPausedHolderChild$", "-test.count=1")
-	child.Env = append(os.Environ(), pausedHolderEnv+"="+strings.Join(set.Addrs(), ",")+";"+store)
+	child.Env = append(os.Environ(), pausedHolderEnv+"="+strings.Join(set.Addrs(), ",")+";"+store, pausedKindEnv+"="+kind)
 	child.Stderr = os.Stderr
 	stdin, err := child.StdinPipe()
 	if err != nil {
@@ -179,22 +208,40 @@ func TestPausedHolder(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := e.Lock(ctx, "paused", 10*time.Second, engine.WithFencing())
-	if err != nil {
-		t.Fatalf("the paused holder's key was not free within a TTL: %v", err)
+	var token int64
+	var release func(context.Context) error
+	if kind == "election" {
+		el, err := e.NewElection("paused", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, err := el.Campaign(ctx, "parent")
+		if err != nil {
+			t.Fatalf("the paused leader's election was not won within a TTL: %v", err)
+		}
+		token, release = ld.Term(), ld.Resign
+		if got, err := el.Leader(ctx); err != nil || got.Term != token || got.Value != "parent" {
+			t.Fatalf("Leader = %+v, %v; want the new leader", got, err)
+		}
+	} else {
+		l, err := e.Lock(ctx, "paused", 10*time.Second, engine.WithFencing())
+		if err != nil {
+			t.Fatalf("the paused holder's key was not free within a TTL: %v", err)
+		}
+		token, release = l.FencingToken(), l.Unlock
 	}
 	if d := time.Since(stopped); d > 3*pausedTTL {
 		t.Fatalf("taken %v after the holder stopped: its TTL is %v", d, pausedTTL)
 	}
-	if l.FencingToken() <= old {
-		t.Fatalf("new holder's token %d not above the paused holder's %d", l.FencingToken(), old)
+	if token <= old {
+		t.Fatalf("new holder's token %d not above the paused holder's %d", token, old)
 	}
 	sc, err := conn.Dial(ctx, store, conn.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	if ok, err := storeWrite(ctx, sc, l.FencingToken(), "parent"); !ok || err != nil {
+	if ok, err := storeWrite(ctx, sc, token, "parent"); !ok || err != nil {
 		t.Fatalf("the new holder's write: %v %v", ok, err)
 	}
 	time.Sleep(time.Until(stopped.Add(pausedTTL + 300*time.Millisecond)))
@@ -221,7 +268,7 @@ func TestPausedHolder(t *testing.T) {
 	if r, err := sc.Exec(ctx, "GET", "store:data"); err != nil || r.Text() != "parent" {
 		t.Fatalf("the store holds %q (%v), want the new holder's write", r.Text(), err)
 	}
-	if err := l.Unlock(ctx); err != nil {
+	if err := release(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

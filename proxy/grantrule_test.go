@@ -275,7 +275,34 @@ func engineEntries() []ruleEntry {
 			return engineOutcome(err)
 		}
 	}
+	// An election is a fenced lock on its name: the rows campaign for the
+	// election named key (value tok), and the leadership's term is the
+	// fencing token.
+	campaign := func(wait bool) func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, tok string, ttl time.Duration) outcome {
+			el, err := x.eng(inst).NewElection(key, ttl)
+			if err != nil {
+				return engineOutcome(err)
+			}
+			ctx, cancel := opCtx()
+			defer cancel()
+			var ld *engine.Leadership
+			if wait {
+				ld, err = el.Campaign(ctx, tok)
+			} else {
+				ld, err = el.TryCampaign(ctx, tok)
+			}
+			o := engineOutcome(err)
+			if err == nil {
+				x.handles.Store(key, ld)
+				o.fence = ld.Term()
+			}
+			return o
+		}
+	}
 	return []ruleEntry{
+		{name: "Election.TryCampaign", method: "Election.TryCampaign", acquire: true, fenced: true, take: campaign(false)},
+		{name: "Election.Campaign", method: "Election.Campaign", acquire: true, fenced: true, take: campaign(true)},
 		{name: "Engine.TryLock", method: "Engine.TryLock", acquire: true, take: tryLock(), na: notFenced},
 		{name: "Engine.TryLock WithFencing", method: "Engine.TryLock", acquire: true, fenced: true, take: tryLock(engine.WithFencing())},
 		{name: "Engine.TryLockAsync", method: "Engine.TryLockAsync", acquire: true, take: tryLockAsync(), na: notFenced},
@@ -584,6 +611,10 @@ func cliEntries() []ruleEntry {
 				return lockOutcome(x.eng(inst).TryLock(context.Background(), permit0(key), ttl))
 			},
 			na: map[ruleID]string{ruleCleanup: uniqueToken}, blocker: permit1},
+		// --leader campaigns in the election KEY (Election.Campaign, a row),
+		// for at most --wait here.
+		{name: "redlock lock --leader", method: "lock", acquire: true, fenced: true, take: run(false, "--leader", "--wait", "300ms"), holdWith: holdWith,
+			na: map[ruleID]string{ruleCleanup: uniqueToken}},
 		{name: "redlock lock --proxy", method: "lock", acquire: true, fenced: true, take: run(true), holdWith: holdWith,
 			na: map[ruleID]string{ruleCleanup: uniqueToken}},
 	}
@@ -931,6 +962,14 @@ func TestGrantRule(t *testing.T) {
 					t.Errorf("holder %d's fencing token %d, not above the previous holder's %d", round, o.fence, last)
 				}
 				last = o.fence
+				if h, ok := x.handles.LoadAndDelete(key); ok {
+					if ld, ok := h.(*engine.Leadership); ok {
+						// A leadership is kept until it resigns.
+						ctx, cancel := opCtx()
+						ld.Resign(ctx)
+						cancel()
+					}
+				}
 				time.Sleep(short + 100*time.Millisecond) // its lock expires (or was released)
 			}
 		})
@@ -1138,6 +1177,12 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",
 		"Reentrant.Held": "a read", "Reentrant.Key": "a read", "Reentrant.Unlock": "releases (or counts down)",
 		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
+		"Engine.NewElection": "no master traffic", "Election.Name": "a read", "Election.Leader": "a quorum read",
+		"Election.Observe": "quorum reads",
+		"Leadership.Term":  "a read", "Leadership.Value": "a read", "Leadership.Lock": "a read (the election's lock: its Extend is Lock.Extend's row)",
+		"Leadership.Done": "a view of the hold", "Leadership.Err": "a view of the hold", "Leadership.Context": "a view of the hold",
+		"Leadership.Resign":   "releases (Lock.Unlock)",
+		"Leadership.Proclaim": "writes the leader record where the election's lock key holds the leader's token; grants and extends nothing",
 		// proxy commands
 		"get": "a quorum read", "pttl": "a quorum read", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
 		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
@@ -1155,7 +1200,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 			t.Errorf("%s is neither a row of the grant rule table (grantrule_test.go) nor listed as not granting", name)
 		}
 	}
-	for _, v := range []any{(*engine.Engine)(nil), (*engine.Lock)(nil), (*engine.LockSet)(nil), (*engine.Reentrant)(nil), (*engine.RWLock)(nil), (*engine.Semaphore)(nil)} {
+	for _, v := range []any{(*engine.Engine)(nil), (*engine.Lock)(nil), (*engine.LockSet)(nil), (*engine.Reentrant)(nil), (*engine.RWLock)(nil), (*engine.Semaphore)(nil), (*engine.Election)(nil), (*engine.Leadership)(nil)} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumMethod() {
 			classify(typ.Elem().Name() + "." + typ.Method(i).Name)

@@ -90,6 +90,13 @@ REDLOCK_FENCING_TOKEN strictly increases from one holder of KEY to the
 next: pass it to the storage the command writes, which refuses lower ones
 (docs/safety.md).
 
+With --leader, KEY is an election (engine.Election, as etcd's): redlock
+lock campaigns until it is leader (with no bound unless --wait), proclaims
+--value (default host:pid) and runs the command while it leads, with
+REDLOCK_TERM (= REDLOCK_FENCING_TOKEN) strictly increasing from one
+leader to the next; the leadership ends — and the command gets SIGTERM —
+as a lock's does. Engine.Election's Leader and Observe read the leader.
+
 With -n N (2 to 64), up to N commands hold KEY at once (as consul lock
 -n): each takes one of N permits, KEY:permit:0 to KEY:permit:N-1, a lock
 of its own (REDLOCK_PERMIT_KEY names it); exit 75 when all N are held. A
@@ -108,6 +115,7 @@ Examples:
     sh -c 'echo "token $REDLOCK_FENCING_TOKEN"'
   redlock lock --shell backup -- 'pg_dump db | gzip > /backups/db.gz'
   redlock lock -n 3 --wait 1m reindex -- ./reindex-one-shard
+  redlock lock --leader --value "$(hostname):8080" scheduler -- ./scheduler
 `
 
 // lockOpts are the parsed flags of `redlock lock`.
@@ -123,6 +131,8 @@ type lockOpts struct {
 	verbose             bool
 	driftFactor         float64 // --drift-factor, for the validity of a lock taken through a proxy
 	holders             int     // -n: up to this many holders of key at once (a semaphore's permits)
+	leader              bool    // --leader: campaign in the election KEY
+	value               string  // --value: the leader's value
 }
 
 // maxHolders bounds -n: a try walks the permits one after another, each
@@ -168,6 +178,8 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&ec.DriftFactor, "drift-factor", engine.DefaultDriftFactor, "`fraction` of the TTL allowed for clock drift (with --proxy: the proxy's, read from its INFO, when larger; give the proxy's for a proxy that does not report it)")
 	fs.BoolVar(&o.verbose, "v", false, "log the lock's life (acquired, released) on stderr, not only problems")
 	fs.IntVar(&o.holders, "n", 1, "up to `count` holders of KEY at once (2 to 64), as consul lock -n: a semaphore of that many permits (KEY:permit:0 … KEY:permit:count-1), each a lock of its own; every process sharing KEY must give the same count (1: a plain lock on KEY itself)")
+	fs.BoolVar(&o.leader, "leader", false, "campaign in the election KEY (a leader lock, as etcd's election): wait until leader — with no bound unless --wait — and run the command while leader, with its term in REDLOCK_TERM")
+	fs.StringVar(&o.value, "value", "", "with --leader: the `text` the leader proclaims (what readers of the election's leader see; default: host:pid)")
 	shell := fs.Bool("shell", false, "run the command through sh -c: its words joined with spaces are one shell command line (pipes, $REDLOCK_FENCING_TOKEN, &&)")
 	flagArgs, argv, dash := cutDash(args)
 	if err := parseFlagsArgs(fs, flagArgs, []string{"KEY"}, stdout, lockHelp, "ttl", "grace"); err != nil {
@@ -197,6 +209,16 @@ func lockCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if o.holders > 1 && ec.ReleaseChannel != "" {
 		return usageError{errors.New("-n with --release-channel: a semaphore's waiters poll its permits; the channel wakes waiters of plain locks")}
+	}
+	if o.leader && (o.proxyAddr != "" || o.holders > 1 || o.maxHold != 0) {
+		return usageError{errors.New("--leader with --proxy, -n or --max-hold: an election is campaigned over --masters, has one leader, and is held until its command exits")}
+	}
+	if o.value != "" && !o.leader {
+		return usageError{errors.New("--value is the leader's value: give it with --leader")}
+	}
+	if o.leader && o.value == "" {
+		host, _ := os.Hostname()
+		o.value = host + ":" + strconv.Itoa(os.Getpid())
 	}
 	o.driftFactor = ec.DriftFactor
 	level := slog.LevelWarn
@@ -278,6 +300,25 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 	logQuarantine(log, e)
 	opts := []engine.Option{engine.WithFencing(), engine.WithAutoExtend(o.maxHold)}
 	var l *engine.Lock
+	if o.leader {
+		el, err := e.NewElection(o.key, o.ttl)
+		if err != nil {
+			e.Close()
+			return nil, nil, usageError{err}
+		}
+		cctx := ctx
+		if o.wait > 0 {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, o.wait)
+			defer cancel()
+		}
+		ld, err := el.Campaign(cctx, o.value)
+		if err != nil {
+			e.Close()
+			return nil, nil, acquireExit(ctx, err, o)
+		}
+		return leaderLock{ld}, func() { e.Close() }, nil
+	}
 	take := func(ctx context.Context) (*engine.Lock, error) {
 		if o.holders > 1 {
 			s, err := e.NewSemaphore(o.key, o.holders)
@@ -310,6 +351,15 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 	}
 	return l, func() { e.Close() }, nil
 }
+
+// leaderLock is a leadership as the lock the command runs under: its
+// fencing token is its term.
+type leaderLock struct{ *engine.Leadership }
+
+func (l leaderLock) Token() string                    { return l.Lock().Token() }
+func (l leaderLock) FencingToken() int64              { return l.Term() }
+func (l leaderLock) Until() time.Time                 { return l.Lock().Until() }
+func (l leaderLock) Unlock(ctx context.Context) error { return l.Resign(ctx) }
 
 // acquireExit turns a failed acquisition into its exit code.
 func acquireExit(ctx context.Context, err error, o lockOpts) error {
@@ -367,6 +417,9 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 		"REDLOCK_KEY="+o.key,
 		"REDLOCK_TOKEN="+h.Token(),
 		"REDLOCK_FENCING_TOKEN="+strconv.FormatInt(h.FencingToken(), 10))
+	if o.leader {
+		cmd.Env = append(cmd.Env, "REDLOCK_TERM="+strconv.FormatInt(h.FencingToken(), 10))
+	}
 	if o.holders > 1 {
 		if k, ok := h.(interface{ Key() string }); ok {
 			cmd.Env = append(cmd.Env, "REDLOCK_PERMIT_KEY="+k.Key())

@@ -890,3 +890,78 @@ func TestLockHoldersWaitUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestLockLeader: redlock lock --leader campaigns (waiting while another
+// leads), runs the command with REDLOCK_TERM, proclaims --value (read by
+// Election.Leader), and the next leader's term is higher; a second
+// campaigner with --wait running out exits 75; the flags it excludes are
+// usage errors.
+func TestLockLeader(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	dir := t.TempDir()
+	masters := strings.Join(set.Addrs(), ",")
+	release := filepath.Join(dir, "release")
+	type result struct {
+		code   int
+		stderr string
+	}
+	done := make(chan result, 2)
+	leader := func(i int) {
+		out := filepath.Join(dir, fmt.Sprint("leader", i))
+		go func() {
+			code, stderr := runLock("--masters", masters, "--fresh-masters", "--leader", "--value", fmt.Sprint("node-", i), "--ttl", "2s", "sched", "--", "sh", "-c",
+				`echo "$REDLOCK_TERM $REDLOCK_FENCING_TOKEN" > `+out+`; while [ ! -e `+release+fmt.Sprint(i)+` ]; do sleep 0.05; done`)
+			done <- result{code, stderr}
+		}()
+	}
+	leader(0)
+	f := strings.Fields(waitFile(t, filepath.Join(dir, "leader0"), 10*time.Second))
+	if len(f) != 2 || f[0] != f[1] || f[0] == "" {
+		t.Fatalf("the leader's command got %q; want REDLOCK_TERM equal to REDLOCK_FENCING_TOKEN", f)
+	}
+	term0, _ := strconv.ParseInt(f[0], 10, 64)
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), FreshMasters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	el, err := e.NewElection("sched", 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := el.Leader(ctx); err != nil || l.Value != "node-0" || l.Term != term0 {
+		t.Fatalf("Leader = %+v, %v; want node-0 with term %d", l, err, term0)
+	}
+	if code, stderr := runLock("--masters", masters, "--fresh-masters", "--leader", "--wait", "300ms", "sched", "--", "true"); code != 75 {
+		t.Fatalf("a campaign with --wait 300ms while another leads: exit %d; want 75\n%s", code, stderr)
+	}
+	leader(1) // waits: no --wait bound
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "leader1")); err == nil {
+		t.Fatal("a second leader ran while the first leads")
+	}
+	os.WriteFile(release+"0", nil, 0o600)
+	if r := <-done; r.code != 0 {
+		t.Fatalf("first leader: exit %d\n%s", r.code, r.stderr)
+	}
+	f = strings.Fields(waitFile(t, filepath.Join(dir, "leader1"), 10*time.Second))
+	if term1, _ := strconv.ParseInt(f[0], 10, 64); term1 <= term0 {
+		t.Fatalf("the second leader's term %d is not above the first's %d", term1, term0)
+	}
+	os.WriteFile(release+"1", nil, 0o600)
+	if r := <-done; r.code != 0 {
+		t.Fatalf("second leader: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"--masters", masters, "--leader", "-n", "2", "k", "--", "true"},
+		{"--proxy", "127.0.0.1:1", "--leader", "k", "--", "true"},
+		{"--masters", masters, "--leader", "--max-hold", "1m", "k", "--", "true"},
+		{"--masters", masters, "--value", "v", "k", "--", "true"},
+	} {
+		if code, stderr := runLock(args...); code != 2 {
+			t.Errorf("%q: exit %d; want 2 (usage)\n%s", args, code, stderr)
+		}
+	}
+}

@@ -86,6 +86,21 @@ var (
 	// does not exist (engine.Holder's quorum read).
 	Holder = load("engine", "holder")
 
+	// The election's scripts (engine.Election). KEYS are the election's
+	// lock key (a fenced lock's string: the leader's token) and its leader
+	// record, a hash {token, term, seq, value} that shares the lock key's
+	// hash tag.
+	//
+	// ElectionProclaim (ARGV token, term, seq, value) writes the record
+	// when the lock key holds ARGV[1] and the record is not already this
+	// token's with a seq at least ARGV[3] (a later proclamation stands);
+	// returns 1 where the key holds the token, else 0.
+	ElectionProclaim = load("engine", "election_proclaim")
+	// ElectionLeader reads both: nil when the lock key does not exist,
+	// {token, PTTL} when the record is not the holder's (not published
+	// yet), else {token, PTTL, term, seq, value}.
+	ElectionLeader = load("engine", "election_leader")
+
 	// The read-write lock's scripts. KEYS are the writer key (a plain
 	// lock's string, token as value), the readers' sorted set (member:
 	// token, score: its expiry in the master's milliseconds) and the

@@ -108,6 +108,32 @@ var kindScenarios = []kindScenario{
 		}
 		return entered, nil
 	}},
+	// Election: campaigns (one try each) on two hot elections; a leader
+	// enters with its term as fencing token, proclaims one time in four
+	// while inside, leaves and resigns.
+	{name: "election", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		name := hotKey(rng, "kinds:elect", 2)
+		el, err := k.engine(w).NewElection(name, ttl)
+		if err != nil {
+			return false, err
+		}
+		ld, err := el.TryCampaign(k.ctx, fmt.Sprintf("w%d", w))
+		if err != nil {
+			return false, err
+		}
+		defer ld.Resign(k.ctx)
+		id := k.ids.Add(1)
+		if !k.chk.Enter(name, id, ld.Lock().Until(), ld.Term()) {
+			return false, nil
+		}
+		k.ops.Add(1)
+		if rng.IntN(4) == 0 {
+			ld.Proclaim(k.ctx, fmt.Sprintf("w%d again", w))
+		}
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		k.chk.Leave(name, id)
+		return true, nil
+	}},
 	// LockAll: two or three hot keys at once, every key entered.
 	{name: "lockall", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		keys := []string{hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys)}
