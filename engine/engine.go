@@ -65,8 +65,8 @@ type Engine struct {
 	readAcquireMerge          *conn.Merge        // and acquisitions
 	subs                      []*conn.Subscriber // per master, with a ReleaseChannel: release notifications
 
-	keep  keeper   // the watchdog and Done's scheduler (keeper.go)
-	waits waitRoom // blocked Lock calls per key (wait.go)
+	keep     keeper   // the watchdog and Done's scheduler (keeper.go)
+	waits    waitRoom // blocked Lock calls per key (wait.go)
 	watchers keyWatch // Election.Observe's wake-ups (election.go)
 }
 
