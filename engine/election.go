@@ -28,16 +28,17 @@ var ErrNoLeader = errors.New("engine: no leader")
 //
 // The election NAME is a fenced lock on the key NAME, kept by the
 // watchdog ([WithAutoExtend]) for as long as the leader holds it, plus a
-// leader record NAME:leader (a hash: the leader's token, term, value and
-// the number of its proclamation) that only the holder of the lock key
-// can write, on each master. [Election.Leader] reads both by quorum.
+// leader record redlock:leader:{NAME} (a hash: the leader's token, term,
+// value and the number of its proclamation) that only the holder of the
+// lock key can write, on each master; Resign deletes it. (A leader that
+// dies leaves its record, one small hash, until the next leader's.) [Election.Leader] reads both by quorum.
 // At most one leader holds a valid leadership at a time, under the
 // assumptions of the lock it is (docs/safety.md).
 type Election struct {
 	e    *Engine
 	name string
 	key  string // the lock key on the masters (prefixed)
-	rkey string // the leader record (prefixed; shares key's hash tag)
+	rkey string // the leader record (recordKey; shares key's hash tag)
 	ttl  time.Duration
 }
 
@@ -56,24 +57,44 @@ func (e *Engine) NewElection(name string, ttl time.Duration) (*Election, error) 
 	if _, err := e.fenceKeyFor(key); err != nil {
 		return nil, err
 	}
-	return &Election{e: e, name: name, key: key, rkey: recordKey(key, e.clusters != nil), ttl: ttl}, nil
+	return &Election{e: e, name: name, key: key, rkey: recordKey(key), ttl: ttl}, nil
 }
 
+// recordPrefix begins every leader record: outside the names of locks
+// and elections (keys beginning "redlock:" are the engine's, as
+// Config.FenceKey), so that no lock or election named NAME:leader meets
+// a record.
+const recordPrefix = "redlock:leader:"
+
 // recordKey is the leader record of the election whose lock key is key:
-// key+":leader", which shares key's hash tag; with cluster members and a
-// key without one, {key}:leader (hashed as key is).
-func recordKey(key string, cluster bool) string {
-	if cluster && conn.HashTag(key) == key {
-		return "{" + key + "}:leader"
+// redlock:leader:key, which shares key's hash tag — or, for a key without
+// one, redlock:leader:{key}, hashed as key is.
+func recordKey(key string) string {
+	if conn.HashTag(key) == key {
+		return recordPrefix + "{" + key + "}"
 	}
-	return key + ":leader"
+	return recordPrefix + key
+}
+
+// readTimeout is the per-master timeout of a quorum read or write the
+// caller bounds by ctx: within ctx's deadline (nine tenths of what is
+// left), so that the masters that did not answer by then count as
+// failures and the call decides from the others, instead of returning
+// ctx's error while a quorum had answered.
+func (el *Election) readTimeout(ctx context.Context) time.Duration {
+	t := el.e.cfg.masterTimeout(el.ttl)
+	if d, ok := ctx.Deadline(); ok {
+		t = min(t, max(time.Until(d)*9/10, time.Millisecond))
+	}
+	return t
 }
 
 // Name returns the election's name.
 func (el *Election) Name() string { return el.name }
 
 // Campaign waits until the caller is leader (or ctx ends: then ctx's
-// error) and returns its leadership, with value proclaimed: the election
+// error; or [Config.MaxTries] attempts failed, as for [Engine.Lock]) and
+// returns its leadership, with value proclaimed: the election
 // lock is taken as [Engine.Lock] takes it (fenced, kept by the watchdog),
 // then the leader record is written on a quorum of masters. A campaign
 // whose record does not reach a quorum, or whose validity runs out
@@ -100,7 +121,7 @@ func (el *Election) campaign(ctx context.Context, value string, wait bool) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	ld := &Leadership{el: el, l: l}
+	ld := &Leadership{el: el, l: l, turn: make(chan struct{}, 1)}
 	ld.seq.Store(1)
 	err = el.publish(ctx, l, 1, value)
 	if err == nil && !l.Valid() {
@@ -116,7 +137,9 @@ func (el *Election) campaign(ctx context.Context, value string, wait bool) (*Lea
 		}
 		return nil, fmt.Errorf("engine: election %q: won, but the leader record was not written (the election is given back): %w", el.name, err)
 	}
+	ld.mu.Lock()
 	ld.value = value
+	ld.mu.Unlock()
 	return ld, nil
 }
 
@@ -125,6 +148,9 @@ func (el *Election) campaign(ctx context.Context, value string, wait bool) (*Lea
 // (masters in restart quarantine do not count).
 func (el *Election) publish(ctx context.Context, l *Lock, seq int64, value string) error {
 	e := el.e
+	if err := ctx.Err(); err != nil {
+		return err // nothing sent
+	}
 	cmd := scripts.ElectionProclaim.AppendEvalSha(nil, 2, 4)
 	cmd = resp.AppendBulkString(cmd, el.key)
 	cmd = resp.AppendBulkString(cmd, el.rkey)
@@ -133,7 +159,7 @@ func (el *Election) publish(ctx context.Context, l *Lock, seq int64, value strin
 	cmd = resp.AppendBulkString(cmd, strconv.FormatInt(seq, 10))
 	cmd = resp.AppendBulkString(cmd, value)
 	one := func(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }
-	reps, err := e.broadcast(ctx, el.key, e.cfg.masterTimeout(el.ttl), scripts.ElectionProclaim, cmd, one, nil)
+	reps, err := e.broadcast(ctx, el.key, el.readTimeout(ctx), scripts.ElectionProclaim, cmd, one, nil)
 	if err != nil {
 		return err
 	}
@@ -205,7 +231,7 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 	cmd = resp.AppendBulkString(cmd, el.key)
 	cmd = resp.AppendBulkString(cmd, el.rkey)
 	t1 := time.Now()
-	reps, err := e.broadcast(ctx, el.key, 0, scripts.ElectionLeader, cmd, func(resp.Reply) bool { return true }, nil)
+	reps, err := e.broadcast(ctx, el.key, el.readTimeout(ctx), scripts.ElectionLeader, cmd, func(resp.Reply) bool { return true }, nil)
 	if err != nil {
 		return Leader{}, err
 	}
@@ -430,7 +456,10 @@ type Leadership struct {
 	el  *Election
 	l   *Lock
 	seq atomic.Int64 // the last proclamation's number
-	mu  sync.Mutex   // orders proclamations; guards value
+	// turn (one slot) orders proclamations: a Proclaim waits for the one
+	// before it, or for its ctx.
+	turn chan struct{}
+	mu   sync.Mutex // guards value
 	// value is the last value a quorum of masters accepted.
 	value string
 }
@@ -475,7 +504,10 @@ func (ld *Leadership) Context(parent context.Context) (context.Context, context.
 // holds the leader's token (and [ErrUnavailable] too when too few
 // answered to tell): the value may then be seen by some readers (see
 // [Leader.Value]). Proclamations are numbered: a later one is never
-// overwritten by an earlier one arriving late.
+// overwritten by an earlier one arriving late. A ctx that has ended sends
+// nothing; one that ends while the masters are asked returns ctx's error,
+// and the value may or may not have been written (as a write to one Redis
+// whose reply is not awaited).
 func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if err := ld.l.Err(); err != nil {
 		return err
@@ -483,17 +515,33 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 	if !ld.l.Valid() {
 		return errValidityEnded
 	}
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
+	select {
+	case ld.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-ld.turn }()
 	err := ld.el.publish(ctx, ld.l, ld.seq.Add(1), value)
 	if err == nil {
+		ld.mu.Lock()
 		ld.value = value
+		ld.mu.Unlock()
 	}
 	return err
 }
 
 // Resign gives the leadership up: the lock is released (as [Lock.Unlock])
-// and the next campaigner can win at once. The leader record stays until
-// the next leader overwrites it; no reader counts it once the lock is
-// gone.
-func (ld *Leadership) Resign(ctx context.Context) error { return ld.l.Unlock(ctx) }
+// and the next campaigner can win at once; then the leader record is
+// deleted where it is still this leader's (best effort: no reader counts
+// a record once the lock is gone, and the next leader overwrites it).
+func (ld *Leadership) Resign(ctx context.Context) error {
+	err := ld.l.Unlock(ctx)
+	if ctx.Err() == nil {
+		el := ld.el
+		cmd := scripts.ElectionResign.AppendEvalSha(nil, 1, 1)
+		cmd = resp.AppendBulkString(cmd, el.rkey)
+		cmd = resp.AppendBulkString(cmd, ld.l.token)
+		el.e.broadcast(ctx, el.key, el.readTimeout(ctx), scripts.ElectionResign, cmd, nil, nil)
+	}
+	return err
+}

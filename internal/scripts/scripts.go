@@ -88,8 +88,8 @@ var (
 
 	// The election's scripts (engine.Election). KEYS are the election's
 	// lock key (a fenced lock's string: the leader's token) and its leader
-	// record, a hash {token, term, seq, value} that shares the lock key's
-	// hash tag.
+	// record (redlock:leader:{key}), a hash {token, term, seq, value} that
+	// shares the lock key's hash tag.
 	//
 	// ElectionProclaim (ARGV token, term, seq, value) writes the record
 	// when the lock key holds ARGV[1] and the record is not already this
@@ -100,6 +100,9 @@ var (
 	// {token, PTTL} when the record is not the holder's (not published
 	// yet), else {token, PTTL, term, seq, value}.
 	ElectionLeader = load("engine", "election_leader")
+	// ElectionResign deletes the record KEYS[1] if it is ARGV[1]'s (the
+	// resigning leader's token); returns 1 or 0.
+	ElectionResign = load("engine", "election_resign")
 
 	// The read-write lock's scripts. KEYS are the writer key (a plain
 	// lock's string, token as value), the readers' sorted set (member:
