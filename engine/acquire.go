@@ -125,6 +125,8 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	switch {
 	case co.fencing:
 		kind, script = opFenced, scripts.FenceAcquire
+	case co.fair != nil:
+		kind, script = opRW, scripts.FairAcquire
 	case co.rw != rwNone:
 		kind, script = opRW, scripts.WriteAcquire
 		if co.rw == rwRead {
@@ -140,6 +142,8 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	case co.rw == rwRead:
 		o.merge = e.readAcquireMerge
 		o.cmd = appendExtend(o.cmd[:0], script, l.key, l.token, ms) // the same shape: key, token, ms
+	case co.fair != nil:
+		o.cmd = appendFairAcquire(o.cmd[:0], key, co.fair, l.token, ms)
 	case co.rw == rwWrite:
 		o.cmd = appendWriteAcquire(o.cmd[:0], key, l.token, ms, co.waiterID)
 	default:

@@ -282,9 +282,10 @@ type Option func(*callOpts)
 
 type callOpts struct {
 	token         string
-	tokenPrefix   string // each attempt's token is tokenPrefix + a random one (Reentrant's owner)
-	rw            rwMode // an RWLock's read or write acquisition
-	waiterID      string // a waiting writer's id for the intent key ("" for TryLock)
+	tokenPrefix   string      // each attempt's token is tokenPrefix + a random one (Reentrant's owner)
+	rw            rwMode      // an RWLock's read or write acquisition
+	waiterID      string      // a waiting writer's id for the intent key ("" for TryLock)
+	fair          *fairWaiter // a FairLock's try (its waiter: id "" for TryLock)
 	retryDelay    time.Duration
 	maxTries      int
 	masterTimeout time.Duration

@@ -158,3 +158,33 @@ func ExampleElection() {
 	// proclaimed: host-a:9090
 	// next term is higher: true
 }
+
+// A fair lock hands the key to its waiters in the order they arrived,
+// whichever process they are in; TryLock does not jump the queue.
+func ExampleEngine_NewFairLock() {
+	ctx := context.Background()
+	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+
+	fl, _ := e.NewFairLock("reports", 5*time.Second)
+	holder, _ := fl.TryLock(ctx, 10*time.Second)
+	got := make(chan *engine.Lock)
+	go func() {
+		l, _ := fl.Lock(ctx, 10*time.Second, engine.WithRetryDelay(20*time.Millisecond))
+		got <- l
+	}()
+	time.Sleep(100 * time.Millisecond) // the waiter is queued
+	holder.Unlock(ctx)
+	_, err = fl.TryLock(ctx, 10*time.Second)
+	fmt.Println("a try after the release is refused:", errors.Is(err, engine.ErrNotAcquired))
+	l := <-got
+	fmt.Println("the queued waiter got it:", l.Valid())
+	l.Unlock(ctx)
+	// Output:
+	// a try after the release is refused: true
+	// the queued waiter got it: true
+}

@@ -300,7 +300,24 @@ func engineEntries() []ruleEntry {
 			return o
 		}
 	}
+	fair := func(wait bool) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+			fl, err := x.eng(inst).NewFairLock(key, 0)
+			if err != nil {
+				return engineOutcome(err)
+			}
+			ctx, cancel := opCtx()
+			defer cancel()
+			if wait {
+				return lockOutcome(fl.Lock(ctx, ttl, waitOne...))
+			}
+			return lockOutcome(fl.TryLock(ctx, ttl))
+		}
+	}
+	noFence := map[ruleID]string{ruleFencing: "not fenced (a FairLock refuses WithFencing)"}
 	return []ruleEntry{
+		{name: "FairLock.TryLock", method: "FairLock.TryLock", acquire: true, take: fair(false), na: noFence},
+		{name: "FairLock.Lock", method: "FairLock.Lock", acquire: true, take: fair(true), na: noFence},
 		{name: "Election.TryCampaign", method: "Election.TryCampaign", acquire: true, fenced: true, take: campaign(false)},
 		{name: "Election.Campaign", method: "Election.Campaign", acquire: true, fenced: true, take: campaign(true)},
 		{name: "Engine.TryLock", method: "Engine.TryLock", acquire: true, take: tryLock(), na: notFenced},
@@ -1177,7 +1194,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",
 		"Reentrant.Held": "a read", "Reentrant.Key": "a read", "Reentrant.Unlock": "releases (or counts down)",
 		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
-		"Engine.NewElection": "no master traffic", "Election.Name": "a read", "Election.Leader": "a quorum read",
+		"Engine.NewElection": "no master traffic", "Engine.NewFairLock": "no master traffic", "Election.Name": "a read", "Election.Leader": "a quorum read",
 		"Election.Observe": "quorum reads",
 		"Leadership.Term":  "a read", "Leadership.Value": "a read", "Leadership.Lock": "a read (the election's lock: its Extend is Lock.Extend's row)",
 		"Leadership.Done": "a view of the hold", "Leadership.Err": "a view of the hold", "Leadership.Context": "a view of the hold",
@@ -1200,7 +1217,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 			t.Errorf("%s is neither a row of the grant rule table (grantrule_test.go) nor listed as not granting", name)
 		}
 	}
-	for _, v := range []any{(*engine.Engine)(nil), (*engine.Lock)(nil), (*engine.LockSet)(nil), (*engine.Reentrant)(nil), (*engine.RWLock)(nil), (*engine.Semaphore)(nil), (*engine.Election)(nil), (*engine.Leadership)(nil)} {
+	for _, v := range []any{(*engine.Engine)(nil), (*engine.Lock)(nil), (*engine.LockSet)(nil), (*engine.Reentrant)(nil), (*engine.RWLock)(nil), (*engine.Semaphore)(nil), (*engine.Election)(nil), (*engine.Leadership)(nil), (*engine.FairLock)(nil)} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumMethod() {
 			classify(typ.Elem().Name() + "." + typ.Method(i).Name)

@@ -104,6 +104,29 @@ var (
 	// resigning leader's token); returns 1 or 0.
 	ElectionResign = load("engine", "election_resign")
 
+	// The fair lock's scripts (engine.FairLock). KEYS are the lock key (a
+	// plain lock's string), the waiters' queue (a sorted set of waiter
+	// ids scored by ticket), their expiries (ids scored by the master's
+	// clock in ms) and the ticket counter, all sharing the lock key's hash
+	// tag; FairTicket and FairRegister take the counter first.
+	//
+	// FairTicket (KEYS counter; ARGV counter TTL ms) advances the counter
+	// to max(counter, the master's clock in µs) + 1 and returns it.
+	FairTicket = load("engine", "fair_ticket")
+	// FairRegister (KEYS counter, queue, expiries; ARGV id, ticket, entry
+	// TTL ms) raises the counter to the ticket and queues id with it.
+	FairRegister = load("engine", "fair_register")
+	// FairAcquire (KEYS lock, queue, expiries, counter; ARGV token, TTL
+	// ms, id, ticket, entry TTL ms) drops expired waiters, queues (or
+	// refreshes, with the counter's TTL) id unless it is "", and sets
+	// the lock key to the token — returning 1 — only when the key is free
+	// and id is the head of the queue (or the queue is empty); else 0.
+	FairAcquire = load("engine", "fair_acquire")
+	// FairLeave (KEYS lock, queue, expiries, counter; ARGV id) removes id
+	// from the queue, and the counter with the last waiter (no ticket
+	// taken before then is owed an order: its waiter has not arrived).
+	FairLeave = load("engine", "fair_leave")
+
 	// The read-write lock's scripts. KEYS are the writer key (a plain
 	// lock's string, token as value), the readers' sorted set (member:
 	// token, score: its expiry in the master's milliseconds) and the

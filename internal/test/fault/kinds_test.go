@@ -134,6 +134,38 @@ var kindScenarios = []kindScenario{
 		k.chk.Leave(name, id)
 		return true, nil
 	}},
+	// Fair lock: waiters queue on two hot keys (one try in two is a
+	// TryLock, which does not queue) and wait up to 100ms for their turn.
+	{name: "fairlock", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		key := hotKey(rng, "kinds:fair", 2)
+		fl, err := k.engine(w).NewFairLock(key, time.Second)
+		if err != nil {
+			return false, err
+		}
+		var l *engine.Lock
+		if rng.IntN(2) == 0 {
+			l, err = fl.TryLock(k.ctx, ttl)
+		} else {
+			wctx, cancel := context.WithTimeout(k.ctx, 100*time.Millisecond)
+			l, err = fl.Lock(wctx, ttl, engine.WithRetryDelay(2*time.Millisecond))
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: %w", engine.ErrNotAcquired, err) // waited its while: busy
+			}
+		}
+		if err != nil {
+			return false, err
+		}
+		defer l.Unlock(k.ctx)
+		id := k.ids.Add(1)
+		if !k.chk.Enter(key, id, l.Until(), 0) {
+			return false, nil
+		}
+		k.ops.Add(1)
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		k.chk.Leave(key, id)
+		return true, nil
+	}},
 	// LockAll: two or three hot keys at once, every key entered.
 	{name: "lockall", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 		keys := []string{hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys), hotKey(rng, "kinds:all", hotKeys)}
