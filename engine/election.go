@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
@@ -28,7 +27,7 @@ var ErrNoLeader = errors.New("engine: no leader")
 //
 // The election NAME is a fenced lock on the key NAME, kept by the
 // watchdog ([WithAutoExtend]) for as long as the leader holds it, plus a
-// leader record redlock:leader:{NAME} (a hash: the leader's token, term,
+// leader record redlock:leader:{NAME}:NAME (a hash: the leader's token, term,
 // value and the number of its proclamation) that only the holder of the
 // lock key can write, on each master; Resign deletes it. (A leader that
 // dies leaves its record, one small hash, until the next leader's.) [Election.Leader] reads both by quorum.
@@ -60,21 +59,11 @@ func (e *Engine) NewElection(name string, ttl time.Duration) (*Election, error) 
 	return &Election{e: e, name: name, key: key, rkey: recordKey(key), ttl: ttl}, nil
 }
 
-// recordPrefix begins every leader record: outside the names of locks
-// and elections (keys beginning "redlock:" are the engine's, as
-// Config.FenceKey), so that no lock or election named NAME:leader meets
-// a record.
-const recordPrefix = "redlock:leader:"
-
 // recordKey is the leader record of the election whose lock key is key:
-// redlock:leader:key, which shares key's hash tag — or, for a key without
-// one, redlock:leader:{key}, hashed as key is.
-func recordKey(key string) string {
-	if conn.HashTag(key) == key {
-		return recordPrefix + "{" + key + "}"
-	}
-	return recordPrefix + key
-}
+// redlock:leader:{hashed part}:key (sideKey), outside the names of locks
+// and elections (keys beginning "redlock:" are the engine's, as
+// Config.FenceKey).
+func recordKey(key string) string { return sideKey("redlock:leader:", key) }
 
 // readTimeout is the per-master timeout of a quorum read or write the
 // caller bounds by ctx: within ctx's deadline (nine tenths of what is

@@ -15,7 +15,7 @@ import (
 // The leader record was NAME:leader, in the key space of locks and
 // elections, and never deleted: once election "a" had a leader, "a:leader"
 // could never be locked (SET NX failed on the hash) and its Leader read
-// WRONGTYPE. The record is now redlock:leader:{NAME}, deleted by Resign.
+// WRONGTYPE. The record is now redlock:leader:{NAME}:NAME, deleted by Resign.
 func TestElectionRecordKeyCollision(t *testing.T) {
 	v := newEnv(t, 3, functional)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -30,7 +30,7 @@ func TestElectionRecordKeyCollision(t *testing.T) {
 	}
 	// Resign deleted the record.
 	for i := range 3 {
-		if n := v.mustExec(i, "EXISTS", "redlock:leader:{"+base+"}").Int; n != 0 {
+		if n := v.mustExec(i, "EXISTS", "redlock:leader:{"+base+"}:"+base).Int; n != 0 {
 			t.Errorf("master %d: the record outlived Resign", i)
 		}
 	}

@@ -137,7 +137,7 @@ func TestElectionLeaderProclaim(t *testing.T) {
 	}
 	// The record of a leader that is gone is not read as the next one's:
 	// a campaign won but not yet published reads as term 0.
-	v.mustExec(0, "HSET", "redlock:leader:{"+keyName(t)+"}", "token", "x", "term", "1", "seq", "9", "value", "stale")
+	v.mustExec(0, "HSET", "redlock:leader:{"+keyName(t)+"}:"+keyName(t), "token", "x", "term", "1", "seq", "9", "value", "stale")
 	if got, err := el.Leader(ctx); err != nil || got.Value != "b" {
 		t.Fatalf("Leader with one master's record overwritten = %+v, %v", got, err)
 	}

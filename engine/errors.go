@@ -184,13 +184,19 @@ func writeMasters(b *strings.Builder, errs []error) {
 	type group struct {
 		key, cause string // cause without the master's address, and with it
 		who        []string
+		until      time.Time // quarantined masters: the latest end, which the group's cause names
 	}
 	var groups []group
 	for _, err := range errs {
 		who, cause, key := "", err.Error(), ""
+		var until time.Time
 		if me := (*MasterError)(nil); errors.As(err, &me) && me.Err != nil {
 			who, cause, key = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error(), me.Err.Error()
-			if me.Addr != "" {
+			if qe := (*QuarantineError)(nil); errors.As(me.Err, &qe) {
+				// Masters started within a second of each other end their
+				// quarantine in different seconds: one cause, the latest end.
+				key, until = "\x00quarantine", qe.Until
+			} else if me.Addr != "" {
 				// A dial error names the master's address again.
 				key = strings.ReplaceAll(cause, me.Addr, "…")
 			}
@@ -200,14 +206,16 @@ func writeMasters(b *strings.Builder, errs []error) {
 			j++
 		}
 		if j == len(groups) {
-			groups = append(groups, group{key: key, cause: cause})
+			groups = append(groups, group{key: key, cause: cause, until: until})
+		} else if until.After(groups[j].until) {
+			groups[j].cause, groups[j].until = cause, until
 		}
 		if who != "" {
 			groups[j].who = append(groups[j].who, who)
 		}
 	}
 	for i := range groups {
-		if len(groups[i].who) > 1 {
+		if len(groups[i].who) > 1 && groups[i].until.IsZero() {
 			groups[i].cause = groups[i].key
 		}
 	}

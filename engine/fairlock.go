@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
@@ -61,29 +63,20 @@ func (e *Engine) NewFairLock(key string, waiterTimeout time.Duration) (*FairLock
 		return nil, fmt.Errorf("%w: a fair lock's waiter timeout must be 10ms to the maximum TTL (%v): %v", ErrBadArgument, e.cfg.MaxTTL, waiterTimeout)
 	}
 	key = e.cfg.KeyPrefix + key
-	if e.clusters != nil && conn.HashTag(key) != key && (conn.HashTag(key) == "" || containsBrace(conn.HashTag(key))) {
-		return nil, errUnfenceable
+	if e.clusters != nil && strings.ContainsAny(conn.HashTag(key), "{}") {
+		return nil, fmt.Errorf("%w: with Redis Cluster members, a fair lock's key must have a hash tag or no braces", ErrBadArgument)
 	}
-	base := "redlock:fair:" + wrapTag(key)
+	base := sideKey("redlock:fair:", key)
 	return &FairLock{e: e, key: key, queue: base + ":queue", expiry: base + ":expiry", counter: base + ":ticket", waiterTimeout: waiterTimeout}, nil
 }
 
-func containsBrace(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '{' || s[i] == '}' {
-			return true
-		}
-	}
-	return false
-}
-
-// wrapTag returns key as the hashed part of a longer key name: key itself
-// when it has a hash tag, else {key}.
-func wrapTag(key string) string {
-	if conn.HashTag(key) == key {
-		return "{" + key + "}"
-	}
-	return key
+// sideKey names a key the engine keeps beside key (a fair lock's queue,
+// an election's record): prefix{hashed part of key}:key. It shares key's
+// hash slot, and no two keys share one (K and {K} have the same hashed
+// part, not the same name), nor does it meet a lock's key outside the
+// engine's redlock: names.
+func sideKey(prefix, key string) string {
+	return prefix + "{" + conn.HashTag(key) + "}:" + key
 }
 
 // TryLock makes one try, as [Engine.TryLock], without queueing: granted
@@ -101,8 +94,10 @@ func (f *FairLock) TryLock(ctx context.Context, ttl time.Duration, opts ...Optio
 	return f.e.tryLock(ctx, f.key, ttl, co)
 }
 
-// Lock queues the caller and waits for its turn: it tries, and while the
-// key is held, an earlier waiter is queued or too few masters answer,
+// Lock queues the caller and waits for its turn: it arrives (again while
+// too few masters answer), keeps its place (refreshed every quarter of the
+// waiter timeout) and tries, and while the key is held, an earlier waiter
+// is queued or too few masters answer,
 // tries again after the retry delay (Config.RetryDelay or
 // [WithRetryDelay], with jitter, at most a sixth of the waiter timeout so
 // that its place is kept) until it is granted, ctx ends (ctx's error,
@@ -124,15 +119,29 @@ func (f *FairLock) Lock(ctx context.Context, ttl time.Duration, opts ...Option) 
 	var raw [16]byte
 	crand.Read(raw[:])
 	w := &fairWaiter{f: f, id: hex.EncodeToString(raw[:])}
-	if err := w.arrive(ctx); err != nil {
-		w.leave(ctx)
-		return nil, err
-	}
 	co.fair = w
-	l, _, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) { return e.tryLock(ctx, f.key, ttl, co) })
+	arrived := false
+	var stop func()
+	l, _, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) {
+		if !arrived {
+			// Too few masters to arrive: tried again like a try (a new
+			// ticket: the waiter has not arrived, no order is owed).
+			if err := w.arrive(ctx); err != nil {
+				return nil, err
+			}
+			arrived = true
+			stop = w.keepQueued()
+		}
+		return e.tryLock(ctx, f.key, ttl, co)
+	})
+	if stop != nil {
+		stop()
+	}
 	// Granted: its entry is no longer needed (it would keep heading the
-	// queue after the lock ends). Given up: it leaves.
-	w.leave(ctx)
+	// queue after the lock ends). Given up: it leaves. Not waited for (the
+	// lock is returned only while valid: checked last, in finish); sent
+	// on the key's connection to each master, after the try.
+	w.leave()
 	return l, err
 }
 
@@ -152,7 +161,7 @@ type fairWaiter struct {
 	ticket int64
 }
 
-// arrive takes the waiter's ticket and queues it on a quorum of masters
+// arrive takes a ticket for the waiter and queues it on a quorum of masters
 // (masters in restart quarantine do not count: they may have lost the
 // queue and the counter).
 func (w *fairWaiter) arrive(ctx context.Context) error {
@@ -166,19 +175,16 @@ func (w *fairWaiter) arrive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	qe := w.count("ticket", reps, isInt)
-	if qe != nil {
+	if qe := w.count("ticket", reps, isInt); qe != nil {
 		return qe
 	}
+	w.ticket = 0
 	for _, r := range reps {
 		if r.Err == nil && isInt(r.Reply) {
 			w.ticket = max(w.ticket, r.Reply.Int)
 		}
 	}
-	cmd = scripts.FairRegister.AppendEvalSha(nil, 3, 3)
-	for _, k := range []string{f.counter, f.queue, f.expiry, w.id, strconv.FormatInt(w.ticket, 10), ms} {
-		cmd = resp.AppendBulkString(cmd, k)
-	}
+	cmd = w.registerCmd()
 	one := func(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }
 	reps, err = e.broadcast(ctx, f.key, 0, scripts.FairRegister, cmd, one, nil)
 	if err != nil {
@@ -220,16 +226,52 @@ func (w *fairWaiter) count(op string, reps []enginex.MasterReply, ok func(resp.R
 	return qe
 }
 
-// leave removes the waiter from the queue on every master (best effort,
-// within a per-master timeout whatever ctx says: a master that misses it
-// drops the entry at its expiry).
-func (w *fairWaiter) leave(ctx context.Context) {
+// leave removes the waiter from the queue on every master, without
+// waiting for the answers (best effort: a master that misses it drops the
+// entry at its expiry).
+func (w *fairWaiter) leave() {
 	f := w.f
 	cmd := scripts.FairLeave.AppendEvalSha(nil, 4, 1)
 	for _, k := range []string{f.key, f.queue, f.expiry, f.counter, w.id} {
 		cmd = resp.AppendBulkString(cmd, k)
 	}
-	f.e.broadcast(context.WithoutCancel(ctx), f.key, 0, scripts.FairLeave, cmd, nil, nil)
+	f.e.sendAll(f.key, scripts.FairLeave, cmd)
+}
+
+// keepQueued refreshes the waiter's entry (its ticket, its expiry) every
+// quarter of the waiter timeout until stop is called, whatever its tries
+// take: a try waits up to a per-master timeout and a cleanup timeout for
+// a slow master, which could otherwise outlast the entry between tries.
+func (w *fairWaiter) keepQueued() (stop func()) {
+	f := w.f
+	cmd := w.registerCmd()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(f.waiterTimeout / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f.e.sendAll(f.key, scripts.FairRegister, cmd)
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// registerCmd encodes the waiter's FairRegister.
+func (w *fairWaiter) registerCmd() []byte {
+	f := w.f
+	cmd := scripts.FairRegister.AppendEvalSha(nil, 3, 3)
+	for _, k := range []string{f.counter, f.queue, f.expiry, w.id, strconv.FormatInt(w.ticket, 10), strconv.FormatInt(f.waiterTimeout.Milliseconds(), 10)} {
+		cmd = resp.AppendBulkString(cmd, k)
+	}
+	return cmd
 }
 
 // appendFairAcquire encodes a fair lock's try by waiter w.

@@ -93,7 +93,7 @@ func queued(t *testing.T, v *env, n int64) {
 	for {
 		count := 0
 		for i := range v.direct {
-			if r, err := v.exec(i, "ZCARD", "redlock:fair:{fair}:queue"); err == nil && r.Int >= n {
+			if r, err := v.exec(i, "ZCARD", "redlock:fair:{fair}:fair:queue"); err == nil && r.Int >= n {
 				count++
 			}
 		}

@@ -148,3 +148,22 @@ func (b *broadcast) record(i int, mr enginex.MasterReply) {
 		close(b.done)
 	}
 }
+
+// sendAll sends cmd to every master on key's connection without waiting
+// for the answers (best-effort writes: a fair waiter's leave and
+// refresh); a master that is down or slow misses it.
+func (e *Engine) sendAll(key string, script *conn.Script, cmd []byte) {
+	if e.closed.Load() {
+		return
+	}
+	deadline := time.Now().Add(transport{e}.MasterTimeout(0))
+	cix := e.connFor(key)
+	for i := 0; i < e.n; i++ {
+		e.pick(i, cix).Do(conn.Request{Cmd: cmd, Deadline: deadline, Callback: discard{}, Tag: uint64(i), Script: script, Key: key})
+	}
+}
+
+// discard is the callback of a request nobody waits for.
+type discard struct{}
+
+func (discard) Complete(uint64, resp.Reply, error) {}

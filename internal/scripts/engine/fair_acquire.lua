@@ -4,11 +4,12 @@ local gone = redis.call("zrangebyscore",KEYS[3],"-inf",now)
 for _, w in ipairs(gone) do redis.call("zrem",KEYS[2],w) end
 redis.call("zremrangebyscore",KEYS[3],"-inf",now)
 if ARGV[3] ~= "" then
+  local ms = tonumber(ARGV[5])
   redis.call("zadd",KEYS[2],ARGV[4],ARGV[3])
-  redis.call("zadd",KEYS[3],now + tonumber(ARGV[5]),ARGV[3])
-  redis.call("pexpire",KEYS[2],ARGV[5])
-  redis.call("pexpire",KEYS[3],ARGV[5])
-  redis.call("pexpire",KEYS[4],ARGV[5])
+  redis.call("zadd",KEYS[3],now + ms,ARGV[3])
+  for i = 2, 4 do
+    if redis.call("pttl",KEYS[i]) < ms then redis.call("pexpire",KEYS[i],ms) end
+  end
 end
 if redis.call("exists",KEYS[1]) == 1 then return 0 end
 local head = redis.call("zrange",KEYS[2],0,0)[1]

@@ -1,9 +1,11 @@
 local t = redis.call("time")
 local now = tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000)
+local ms = tonumber(ARGV[3])
 local c = tonumber(redis.call("get",KEYS[1])) or 0
-if c < tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2],"px",ARGV[3]) end
+if c < tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2],"px",ms) end
 redis.call("zadd",KEYS[2],ARGV[2],ARGV[1])
-redis.call("zadd",KEYS[3],now + tonumber(ARGV[3]),ARGV[1])
-redis.call("pexpire",KEYS[2],ARGV[3])
-redis.call("pexpire",KEYS[3],ARGV[3])
+redis.call("zadd",KEYS[3],now + ms,ARGV[1])
+for i = 1, 3 do
+  if redis.call("pttl",KEYS[i]) < ms then redis.call("pexpire",KEYS[i],ms) end
+end
 return 1
