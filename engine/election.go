@@ -71,7 +71,12 @@ func recordKey(key string) string { return sideKey("redlock:leader:", key) }
 // failures and the call decides from the others, instead of returning
 // ctx's error while a quorum had answered.
 func (el *Election) readTimeout(ctx context.Context) time.Duration {
-	t := el.e.cfg.masterTimeout(el.ttl)
+	return withinDeadline(ctx, el.e.cfg.masterTimeout(el.ttl))
+}
+
+// withinDeadline is the per-master timeout t of a call bounded by ctx:
+// at most nine tenths of what is left of ctx's deadline.
+func withinDeadline(ctx context.Context, t time.Duration) time.Duration {
 	if d, ok := ctx.Deadline(); ok {
 		t = min(t, max(time.Until(d)*9/10, time.Millisecond))
 	}

@@ -30,8 +30,9 @@ type Holding struct {
 // make a quorum of it. Otherwise — too few answers to tell — it returns an
 // error matching [ErrUnavailable] (a [*QuorumError] with op "holder"). A
 // master in restart quarantine does not count as an answer: it may have
-// lost the key. The read is a snapshot: the holder may change as soon as
-// it returns.
+// lost the key. A master that has not answered within nine tenths of
+// what is left of ctx's deadline counts as failed. The read is a
+// snapshot: the holder may change as soon as it returns.
 func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 	if key == "" {
 		return Holding{}, errEmptyKey
@@ -40,7 +41,10 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 	cmd := scripts.Holder.AppendEvalSha(nil, 1, 0)
 	cmd = resp.AppendBulkString(cmd, key)
 	t1 := time.Now()
-	reps, err := e.broadcast(ctx, key, 0, scripts.Holder, cmd, func(resp.Reply) bool { return true }, nil)
+	// Within ctx's deadline: the masters that did not answer by then count
+	// as failures and the read decides from the others.
+	timeout := withinDeadline(ctx, transport{e}.MasterTimeout(0))
+	reps, err := e.broadcast(ctx, key, timeout, scripts.Holder, cmd, func(resp.Reply) bool { return true }, nil)
 	if err != nil {
 		return Holding{}, err
 	}
