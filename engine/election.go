@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -232,71 +231,33 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 	return el.leaderOf(reps, time.Since(t1))
 }
 
-// leaderOf decides the leader from the masters' ElectionLeader replies.
+// leaderOf decides the leader from the masters' ElectionLeader replies:
+// the token a quorum holds (quorumHolder), with the term and value of
+// the highest-numbered record of that token among the answers.
 func (el *Election) leaderOf(reps []enginex.MasterReply, elapsed time.Duration) (Leader, error) {
-	e := el.e
-	qe := &QuorumError{Op: "leader", Total: e.n, Quorum: e.q}
-	answers := make([]*leaderAnswer, len(reps))
-	counts := map[string]int{}
-	best := ""
-	for i, r := range reps {
-		rerr := r.Err
-		if rerr == nil && r.Reply.IsError() {
-			rerr = r.Reply.Err()
-		}
-		var a *leaderAnswer
-		if rerr == nil && !r.Reply.IsNull() {
-			a, rerr = parseLeaderReply(r.Reply)
-		}
-		if rerr != nil {
-			qe.Masters = append(qe.Masters, &MasterError{Master: i, Addr: e.addrs[i], Err: rerr})
-			continue
-		}
-		qe.Answered++
-		if a == nil {
-			continue
-		}
-		answers[i] = a
-		counts[a.token]++
-		if best == "" || counts[a.token] > counts[best] {
-			best = a.token
-		}
+	tok, left, answers, err := el.e.quorumHolder("leader", reps, elapsed, parseLeaderReply)
+	if err != nil {
+		return Leader{}, err
 	}
-	if best != "" && counts[best] >= e.q {
-		ld := Leader{Token: best}
-		var left []time.Duration
-		for _, a := range answers {
-			if a == nil || a.token != best {
-				continue
-			}
-			ms := a.pttl
-			if ms < 0 { // no TTL: held until deleted
-				ms = int64(e.cfg.MaxTTL / time.Millisecond)
-			}
-			left = append(left, time.Duration(ms)*time.Millisecond)
-			if a.published && a.seq > ld.seq {
-				ld.Term, ld.seq, ld.Value = a.term, a.seq, a.value
-			}
-		}
-		slices.Sort(left)
-		ld.Remaining = max(0, left[len(left)-e.q]-elapsed)
-		return ld, nil
-	}
-	if counts[best]+e.n-qe.Answered < e.q {
+	if tok == "" {
 		return Leader{}, ErrNoLeader
 	}
-	qe.Granted = counts[best]
-	qe.unavailable, qe.sentinel = true, ErrUnavailable
-	return Leader{}, qe
+	ld := Leader{Token: tok, Remaining: left}
+	for _, a := range answers {
+		if a != nil && a.token == tok && a.published && a.seq > ld.seq {
+			ld.Term, ld.seq, ld.Value = a.term, a.seq, a.value
+		}
+	}
+	return ld, nil
 }
 
 // parseLeaderReply reads one master's ElectionLeader reply (not nil).
-func parseLeaderReply(r resp.Reply) (*leaderAnswer, error) {
+func parseLeaderReply(r resp.Reply) (*keyAnswer, error) {
 	bad := fmt.Errorf("engine: unexpected reply %s", r)
 	if r.Type != resp.TypeArray || (len(r.Elems) != 2 && len(r.Elems) != 5) || r.Elems[0].Type != resp.TypeBulkString || r.Elems[1].Type != resp.TypeInteger {
 		return nil, bad
 	}
-	a := &leaderAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}
+	a := &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}
 	if len(r.Elems) == 5 {
 		term, err1 := strconv.ParseInt(string(r.Elems[2].Str), 10, 64)
 		seq, err2 := strconv.ParseInt(string(r.Elems[3].Str), 10, 64)
@@ -306,15 +267,6 @@ func parseLeaderReply(r resp.Reply) (*leaderAnswer, error) {
 		a.published, a.term, a.seq, a.value = true, term, seq, string(r.Elems[4].Str)
 	}
 	return a, nil
-}
-
-// leaderAnswer is one master's ElectionLeader reply.
-type leaderAnswer struct {
-	token     string
-	pttl      int64
-	published bool
-	term, seq int64
-	value     string
 }
 
 // observeEvery is how often Observe reads the leader: a tenth of the

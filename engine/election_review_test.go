@@ -106,24 +106,13 @@ func TestElectionProclaimCancelledContext(t *testing.T) {
 // it up to the per-master timeout, and a Proclaim with a 50ms context
 // blocked about as long.
 func TestElectionProclaimWaitHonoursContext(t *testing.T) {
-	cfg := functional
-	cfg.MasterTimeout = 2 * time.Second
-	v := newEnv(t, 5, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	el := newElection(t, v.e, keyName(t), 10*time.Second)
-	ld, err := el.Campaign(ctx, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ld.Resign(ctx)
-	v.pause(4)
+	ctx, _, ld := ledWithStoppedMaster(t)
 	go ld.Proclaim(ctx, "slow") // waits for master 4 until its timeout
 	time.Sleep(100 * time.Millisecond)
 	sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer scancel()
 	start := time.Now()
-	err = ld.Proclaim(sctx, "quick")
+	err := ld.Proclaim(sctx, "quick")
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("Proclaim with a 50ms context returned after %v (%v): it waited on the mutex ignoring its context", d.Round(time.Millisecond), err)
 	}
@@ -134,18 +123,7 @@ func TestElectionProclaimWaitHonoursContext(t *testing.T) {
 // whose context is shorter than the per-master timeout got the context's
 // error. Its masters' requests now time out within ctx's deadline.
 func TestElectionLeaderWithinContext(t *testing.T) {
-	cfg := functional
-	cfg.MasterTimeout = 2 * time.Second
-	v := newEnv(t, 5, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	el := newElection(t, v.e, keyName(t), 10*time.Second)
-	ld, err := el.Campaign(ctx, "first")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ld.Resign(ctx)
-	v.pause(4)
+	ctx, el, ld := ledWithStoppedMaster(t)
 	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer rcancel()
 	got, err := el.Leader(rctx)
@@ -173,4 +151,22 @@ func TestHolderWithinContext(t *testing.T) {
 	if h, err := v.e.Holder(rctx, l.Key()); err != nil || h.Token != l.Token() {
 		t.Fatalf("Holder with 4 of 5 masters answering within 300ms: %+v, %v; want the holder", h, err)
 	}
+}
+
+// ledWithStoppedMaster is a leader of an election over five masters
+// (per-master timeout 2s) of which master 4 is then stopped.
+func ledWithStoppedMaster(t *testing.T) (context.Context, *engine.Election, *engine.Leadership) {
+	cfg := functional
+	cfg.MasterTimeout = 2 * time.Second
+	v := newEnv(t, 5, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	el := newElection(t, v.e, keyName(t), 10*time.Second)
+	ld, err := el.Campaign(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ld.Resign(ctx) })
+	v.pause(4)
+	return ctx, el, ld
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -49,7 +50,39 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		return Holding{}, err
 	}
 	elapsed := time.Since(t1)
-	qe := &QuorumError{Op: "holder", Total: e.n, Quorum: e.q}
+	tok, left, _, err := e.quorumHolder("holder", reps, elapsed, func(r resp.Reply) (*keyAnswer, error) {
+		if r.Type != resp.TypeArray || len(r.Elems) != 2 || r.Elems[0].Type != resp.TypeBulkString || r.Elems[1].Type != resp.TypeInteger {
+			return nil, fmt.Errorf("engine: unexpected reply %s", r)
+		}
+		return &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}, nil
+	})
+	return Holding{Token: tok, Remaining: left}, err
+}
+
+// keyAnswer is one master's answer to a read of a lock key: the token it
+// holds and its PTTL, and what else the read returned (an election's
+// leader record).
+type keyAnswer struct {
+	token     string
+	pttl      int64
+	published bool // a leader record of the token came with it
+	term, seq int64
+	value     string
+}
+
+// quorumHolder decides a quorum read of a lock key (Holder, an
+// election's Leader) from the masters' replies: the token a quorum
+// holds, with how long a quorum will still hold it after the read (the
+// quorum-th longest PTTL less elapsed); "" and no error when so few
+// masters hold any one token that even those that did not answer could
+// not make a quorum of it; else an error matching ErrUnavailable. parse
+// reads a reply that is neither an error nor nil (nil: the key is free);
+// its error, or a failed master's, counts as no answer — as does a
+// master in restart quarantine (broadcast made its answer an error). It
+// also returns every master's parsed answer (nil where none).
+func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed time.Duration, parse func(resp.Reply) (*keyAnswer, error)) (string, time.Duration, []*keyAnswer, error) {
+	qe := &QuorumError{Op: op, Total: e.n, Quorum: e.q}
+	answers := make([]*keyAnswer, len(reps))
 	counts := map[string]int{}
 	best := ""
 	for i, r := range reps {
@@ -57,42 +90,43 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		if rerr == nil && r.Reply.IsError() {
 			rerr = r.Reply.Err()
 		}
-		if rerr == nil && !r.Reply.IsNull() && (r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) != 2 || r.Reply.Elems[0].Type != resp.TypeBulkString || r.Reply.Elems[1].Type != resp.TypeInteger) {
-			rerr = fmt.Errorf("engine: unexpected reply %s", r.Reply)
+		var a *keyAnswer
+		if rerr == nil && !r.Reply.IsNull() {
+			a, rerr = parse(r.Reply)
 		}
 		if rerr != nil {
 			qe.Masters = append(qe.Masters, &MasterError{Master: i, Addr: e.addrs[i], Err: rerr})
 			continue
 		}
 		qe.Answered++
-		if r.Reply.IsNull() {
+		if a == nil {
 			continue
 		}
-		tok := string(r.Reply.Elems[0].Str)
-		counts[tok]++
-		if counts[tok] > counts[best] || best == "" {
-			best = tok
+		answers[i] = a
+		counts[a.token]++
+		if best == "" || counts[a.token] > counts[best] {
+			best = a.token
 		}
 	}
-	unanswered := e.n - qe.Answered
 	if best != "" && counts[best] >= e.q {
 		var left []time.Duration
-		for _, r := range reps {
-			if r.Err == nil && r.Reply.Type == resp.TypeArray && len(r.Reply.Elems) == 2 && string(r.Reply.Elems[0].Str) == best {
-				ms := r.Reply.Elems[1].Int
-				if ms < 0 { // no TTL: held until deleted
-					ms = int64(e.cfg.MaxTTL / time.Millisecond)
-				}
-				left = append(left, time.Duration(ms)*time.Millisecond)
+		for _, a := range answers {
+			if a == nil || a.token != best {
+				continue
 			}
+			ms := a.pttl
+			if ms < 0 { // no TTL: held until deleted
+				ms = int64(e.cfg.MaxTTL / time.Millisecond)
+			}
+			left = append(left, time.Duration(ms)*time.Millisecond)
 		}
 		slices.Sort(left)
-		return Holding{Token: best, Remaining: max(0, left[len(left)-e.q]-elapsed)}, nil
+		return best, max(0, left[len(left)-e.q]-elapsed), answers, nil
 	}
-	if counts[best]+unanswered < e.q {
-		return Holding{}, nil
+	if counts[best]+e.n-qe.Answered < e.q {
+		return "", 0, answers, nil
 	}
 	qe.Granted = counts[best]
 	qe.unavailable, qe.sentinel = true, ErrUnavailable
-	return Holding{}, qe
+	return "", 0, answers, qe
 }
