@@ -208,8 +208,8 @@ var rRefused = func() map[string]string {
 func msgRedissonKind(what string) string {
 	return "ERR redlock proxy: " + what + " is not supported: Redisson's fair lock, read-write lock, semaphores, " +
 		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock or " +
-		"RFencedLock (reentrant, with the watchdog); read-write locks, semaphores and multi-key locks are the engine's " +
-		"RWLock, Semaphore and LockAll (docs/proxy.md)"
+		"RFencedLock (reentrant, with the watchdog); fair locks, read-write locks, semaphores and multi-key locks are the engine's " +
+		"FairLock, RWLock, Semaphore and LockAll, and leader election its Election (docs/proxy.md)"
 }
 
 // maxRLockName bounds a Redisson lock's name (the masters keep it in the
