@@ -491,3 +491,35 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 	}
 	return err
 }
+
+// Lead campaigns (as [Election.Campaign]: ctx bounds the wait) and runs fn
+// while leader — client-go's leaderelection OnStartedLeading, with
+// OnStoppedLeading being fn's return: fn's context is cancelled when the
+// leadership is lost (its cause matches [ErrLockLost]) or ctx ends, and
+// the leadership is resigned when fn returns. Lead returns the campaign's
+// error when it did not lead; fn's error when fn failed; otherwise the
+// loss (matching [ErrLockLost]) when the leadership had ended by the time
+// fn returned; otherwise nil. Run it in a loop to campaign again after a
+// loss.
+func (el *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) error {
+	ld, err := el.Campaign(ctx, value)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := ld.Context(ctx)
+	ferr := fn(fctx, ld)
+	var lost error
+	select {
+	case <-ld.Done():
+		lost = ld.Err()
+	default:
+	}
+	cancel()
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
+	_ = ld.Resign(rctx)
+	rcancel()
+	if ferr != nil {
+		return ferr
+	}
+	return lost
+}

@@ -285,3 +285,43 @@ func TestNewElectionArgs(t *testing.T) {
 		}
 	}
 }
+
+// Lead runs fn while leader and resigns after it; fn's context ends when
+// the leadership is lost, and Lead then returns the loss.
+func TestElectionLead(t *testing.T) {
+	cfg := functional
+	cfg.MasterTimeout = 100 * time.Millisecond
+	v := newEnv(t, 5, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	el := newElection(t, v.e, keyName(t), time.Second)
+	var term int64
+	err := el.Lead(ctx, "a", func(ctx context.Context, ld *engine.Leadership) error {
+		term = ld.Term()
+		if l, err := el.Leader(ctx); err != nil || l.Term != term {
+			t.Errorf("Leader inside Lead: %+v, %v", l, err)
+		}
+		return nil
+	})
+	if err != nil || term == 0 {
+		t.Fatalf("Lead = %v (term %d)", err, term)
+	}
+	if _, err := el.Leader(ctx); !errors.Is(err, engine.ErrNoLeader) {
+		t.Fatalf("after Lead returned: %v, want ErrNoLeader (resigned)", err)
+	}
+	err = el.Lead(ctx, "b", func(fctx context.Context, ld *engine.Leadership) error {
+		if ld.Term() <= term {
+			t.Errorf("second term %d not above %d", ld.Term(), term)
+		}
+		killMasters(v, []int{0, 2, 4})
+		select {
+		case <-fctx.Done():
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context not cancelled by the loss")
+		}
+	})
+	if !errors.Is(err, engine.ErrLockLost) {
+		t.Fatalf("Lead after the loss: %v, want ErrLockLost", err)
+	}
+}
