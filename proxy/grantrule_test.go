@@ -1196,6 +1196,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
 		"Engine.NewElection": "no master traffic", "Engine.NewFairLock": "no master traffic", "Election.Name": "a read", "Election.Leader": "a quorum read",
 		"Election.Observe": "quorum reads",
+		"Election.Lead":    "wraps Election.Campaign (a row) and returns no leadership; fn's context ends with it",
 		"Leadership.Term":  "a read", "Leadership.Value": "a read", "Leadership.Lock": "a read (the election's lock: its Extend is Lock.Extend's row)",
 		"Leadership.Done": "a view of the hold", "Leadership.Err": "a view of the hold", "Leadership.Context": "a view of the hold",
 		"Leadership.Resign":   "releases (Lock.Unlock)",
