@@ -73,15 +73,6 @@ func (el *Election) readTimeout(ctx context.Context) time.Duration {
 	return withinDeadline(ctx, el.e.cfg.masterTimeout(el.ttl))
 }
 
-// withinDeadline is the per-master timeout t of a call bounded by ctx:
-// at most nine tenths of what is left of ctx's deadline.
-func withinDeadline(ctx context.Context, t time.Duration) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
-		t = min(t, max(time.Until(d)*9/10, time.Millisecond))
-	}
-	return t
-}
-
 // Name returns the election's name.
 func (el *Election) Name() string { return el.name }
 
@@ -128,11 +119,9 @@ func (el *Election) campaign(ctx context.Context, value string, wait bool) (*Lea
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("engine: election %q: won, but the leader record was not written (the election is given back): %w", el.name, err)
+		return nil, fmt.Errorf("engine: election %q: won, but not announced within the validity (the election is given back): %w", el.name, err)
 	}
-	ld.mu.Lock()
-	ld.value = value
-	ld.mu.Unlock()
+	ld.value = value // not shared yet
 	return ld, nil
 }
 

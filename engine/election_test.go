@@ -205,14 +205,7 @@ func TestElectionObserve(t *testing.T) {
 				t.Fatalf("observed %q, want %q", observed, want)
 			}
 			cancel()
-			select {
-			case _, ok := <-got:
-				if ok {
-					t.Fatal("a state after the last leader resigned")
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Observe's channel not closed after its context ended")
-			}
+			waitClosed(t, got, 5*time.Second, "after its context ended")
 		})
 	}
 }
@@ -226,14 +219,7 @@ func TestElectionObserveEngineClosed(t *testing.T) {
 	seen := el.Observe(context.Background())
 	time.Sleep(50 * time.Millisecond)
 	v.e.Close()
-	select {
-	case _, ok := <-seen:
-		if ok {
-			t.Fatal("a leader was observed")
-		}
-	case <-time.After(500 * time.Millisecond):
-		t.Fatal("Observe's channel not closed within 500ms of Close (its poll is 1s)")
-	}
+	waitClosed(t, seen, 500*time.Millisecond, "after Close (its poll is 1s)")
 	// The engine's own goroutines are gone too: fewer than before.
 	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() >= before && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
@@ -323,5 +309,19 @@ func TestElectionLead(t *testing.T) {
 	})
 	if !errors.Is(err, engine.ErrLockLost) {
 		t.Fatalf("Lead after the loss: %v, want ErrLockLost", err)
+	}
+}
+
+// waitClosed fails t unless ch is closed, with nothing more sent, within
+// the given time.
+func waitClosed[T any](t *testing.T, ch <-chan T, within time.Duration, when string) {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if ok {
+			t.Fatalf("Observe sent %v %s; want its channel closed", v, when)
+		}
+	case <-time.After(within):
+		t.Fatalf("Observe's channel not closed within %v %s", within, when)
 	}
 }

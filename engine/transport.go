@@ -149,6 +149,17 @@ func (b *broadcast) record(i int, mr enginex.MasterReply) {
 	}
 }
 
+// withinDeadline is the per-master timeout t of a call bounded by ctx:
+// at most nine tenths of what is left of ctx's deadline, so that the
+// masters that did not answer by then count as failures and the call
+// decides from the others instead of returning ctx's error.
+func withinDeadline(ctx context.Context, t time.Duration) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		t = min(t, max(time.Until(d)*9/10, time.Millisecond))
+	}
+	return t
+}
+
 // sendAll sends cmd to every master on key's connection without waiting
 // for the answers (best-effort writes: a fair waiter's leave and
 // refresh); a master that is down or slow misses it.
