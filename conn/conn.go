@@ -92,6 +92,8 @@ type Conn struct {
 
 	mu sync.Mutex
 	// Guarded by mu:
+	corks        int  // Cork calls not yet undone: Do does not wake the writer
+	corkedWake   bool // a Do while corked would have woken the writer
 	up           bool
 	connecting   bool // the first connect attempt is in progress: Do queues
 	closed       bool
@@ -301,11 +303,40 @@ func (c *Conn) Do(req Request) error {
 		}
 		wake = c.pushLocked(req)
 	}
+	if wake && c.corks > 0 {
+		c.corkedWake, wake = true, false
+	}
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
 	}
 	return nil
+}
+
+// Cork holds back the writer: requests queued by Do until the matching
+// Uncork are written together, in one write, when it comes. An event
+// loop corks the connections while it dispatches the commands of one turn
+// (one write per master per turn, not one per command). Calls nest; the
+// writer may still write a batch it was already woken for. Every Cork
+// must be undone by Uncork, soon: a request's deadline runs from Do.
+func (c *Conn) Cork() {
+	c.mu.Lock()
+	c.corks++
+	c.mu.Unlock()
+}
+
+// Uncork undoes one Cork; the last wakes the writer for what was queued.
+func (c *Conn) Uncork() {
+	c.mu.Lock()
+	c.corks--
+	wake := c.corks == 0 && c.corkedWake
+	if c.corks == 0 {
+		c.corkedWake = false
+	}
+	c.mu.Unlock()
+	if wake {
+		c.wakeWriter()
+	}
 }
 
 // admitLocked returns why n more requests cannot be accepted now

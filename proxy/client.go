@@ -74,6 +74,13 @@ type client struct {
 	sweepAt   int              // len(lastByKey) at which finished entries are swept
 	authBy    time.Time        // with a password: when an unauthenticated connection is closed
 	sub       *subState        // subscriptions (pubsub.go); nil before the first SUBSCRIBE
+
+	// An event loop's client (loop_linux.go): lp is its loop (set at
+	// creation, never changed), ls its state there; nc is nil until the
+	// connection moves to the goroutine path (set under s.mu).
+	lp     *loop
+	ls     loopState
+	growFn func(n int) bool // rd.Grow
 }
 
 // call is one command's reply slot.
@@ -88,21 +95,33 @@ type call struct {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func newClient(s *Server, nc net.Conn) *client {
-	c := &client{s: s, nc: nc, remote: nc.RemoteAddr().String(), id: s.nextID.Add(1), created: time.Now(),
-		authed: s.cfg.RequirePass == "", calls: make(chan *call, s.cfg.MaxPipeline),
-		drained: make(chan struct{}, 1), wdone: make(chan struct{}), wfail: make(chan struct{})}
-	c.rd = resp.NewCommandReader(deadlineReader{c}, readBufferSize)
-	c.rd.Grow = func(n int) bool {
+// newClient returns the client of nc (nil: an event loop's, whose
+// address is remote).
+func newClient(s *Server, nc net.Conn, remote string) *client {
+	c := &client{s: s, nc: nc, remote: remote, id: s.nextID.Add(1), created: time.Now(),
+		authed: s.cfg.RequirePass == ""}
+	c.growFn = func(n int) bool {
 		if !c.authed && c.held.Load()+int64(n) > freeClientBytes {
 			return false // unauthenticated: the free allowance only
 		}
 		return c.hold(int64(n), true)
 	}
+	if nc != nil {
+		c.initGoroutines(deadlineReader{c})
+	}
 	if !c.authed {
 		c.authBy = c.created.Add(s.cfg.AuthTimeout)
 	}
 	return c
+}
+
+// initGoroutines prepares the goroutine path: a reader of src, and the
+// channels between the reader and the writer.
+func (c *client) initGoroutines(src io.Reader) {
+	c.calls = make(chan *call, c.s.cfg.MaxPipeline)
+	c.drained, c.wdone, c.wfail = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	c.rd = resp.NewCommandReader(src, readBufferSize)
+	c.rd.Grow = c.growFn
 }
 
 // hold adds n bytes (n < 0: gives them back) to what the connection holds;
@@ -125,26 +144,35 @@ func (c *client) hold(n int64, refusable bool) bool {
 }
 
 func (c *client) serve() {
-	s := c.s
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		s.clients.Add(-1)
-		s.wg.Done()
-	}()
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		// A TLS listener: finish the handshake first, within the request
 		// timeout, so that a client that never sends its hello (or no
 		// acceptable certificate) cannot hold a client slot.
-		tc.SetDeadline(time.Now().Add(min(s.cfg.RequestTimeout, s.cfg.AuthTimeout)))
+		tc.SetDeadline(time.Now().Add(min(c.s.cfg.RequestTimeout, c.s.cfg.AuthTimeout)))
 		if err := tc.Handshake(); err != nil {
-			s.logLimited("proxy: TLS handshake failed; closing the client", "remote", c.remote, "err", err)
+			c.s.logLimited("proxy: TLS handshake failed; closing the client", "remote", c.remote, "err", err)
 			c.nc.Close()
+			c.done()
 			return
 		}
 		tc.SetDeadline(time.Time{})
 	}
+	c.run()
+}
+
+// done unregisters a client that ended.
+func (c *client) done() {
+	s := c.s
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.clients.Add(-1)
+	s.wg.Done()
+}
+
+// run serves the connection on the goroutine path: a reader and a writer.
+func (c *client) run() {
+	defer c.done()
 	go c.writeLoop()
 	c.guard("reader", c.readLoop)
 	c.unsubscribeAll()
@@ -296,14 +324,22 @@ func (c *client) setDeadline(d time.Duration) {
 }
 
 // setLimits applies the request limits of the connection's auth state.
-func (c *client) setLimits() {
+func (c *client) setLimits() { c.limit(c.rd) }
+
+// setLoopLimits makes f parse for c: its limits and its memory.
+func (c *client) setLoopLimits(f *framer) {
+	c.limit(f.rd)
+	f.rd.Grow = c.growFn
+}
+
+func (c *client) limit(rd *resp.CommandReader) {
 	cfg := &c.s.cfg
-	c.rd.MaxArgs, c.rd.MaxBulkLen = cfg.MaxArgs, cfg.MaxRequestBytes
+	rd.MaxArgs, rd.MaxBulkLen = cfg.MaxArgs, cfg.MaxRequestBytes
 	if !c.authed {
-		c.rd.MaxArgs, c.rd.MaxBulkLen = min(cfg.MaxArgs, unauthMaxArgs), min(cfg.MaxRequestBytes, unauthMaxBulkLen)
+		rd.MaxArgs, rd.MaxBulkLen = min(cfg.MaxArgs, unauthMaxArgs), min(cfg.MaxRequestBytes, unauthMaxBulkLen)
 	}
-	c.rd.MaxCommandLen = cfg.MaxRequestBytes
-	c.rd.MaxInlineLen = min(cfg.MaxRequestBytes, resp.DefaultMaxInlineLen)
+	rd.MaxCommandLen = cfg.MaxRequestBytes
+	rd.MaxInlineLen = min(cfg.MaxRequestBytes, resp.DefaultMaxInlineLen)
 }
 
 // readErr returns the error reply for a failed read ("" to close silently).
@@ -391,11 +427,7 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 		c.sweepAt = 64
 	}
 	if len(c.lastByKey)+len(keys) > c.sweepAt {
-		for k, prev := range c.lastByKey {
-			if ready(prev) {
-				delete(c.lastByKey, k)
-			}
-		}
+		c.sweepOrder()
 		for k, prev := range c.lastByKey {
 			if len(c.lastByKey)+len(keys) <= maxTrackedKeys {
 				break
@@ -414,6 +446,45 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 		c.lastByKey[h] = cl
 	}
 	return after
+}
+
+// sweepOrder drops the finished commands from the ordering map.
+func (c *client) sweepOrder() {
+	for k, prev := range c.lastByKey {
+		if ready(prev) {
+			delete(c.lastByKey, k)
+		}
+	}
+}
+
+// orderRoom reports whether n more keys fit in the ordering map without
+// waiting for earlier commands (an event loop never waits in order).
+func (c *client) orderRoom(n int) bool {
+	if c.lastByKey == nil || len(c.lastByKey)+n <= maxTrackedKeys {
+		return true
+	}
+	c.sweepOrder()
+	c.sweepAt = max(64, 2*(len(c.lastByKey)+n))
+	return len(c.lastByKey)+n <= maxTrackedKeys
+}
+
+// forceClose closes c's connection at once (Close, after its bound;
+// s.mu held).
+func (c *client) forceClose() {
+	if c.nc != nil {
+		c.nc.Close()
+		return
+	}
+	c.ls.killed.Store(true)
+	c.lp.ready(c)
+}
+
+// interrupt wakes c's reader, which sees Shutdown (s.mu held); a loop's
+// client is woken by its loop (Server.interruptLoops).
+func (c *client) interrupt() {
+	if c.nc != nil {
+		c.nc.SetReadDeadline(time.Now())
+	}
 }
 
 // keySeed seeds the ordering map's key hashes.

@@ -73,12 +73,13 @@ func FuzzServe(f *testing.F) {
 	// Two servers: inputs of odd length go to one with a key prefix (its
 	// prefixed key copies are charged and must be given back too, also
 	// when prefix and key spell the fencing counter) that also serves DEL
-	// and PEXPIRE.
+	// and PEXPIRE, and serves its clients on goroutines; the other on its
+	// event loop (where there is one).
 	var srvs [2]*Server
 	var addrs [2]string
 	for i, prefix := range []string{"", "redlock:"} { // "redlock:" + "fence" is the fencing counter
 		srv, err := New(Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: masters.Addrs(), MasterTimeout: time.Second},
-			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != ""})
+			MaxRequestBytes: 64 << 10, MaxPipeline: 64, KeyPrefix: prefix, AllowTokenlessWrites: prefix != "", EventLoops: -len(prefix)})
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -188,6 +188,9 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 			close(cl.done)
 			next, cl.a.next = cl.a.next, nil
 			cl.a.mu.Unlock()
+			if c.lp != nil {
+				c.lp.ready(c) // its loop writes the reply
+			}
 		}()
 		if h := testHook.Load(); h != nil {
 			(*h)("async", nil)
@@ -267,6 +270,9 @@ func (c *client) runOne(cl *call) (next []*call) {
 		}
 		next, cl.a.next = cl.a.next, nil
 		cl.a.mu.Unlock()
+		if c.lp != nil {
+			c.lp.ready(c) // its loop writes the reply
+		}
 	}()
 	if h := testHook.Load(); h != nil {
 		(*h)("async", nil)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,6 +160,15 @@ type Config struct {
 	// WakeChannel, no publication on the masters. A waiter subscribed
 	// through another proxy then retries at the lock's TTL.
 	LocalWakeups bool
+	// EventLoops is the number of event loops (epoll) that serve
+	// plain-TCP clients, instead of two goroutines per client: one
+	// readiness wait serves every ready client, the commands of a turn go
+	// to each master in one write, and each client's replies in one write
+	// per turn. TLS clients, and a client that subscribes or sends a
+	// request larger than 16 KiB, are served by goroutines. 0: the default
+	// (one per four CPUs, at least one, on Linux; none elsewhere);
+	// negative: none, goroutines for every client.
+	EventLoops int
 	// Logger receives the server's events (panics, refused clients);
 	// nil discards them. Passwords are never logged.
 	Logger *slog.Logger
@@ -196,6 +206,15 @@ func (c Config) withDefaults() (Config, error) {
 			*v.p = v.def
 		}
 	}
+	if c.EventLoops == 0 {
+		c.EventLoops = defaultEventLoops()
+	}
+	if c.EventLoops < 0 {
+		c.EventLoops = 0
+	}
+	if c.EventLoops > 0 && !loopsSupported {
+		return c, fmt.Errorf("%w: EventLoops needs Linux (epoll)", ErrBadConfig)
+	}
 	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 || c.AuthTimeout < 0 || c.RequestTimeout < 0 || c.QueueTimeout < 0 {
 		return c, fmt.Errorf("%w: negative timeout", ErrBadConfig)
 	}
@@ -218,6 +237,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// defaultEventLoops is Config.EventLoops's default (tests may replace it).
+var defaultEventLoops = func() int {
+	if !loopsSupported {
+		return 0
+	}
+	return max(1, runtime.GOMAXPROCS(0)/4)
 }
 
 // Server is a RESP server that turns lock commands of unmodified Redis
@@ -259,6 +286,11 @@ type Server struct {
 	panics, authFailures, memRefused atomic.Uint64
 	overloaded                       atomic.Uint64 // requests refused -BUSY (admission.go)
 	adm                              *admission
+
+	loops       []*loop        // event loops (Config.EventLoops)
+	masterConns []*conn.Conn   // what the loops cork
+	loopWG      sync.WaitGroup // the loops' goroutines
+	loopMoves   atomic.Uint64  // clients moved from a loop to goroutines
 
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups
@@ -320,6 +352,14 @@ func New(cfg Config) (*Server, error) {
 	if err := s.startPool(); err != nil {
 		s.closeEngines()
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	for i := range s.eng.Masters() {
+		s.masterConns = append(s.masterConns, s.tr.Conns(i)...)
+	}
+	if err := s.startLoops(); err != nil {
+		s.workers.release()
+		s.closeEngines()
+		return nil, err
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.startWakeRelay()
@@ -412,7 +452,10 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	c := newClient(s, nc)
+	if tc, ok := nc.(*net.TCPConn); ok && s.enroll(tc) {
+		return
+	}
+	c := newClient(s, nc, nc.RemoteAddr().String())
 	s.mu.Lock()
 	if s.shutting.Load() {
 		s.mu.Unlock()
@@ -437,9 +480,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopAccepting()
 	s.mu.Lock()
 	for c := range s.conns {
-		c.nc.SetReadDeadline(time.Now()) // wakes the reader; it sees shutting
+		c.interrupt() // wakes the reader; it sees shutting
 	}
 	s.mu.Unlock()
+	s.interruptLoops()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -479,9 +523,10 @@ func (s *Server) Close() error {
 		s.cancel()
 		s.mu.Lock()
 		for c := range s.conns {
-			c.nc.SetReadDeadline(time.Now()) // wakes the reader; it sees shutting
+			c.interrupt() // wakes the reader; it sees shutting
 		}
 		s.mu.Unlock()
+		s.interruptLoops()
 		done := make(chan struct{})
 		go func() { s.wg.Wait(); close(done) }()
 		bound := time.NewTimer(s.tr.MasterTimeout(s.eng.Config().MaxTTL) + s.eng.Config().CleanupTimeout + 100*time.Millisecond)
@@ -492,10 +537,11 @@ func (s *Server) Close() error {
 		bound.Stop()
 		s.mu.Lock()
 		for c := range s.conns {
-			c.nc.Close()
+			c.forceClose()
 		}
 		s.mu.Unlock()
 		<-done
+		s.stopLoops()
 		s.workers.release()
 		s.closeEngines()
 	})

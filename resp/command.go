@@ -70,6 +70,10 @@ type CommandReader struct {
 	// grows by n bytes. When it returns false the read fails with a
 	// [ProtocolError] matching [ErrTooLarge] (reason [ReasonMemory]).
 	Grow func(n int) bool
+	// Empty makes ReadCommand return an empty command (Args nil) instead
+	// of skipping it: a caller that parses again from a command's start
+	// (Reset) sees where every command ends.
+	Empty bool
 
 	br   *bufio.Reader
 	buf  []byte // the command being read
@@ -80,6 +84,16 @@ type CommandReader struct {
 // buffer of size bytes (at least 16).
 func NewCommandReader(rd io.Reader, size int) *CommandReader {
 	return &CommandReader{br: bufio.NewReaderSize(rd, size)}
+}
+
+// Reset makes r read from rd, dropping whatever it buffered and any
+// partly read command (an event loop parses each client's bytes with one
+// reader: it resets it to the client's bytes, and after a read that ended
+// inside a command — rd's error — parses that command again from its
+// start once more bytes arrived). Limits and Grow stay.
+func (r *CommandReader) Reset(rd io.Reader) {
+	r.br.Reset(rd)
+	r.buf, r.offs = nil, r.offs[:0]
 }
 
 // Buffered returns the number of bytes read from the source but not yet
@@ -129,6 +143,9 @@ func (r *CommandReader) ReadCommand() (Command, error) {
 			}
 			r.buf, r.offs = nil, r.offs[:0]
 			return cmd, nil
+		}
+		if r.Empty {
+			return Command{}, nil
 		}
 	}
 }

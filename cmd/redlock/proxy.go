@@ -94,6 +94,7 @@ func parseProxyFlags(args []string, stdout io.Writer) (proxyOptions, error) {
 	fs.IntVar(&cfg.MaxArgs, "max-args", proxy.DefaultMaxArgs, "maximum arguments of one request")
 	fs.IntVar(&cfg.MaxPipeline, "max-pipeline", proxy.DefaultMaxPipeline, "unanswered commands per connection before the proxy stops reading it")
 	fs.IntVar(&cfg.MaxInFlight, "max-in-flight", proxy.DefaultMaxInFlight, "commands running on the masters or waiting for them, all clients together")
+	fs.IntVar(&cfg.EventLoops, "event-loops", 0, "epoll event loops serving plain-TCP clients (Linux), instead of two goroutines per client; 0: one per four CPUs, -1: none")
 	durationVar(fs, &cfg.QueueTimeout, "queue-timeout", proxy.DefaultQueueTimeout, "longest wait of a pipelined command for its turn on the masters when the proxy is overloaded; beyond it the command is answered -BUSY at once")
 	fs.IntVar(&cfg.MaxClientMemory, "max-client-memory", proxy.DefaultMaxClientMemory, "`bytes` of requests and replies held for all clients")
 	fs.IntVar(&cfg.MaxAuthFailures, "max-auth-failures", proxy.DefaultMaxAuthFailures, "wrong passwords before a connection is closed")

@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// The event loop's parsing, apart from its system calls (loop_linux.go),
+// so that it is the same on every platform and can be fuzzed against the
+// goroutine path's reader (FuzzLoopFraming).
+//
+// A loop reads each ready client's bytes into one scratch buffer of
+// loopScratch bytes, behind what the client had left over (the start of a
+// command whose end had not arrived), and parses them with one
+// resp.CommandReader reset to those bytes: the reader and its limits are
+// the goroutine path's, so every bound and protocol error is the same. A
+// command that ends beyond the bytes read is parsed again from its start
+// once more arrived (at most loopScratch bytes each time); one larger than
+// the scratch buffer moves its connection to the goroutine path, whose
+// reader streams large arguments.
+
+// loopScratch is the most bytes of one client a loop parses at once.
+const loopScratch = 16 << 10
+
+// errWouldBlock is what a loop's source returns at the end of the bytes
+// read: the command being parsed has not arrived whole.
+var errWouldBlock = errors.New("redlock proxy: more bytes needed")
+
+// loopSrc is the bytes a loop's reader parses.
+type loopSrc struct {
+	b   []byte
+	pos int
+}
+
+func (s *loopSrc) Read(p []byte) (int, error) {
+	if s.pos >= len(s.b) {
+		return 0, errWouldBlock
+	}
+	n := copy(p, s.b[s.pos:])
+	s.pos += n
+	return n, nil
+}
+
+// framer parses commands out of byte chunks.
+type framer struct {
+	rd  *resp.CommandReader
+	src loopSrc
+}
+
+func newFramer() *framer {
+	f := &framer{}
+	f.rd = resp.NewCommandReader(&f.src, readBufferSize)
+	f.rd.Empty = true // every command's end is a place to parse again from
+	return f
+}
+
+// reset makes f parse data from its start.
+func (f *framer) reset(data []byte) {
+	f.src = loopSrc{b: data}
+	f.rd.Reset(&f.src)
+}
+
+// consumed is the offset in data of the next command to parse.
+func (f *framer) consumed() int { return f.src.pos - f.rd.Buffered() }
+
+// each parses the commands of data in order and calls on with each and
+// its offset in data; on returns false to stop after it. rest is the
+// offset of the first byte not consumed. more reports that data ended
+// inside a command (or between two): size is what the reader charged
+// for its part (to give back). err is the stream's end for the
+// connection (size likewise).
+func (f *framer) each(data []byte, on func(cmd resp.Command, start int) bool) (rest, size int, more bool, err error) {
+	f.reset(data)
+	for {
+		start := f.consumed()
+		cmd, more, err := f.next()
+		if more || err != nil {
+			return start, cmd.Size, more, err
+		}
+		if cmd.Args == nil {
+			continue // an empty command: skipped, as Redis does
+		}
+		if !on(cmd, start) {
+			return f.consumed(), 0, false, nil
+		}
+	}
+}
+
+// next parses the next command. more reports that data ends inside it
+// (or at its start): nothing was consumed from offset consumed() on, and
+// cmd.Size is what the reader charged for the part it parsed (to give
+// back). Any other error is the stream's end for this connection.
+func (f *framer) next() (cmd resp.Command, more bool, err error) {
+	cmd, err = f.rd.ReadCommand()
+	if errors.Is(err, errWouldBlock) {
+		return cmd, true, nil
+	}
+	return cmd, false, err
+}
+
+// loopState is a client's state in a loop (owned by the loop goroutine,
+// but queued and inReady, guarded by loop.mu).
+type loopState struct {
+	fd         int32
+	in         []byte  // the start of a command whose end has not arrived
+	q          []*call // unwritten replies, in request order
+	qHead      int
+	out        []byte // replies not yet written (the socket was full)
+	outSince   time.Time
+	readable   bool // epoll said readable and no read saw the end of the data since
+	hup        bool // the peer closed or the socket failed: read until EOF or an error
+	eof        bool // no more requests: write the replies, then close
+	dead       bool // the socket failed: no more writes
+	closeAfter bool // a reply that closes the connection was queued
+	touched    bool
+	stallCl    *call     // an asynchronous call waiting for an in-flight slot
+	stallCmd   [][]byte  // a command waiting for room in the ordering map
+	stallSize  int       // its request bytes
+	moveData   []byte    // non-nil: move to the goroutine path with these bytes first
+	lastRead   time.Time // the last bytes received
+	partSince  time.Time // when the bytes in `in` started arriving (zero: none)
+	killed     atomic.Bool
+	moved      atomic.Bool // handed to the goroutine path
+	queued     bool        // on the loop's ready list (guarded by loop.mu)
+}
+
+// prefixReader reads pre, then the connection (deadlineReader).
+type prefixReader struct {
+	pre []byte
+	c   *client
+}
+
+func (r *prefixReader) Read(p []byte) (int, error) {
+	if len(r.pre) > 0 {
+		n := copy(p, r.pre)
+		r.pre = r.pre[n:]
+		return n, nil
+	}
+	return deadlineReader{r.c}.Read(p)
+}
