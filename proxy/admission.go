@@ -8,8 +8,9 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// Admission: how many pooled asynchronous commands (pipelined clients,
-// pool.go) are on the masters at once, and what happens to the rest.
+// Admission: how many pooled asynchronous commands (pipelined clients'
+// on goroutines, every command of an event loop's clients: pool.go,
+// loop_linux.go) are on the masters at once, and what happens to the rest.
 //
 // A command on the masters is judged by each master's answer within the
 // per-master timeout, which starts at the fan-out. With more commands on

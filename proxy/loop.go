@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/bytebufferpool"
 
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -89,6 +92,89 @@ func (f *framer) each(data []byte, on func(cmd resp.Command, start int) bool) (r
 	}
 }
 
+// parse is each for data that starts with a command whose end had not
+// arrived before (partial): it first asks st whether the end may be in
+// data now, so that a command trickling in is not parsed again for every
+// few bytes (st resumes where it stopped: the command's headers are
+// checked once each).
+func (f *framer) parse(data []byte, partial bool, st *frameScan, on func(cmd resp.Command, start int) bool) (rest, size int, more bool, err error) {
+	if partial && !st.mayEnd(data, f.rd) {
+		return 0, 0, true, nil
+	}
+	*st = frameScan{}
+	return f.each(data, on)
+}
+
+// frameScan is how far the framing of a command whose end has not
+// arrived was checked.
+type frameScan struct {
+	pos     int  // offset of the next header to check
+	left    int  // bulk strings still to come
+	total   int  // the lengths of those passed
+	started bool // the multibulk header was passed
+}
+
+// maxHeaderLine is the longest "*n" or "$n" line the reader accepts.
+const maxHeaderLine = 32
+
+// mayEnd reports whether data, which starts with a command, may hold its
+// end — or something the reader must refuse: false only when the
+// command surely goes on past data. It reads only the headers it did not
+// read before.
+func (st *frameScan) mayEnd(data []byte, rd *resp.CommandReader) bool {
+	if len(data) == 0 {
+		return false
+	}
+	if data[0] != '*' { // inline: one line
+		if bytes.IndexByte(data[st.pos:], '\n') >= 0 {
+			return true
+		}
+		st.pos = len(data)
+		return len(data) > limitOr(rd.MaxInlineLen, resp.DefaultMaxInlineLen)
+	}
+	for {
+		rest := data[st.pos:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return len(rest) > maxHeaderLine
+		}
+		line := rest[:i+1]
+		if len(line) > maxHeaderLine || len(line) < 3 || line[len(line)-2] != '\r' {
+			return true
+		}
+		n, ok := resp.ParseInt(line[1 : len(line)-2])
+		if !st.started {
+			if !ok || n <= 0 || n > int64(limitOr(rd.MaxArgs, resp.DefaultMaxArgs)) {
+				return true // empty, or refused
+			}
+			st.started, st.left, st.pos = true, int(n), st.pos+len(line)
+			continue
+		}
+		if line[0] != '$' || !ok || n < 0 || n > int64(limitOr(rd.MaxBulkLen, resp.DefaultMaxBulkLen)) ||
+			st.total+int(n) > limitOr(rd.MaxCommandLen, resp.DefaultMaxCommandLen) {
+			return true
+		}
+		end := st.pos + len(line) + int(n) + 2
+		if end > len(data) {
+			return false
+		}
+		if data[end-2] != '\r' || data[end-1] != '\n' {
+			return true // the reader's error
+		}
+		st.pos, st.total, st.left = end, st.total+int(n), st.left-1
+		if st.left == 0 {
+			return true
+		}
+	}
+}
+
+func limitOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
 // next parses the next command. more reports that data ends inside it
 // (or at its start): nothing was consumed from offset consumed() on, and
 // cmd.Size is what the reader charged for the part it parsed (to give
@@ -108,7 +194,7 @@ type loopState struct {
 	in         []byte  // the start of a command whose end has not arrived
 	q          []*call // unwritten replies, in request order
 	qHead      int
-	out        []byte // replies not yet written (the socket was full)
+	out        *bytebufferpool.ByteBuffer // replies not yet written (nil: none)
 	outSince   time.Time
 	readable   bool // epoll said readable and no read saw the end of the data since
 	hup        bool // the peer closed or the socket failed: read until EOF or an error
@@ -116,12 +202,15 @@ type loopState struct {
 	dead       bool // the socket failed: no more writes
 	closeAfter bool // a reply that closes the connection was queued
 	touched    bool
-	stallCl    *call     // an asynchronous call waiting for an in-flight slot
+	stallCl    *call // an asynchronous call waiting for an in-flight slot
+	slotWait   bool  // a goroutine waits for stallCl's slot
+	slotGot    atomic.Bool
 	stallCmd   [][]byte  // a command waiting for room in the ordering map
 	stallSize  int       // its request bytes
 	moveData   []byte    // non-nil: move to the goroutine path with these bytes first
 	lastRead   time.Time // the last bytes received
 	partSince  time.Time // when the bytes in `in` started arriving (zero: none)
+	scan       frameScan // how far in's command was checked
 	killed     atomic.Bool
 	moved      atomic.Bool // handed to the goroutine path
 	queued     bool        // on the loop's ready list (guarded by loop.mu)
@@ -140,4 +229,12 @@ func (r *prefixReader) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return deadlineReader{r.c}.Read(p)
+}
+
+// dropOut gives the output buffer back.
+func (ls *loopState) dropOut() {
+	if ls.out != nil {
+		putBatch(ls.out)
+		ls.out = nil
+	}
 }

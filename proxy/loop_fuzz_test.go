@@ -61,8 +61,9 @@ func streamParse(rd *resp.CommandReader, charged *int) framed {
 	}
 }
 
-// loopParse parses stream as an event loop does (framer.each on its
-// scratch buffer of size bytes), the stream arriving in reads of the
+// loopParse parses stream as an event loop does (framer.parse on its
+// scratch buffer of size bytes, a command whose end had not arrived
+// checked by its frameScan first), the stream arriving in reads of the
 // sizes rng draws; a command larger than the scratch buffer moves to a
 // streaming reader, as the loop moves its connection to the goroutine
 // path. charged is what the reader's Grow holds.
@@ -73,13 +74,14 @@ func loopParse(stream []byte, size int, rng *rand.Rand, charged *int) framed {
 	framingLimits(fr.rd, grow)
 	scratch := make([]byte, size)
 	var in []byte
+	var st frameScan
 	pos := 0
 	for {
 		data := append(scratch[:0], in...)
 		n := min(1+rng.IntN(size), size-len(data), len(stream)-pos)
 		data = append(data, stream[pos:pos+n]...)
 		pos += n
-		rest, sz, more, err := fr.each(data, func(cmd resp.Command, _ int) bool {
+		rest, sz, more, err := fr.parse(data, len(in) > 0, &st, func(cmd resp.Command, _ int) bool {
 			*charged -= cmd.Size
 			out.cmds = append(out.cmds, strs(cmd.Args))
 			return true
@@ -142,4 +144,47 @@ func FuzzLoopFraming(f *testing.F) {
 			t.Fatalf("stream %q: %d bytes left charged by the loop's parse (goroutine path: %d)", stream, loopCharged, refCharged)
 		}
 	})
+}
+
+// TestFrameScanTrickle: a command of 1000 arguments arriving 7 bytes per
+// read is parsed once, when its end arrived — not again from its start
+// for every read (a parse per read costs O(length²): a client trickling
+// 16 KiB commands slowed every other client of its loop). Without the
+// frame scan, the reader runs for every one of the ~1000 reads.
+func TestFrameScanTrickle(t *testing.T) {
+	cmd := []byte("*1000\r\n")
+	for range 1000 {
+		cmd = append(cmd, "$1\r\nx\r\n"...)
+	}
+	parses := 0
+	fr := newFramer()
+	framingLimits(fr.rd, func(int) bool { parses++; return true })
+	fr.rd.MaxArgs, fr.rd.MaxCommandLen = 1000, 1<<20
+	var st frameScan
+	var in []byte
+	got := 0
+	for i := 0; i < len(cmd); i += 7 {
+		data := append(slices.Clone(in), cmd[i:min(i+7, len(cmd))]...)
+		rest, _, more, err := fr.parse(data, len(in) > 0, &st, func(c resp.Command, _ int) bool {
+			got = len(c.Args)
+			return true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if more {
+			in = data[rest:]
+		} else {
+			in = nil
+		}
+	}
+	if got != 1000 || len(in) != 0 {
+		t.Fatalf("parsed a command of %d arguments, %d bytes left", got, len(in))
+	}
+	// The reader's Grow runs a few times per parse (the buffer doubles):
+	// one parse of the whole command asks it about a dozen times.
+	if parses > 40 {
+		t.Fatalf("the reader grew its buffer %d times: the command was parsed again for many reads", parses)
+	}
+	t.Logf("%d reads, %d Grow calls", (len(cmd)+6)/7, parses)
 }

@@ -342,12 +342,17 @@ func (l *loop) scan() {
 	shutting := s.shutting.Load()
 	for _, c := range l.clients {
 		ls := &c.ls
+		if l.paused(c) || ls.stallCl != nil || ls.stallCmd != nil || len(ls.in) > 0 {
+			// Not waiting for a request: idle from when it is (as the
+			// goroutine path's reader sets IdleTimeout when it waits).
+			ls.lastRead = now
+		}
 		switch {
 		case shutting || c.ls.killed.Load():
 			l.touch(c)
 		case !c.authed && !c.authBy.IsZero() && now.After(c.authBy),
 			!ls.partSince.IsZero() && now.Sub(ls.partSince) > s.cfg.RequestTimeout,
-			len(ls.out) > 0 && now.Sub(ls.outSince) > writeTimeout+writeSlack,
+			ls.out != nil && now.Sub(ls.outSince) > writeTimeout+writeSlack,
 			s.cfg.IdleTimeout > 0 && ls.qHead == len(ls.q) && now.Sub(ls.lastRead) > s.cfg.IdleTimeout:
 			ls.dead = true // closed silently, as a read deadline closes it
 			l.touch(c)
@@ -362,10 +367,21 @@ func (l *loop) process(c *client) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked("event loop", p)
-			c.ls.out = append(c.ls.out, "-ERR redlock proxy internal error; closing the connection\r\n"...)
-			l.write(c)
-			c.ls.dead = true
-			l.finish(c)
+			ls := &c.ls
+			func() {
+				defer func() {
+					if recover() != nil {
+						ls.dead = true
+					}
+				}()
+				// Earlier replies first, as the goroutine path's writer.
+				l.queue(c, errReply("ERR redlock proxy internal error; closing the connection", true))
+				ls.eof = true
+				l.flush(c)
+			}()
+			if ls.dead || (ls.qHead == len(ls.q) && ls.out == nil) {
+				l.finish(c)
+			}
 		}
 	}()
 	ls := &c.ls
@@ -390,7 +406,7 @@ func (l *loop) process(c *client) {
 		}
 		l.flush(c)
 	}
-	if ls.dead || ((ls.eof || ls.closeAfter || ls.moveData != nil || l.s.shutting.Load()) && ls.qHead == len(ls.q) && len(ls.out) == 0) {
+	if ls.dead || ((ls.eof || ls.closeAfter || ls.moveData != nil || l.s.shutting.Load()) && ls.qHead == len(ls.q) && ls.out == nil) {
 		if ls.moveData != nil && !ls.dead && !l.s.shutting.Load() {
 			l.move(c)
 			return
@@ -405,7 +421,7 @@ func (l *loop) process(c *client) {
 func (l *loop) paused(c *client) bool {
 	s := l.s
 	ls := &c.ls
-	return ls.eof || ls.closeAfter || ls.moveData != nil || len(ls.out) > 0 ||
+	return ls.eof || ls.closeAfter || ls.moveData != nil || ls.out != nil ||
 		len(ls.q)-ls.qHead >= s.cfg.MaxPipeline || c.held.Load() > int64(s.cfg.MaxRequestBytes)
 }
 
@@ -423,16 +439,27 @@ func (l *loop) readable(c *client) bool {
 	case s.shutting.Load():
 		return len(ls.in) > 0 && l.hasCommand(c)
 	}
-	return ls.readable || (len(ls.in) > 0 && l.hasCommand(c))
+	if len(ls.in) > 0 {
+		if l.hasCommand(c) {
+			return true
+		}
+		if ls.partSince.IsZero() {
+			// Its end is awaited from now: RequestTimeout runs.
+			ls.partSince = time.Now()
+		}
+	}
+	return ls.readable
 }
 
 // hasCommand reports whether c's leftover bytes hold a whole command
 // (Shutdown, or a client paused with commands already received).
 func (l *loop) hasCommand(c *client) bool {
 	c.setLoopLimits(l.f)
-	l.f.reset(c.ls.in)
-	cmd, more, err := l.f.next()
-	c.hold(-int64(cmd.Size), false)
+	_, size, more, err := l.f.parse(c.ls.in, true, &c.ls.scan, func(cmd resp.Command, _ int) bool {
+		c.hold(-int64(cmd.Size), false)
+		return false
+	})
+	c.hold(-int64(size), false)
 	return !more || err != nil
 }
 
@@ -468,13 +495,13 @@ func (l *loop) read(c *client) bool {
 	}
 	c.setLoopLimits(l.f)
 	authed := c.authed
-	rest, size, more, err := l.f.each(data, func(cmd resp.Command, start int) bool {
-		s.commands.Add(1)
+	rest, size, more, err := l.f.parse(data, len(ls.in) > 0, &ls.scan, func(cmd resp.Command, start int) bool {
 		if movesToGoroutines(cmd.Args[0]) {
 			c.hold(-int64(cmd.Size), false)
-			l.moveTo(c, data[start:])
+			l.moveTo(c, data[start:]) // (the goroutine path counts it)
 			return false
 		}
+		s.commands.Add(1)
 		l.dispatch(c, cmd.Args, cmd.Size)
 		// (A command that changed the connection's authentication ends
 		// the batch: the next is parsed within the new limits.)
@@ -505,7 +532,7 @@ func (l *loop) read(c *client) bool {
 	case len(part) == len(l.scratch):
 		l.moveTo(c, part) // a command larger than a loop parses
 	case len(part) == 0:
-		ls.in, ls.partSince = ls.in[:0], time.Time{}
+		ls.in, ls.partSince = nil, time.Time{}
 	default:
 		if ls.partSince.IsZero() || rest > 0 {
 			ls.partSince = time.Now() // this command's first bytes came now
@@ -563,19 +590,35 @@ func (l *loop) dispatch(c *client, args [][]byte, size int) {
 	l.startStalled(c)
 }
 
-// startStalled starts c's call that waits for an in-flight slot, if one
-// is free; it reports whether c may be read on.
+// startStalled starts c's call that waits for an in-flight slot, if it
+// has one; it reports whether c may be read on. With no slot free, a
+// goroutine waits for one in the semaphore's queue, with the goroutine
+// path's readers (first come, first served), and hands it to the loop.
 func (l *loop) startStalled(c *client) bool {
-	select {
-	case l.s.inflight <- struct{}{}:
-		cl := c.ls.stallCl
-		c.ls.stallCl = nil
-		l.s.submit(cl)
-		return true
-	default:
-		l.stalled = append(l.stalled, c)
-		return false
+	ls := &c.ls
+	if ls.slotWait {
+		if !ls.slotGot.Load() {
+			return false
+		}
+		ls.slotWait = false
+		ls.slotGot.Store(false)
+	} else {
+		select {
+		case l.s.inflight <- struct{}{}:
+		default:
+			ls.slotWait = true
+			go func() {
+				l.s.inflight <- struct{}{}
+				ls.slotGot.Store(true)
+				l.ready(c)
+			}()
+			return false
+		}
 	}
+	cl := ls.stallCl
+	ls.stallCl = nil
+	l.s.submit(cl)
+	return true
 }
 
 // dispatchStalled dispatches c's command that waits for room in its
@@ -607,8 +650,11 @@ func (l *loop) flush(c *client) {
 		if !ready(cl) {
 			break
 		}
-		if !ls.dead {
-			ls.out = append(ls.out, cl.out...)
+		if !ls.dead && len(cl.out) > 0 {
+			if ls.out == nil {
+				ls.out = getBatch()
+			}
+			ls.out.B = append(ls.out.B, cl.out...)
 		}
 		c.hold(-cl.size-cl.replyBytes(), false)
 		cl.release()
@@ -619,9 +665,9 @@ func (l *loop) flush(c *client) {
 			ls.eof = true
 			break
 		}
-		if len(ls.out) >= flushAt {
+		if ls.out != nil && len(ls.out.B) >= flushAt {
 			l.write(c)
-			if len(ls.out) > 0 {
+			if ls.out != nil {
 				break
 			}
 		}
@@ -638,29 +684,33 @@ func (l *loop) flush(c *client) {
 // write writes c's output, as much as the socket takes.
 func (l *loop) write(c *client) {
 	ls := &c.ls
-	if len(ls.out) == 0 || ls.dead {
+	if ls.out == nil {
 		return
 	}
-	n, err := unix.Write(int(ls.fd), ls.out)
+	if ls.dead {
+		ls.dropOut()
+		return
+	}
+	n, err := unix.Write(int(ls.fd), ls.out.B)
 	switch {
 	case err == unix.EAGAIN || err == unix.EINTR:
 		n = 0
 	case err != nil:
 		ls.dead = true
-		ls.out = nil
+		ls.dropOut()
 		return
 	}
-	if n == len(ls.out) {
-		ls.out, ls.outSince = ls.out[:0], time.Time{}
-		if cap(ls.out) > flushAt {
-			ls.out = nil
-		}
+	if n == len(ls.out.B) {
+		// Written: an idle connection keeps no buffer (the goroutine
+		// path's writer returns its batch buffer likewise).
+		ls.dropOut()
+		ls.outSince = time.Time{}
 		return
 	}
 	if n > 0 || ls.outSince.IsZero() {
 		ls.outSince = time.Now()
 	}
-	ls.out = append(ls.out[:0], ls.out[n:]...)
+	ls.out.B = append(ls.out.B[:0], ls.out.B[n:]...)
 }
 
 // finish closes c once every command it started ended (their replies'
@@ -677,14 +727,29 @@ func (l *loop) finish(c *client) {
 	if ls.qHead < len(ls.q) || ls.stallCl != nil {
 		if cl := ls.stallCl; cl != nil {
 			// Never started: completed (unanswered) without reaching the
-			// masters, so that nothing waits for it; it needs a slot to
-			// give back or hand on, which the loop must not wait for.
+			// masters, so that nothing waits for it, in the slot it
+			// needs to give back or hand on (which the loop must not wait
+			// for: the slot's goroutine brings c back here).
+			if ls.slotWait && !ls.slotGot.Load() {
+				return
+			}
+			if !ls.slotWait {
+				select {
+				case l.s.inflight <- struct{}{}:
+				default:
+					ls.slotWait = true
+					go func() {
+						l.s.inflight <- struct{}{}
+						ls.slotGot.Store(true)
+						l.ready(c)
+					}()
+					return
+				}
+			}
+			ls.slotWait = false
 			ls.stallCl = nil
 			cl.a.cb, cl.a.run = nil, nil
-			go func() {
-				l.s.inflight <- struct{}{}
-				c.completeCB(cl, fixed(nil), nil)
-			}()
+			c.completeCB(cl, fixed(nil), nil) // brings c back here
 		}
 		return // the last completion brings c back here (ready)
 	}
@@ -695,8 +760,8 @@ func (l *loop) finish(c *client) {
 	if ls.q == nil && ls.closed() {
 		return
 	}
-	ls.q = nil
-	ls.in, ls.out = nil, nil
+	ls.q, ls.in = nil, nil
+	ls.dropOut()
 	c.hold(-c.held.Load(), false)
 	s := l.s
 	s.mu.Lock()
@@ -726,7 +791,8 @@ func (l *loop) move(c *client) {
 		return
 	}
 	data := c.ls.moveData
-	c.ls.moveData, c.ls.q, c.ls.out, c.ls.in = nil, nil, nil, nil
+	c.ls.moveData, c.ls.q, c.ls.in = nil, nil, nil
+	c.ls.dropOut()
 	c.ls.moved.Store(true)
 	s.mu.Lock()
 	c.nc = nc
