@@ -11,6 +11,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # and ip netns, which CI has: there they fail instead of skipping.
 test: deps vet
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 REDLOCK_REQUIRE_NETNS=1 $(GO) test -race -count=1 ./...
+	@# The proxy's clients are on its event loop above; its goroutine path
+	@# (TLS clients, subscribers, large requests) keeps its bounds: about 15 s.
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy
 	$(MAKE) --no-print-directory fault
 
 # fault runs the fault suite at full size (without the race detector, which
@@ -25,6 +28,7 @@ test: deps vet
 # of 5, a bridge between two processes), about 25 s.
 # TestFaultClockJump: masters' clocks jump past the TTL, clock check on
 # and off (FAULT_ACQUISITIONS/60 per run), about 25 s.
+GOROUTINE_PATH_TESTS := ^(TestHostileInputBeforeAuth|TestUnauthenticatedBounds|TestMemoryBound|TestOrderStateBounded|TestWriterPanicNoDeadlock|TestWaitingCommandsHoldNoSlot|TestPanicContained|TestPoolFullKeepsOrder|TestCloseWithQueuedWork|TestDirectAndPipelined|TestKeyPrefixCharged|TestReplyBuffersStaySmall|TestOverloadBusy|TestAdmissionLimit|TestRequirePass|TestBadInput|TestMaxClients|TestIdleTimeout|TestPipeline|TestShutdown|TestGarbage|TestRedsync|TestNodeRedlock|TestAllocs)$$
 FAULT_ACQUISITIONS ?= 120000
 FAULT_KIND_OPS ?= 10000
 FAULT_SEED ?= 11
@@ -98,7 +102,7 @@ deps:
 # fails the run and is written under the package's testdata/fuzz.
 FUZZ_SCALE ?= 1
 fuzz:
-	@set -e; for t in proxy:FuzzServe:30000 proxy:FuzzWakeMessage:20000 proxy:FuzzLoopFraming:150000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
+	@set -e; for t in proxy:FuzzServe:30000 proxy:FuzzWakeMessage:20000 proxy:FuzzLoopFraming:100000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
 		resp:FuzzReaderLimits:400000 resp:FuzzRoundTrip:400000; do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$$(( $${rest#*:} * $(FUZZ_SCALE) )); \
 		echo "$(GO) test ./$$pkg -run '^\$$' -fuzz '^$$name\$$' -fuzztime $${n}x"; \
