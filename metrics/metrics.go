@@ -295,6 +295,8 @@ type ProxyStats struct {
 	MemoryRefusals      uint64
 	PanicsRecovered     uint64
 	OverloadRefusals    uint64
+	LoopClients         int64
+	LoopMoves           uint64
 }
 
 // RegisterProxy registers with reg the proxy's own series (client
@@ -326,11 +328,15 @@ var (
 		"Panics recovered while serving a client connection (the connection was closed).", nil, nil)
 	proxyOverloadDesc = prometheus.NewDesc(Namespace+"_proxy_overload_refusals_total",
 		"Pipelined commands answered -BUSY: they would have waited longer than --queue-timeout for the masters.", nil, nil)
+	proxyLoopClientsDesc = prometheus.NewDesc(Namespace+"_proxy_loop_clients",
+		"Client connections served by an event loop (of redlock_proxy_clients; the others by goroutines).", nil, nil)
+	proxyLoopMovesDesc = prometheus.NewDesc(Namespace+"_proxy_loop_moves_total",
+		"Client connections an event loop handed to goroutines (a subscription, a request larger than 16 KiB).", nil, nil)
 )
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{proxyClientsDesc, proxyAcceptedDesc, proxyRejectedDesc, proxyCommandsDesc,
-		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc, proxyOverloadDesc} {
+		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc, proxyOverloadDesc, proxyLoopClientsDesc, proxyLoopMovesDesc} {
 		ch <- d
 	}
 }
@@ -338,6 +344,7 @@ func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c()
 	ch <- prometheus.MustNewConstMetric(proxyClientsDesc, prometheus.GaugeValue, float64(st.ConnectedClients))
+	ch <- prometheus.MustNewConstMetric(proxyLoopClientsDesc, prometheus.GaugeValue, float64(st.LoopClients))
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v uint64
@@ -350,6 +357,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		{proxyMemDesc, st.MemoryRefusals},
 		{proxyPanicsDesc, st.PanicsRecovered},
 		{proxyOverloadDesc, st.OverloadRefusals},
+		{proxyLoopMovesDesc, st.LoopMoves},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}

@@ -178,6 +178,7 @@ func (s *Server) enroll(tc *net.TCPConn) bool {
 	s.mu.Unlock()
 	tc.Close() // the duplicate keeps the socket open
 	s.accepted.Add(1)
+	s.loopClients.Add(1)
 	l.mu.Lock()
 	l.newQ = append(l.newQ, c) // registered by the loop itself
 	l.mu.Unlock()
@@ -767,6 +768,7 @@ func (l *loop) finish(c *client) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.loopClients.Add(-1)
 	s.clients.Add(-1)
 	s.wg.Done()
 	ls.fd = -2 // finished
@@ -799,6 +801,7 @@ func (l *loop) move(c *client) {
 	c.initGoroutines(&prefixReader{pre: data, c: c})
 	s.mu.Unlock()
 	s.loopMoves.Add(1)
+	s.loopClients.Add(-1)
 	go c.run()
 }
 

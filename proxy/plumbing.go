@@ -292,6 +292,7 @@ func (s *Server) info(sections [][]byte) string {
 			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
 		fmt.Fprintf(&b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\noverload_refusals:%d\r\nallow_scripts:%d\r\nallow_tokenless_writes:%d\r\n",
 			ps.PanicsRecovered, ps.AuthFailures, ps.MemoryRefusals, ps.OverloadRefusals, b2i(s.cfg.AllowScripts), b2i(s.cfg.AllowTokenlessWrites))
+		fmt.Fprintf(&b, "event_loops:%d\r\nloop_clients:%d\r\nloop_moves:%d\r\n", len(s.loops), ps.LoopClients, ps.LoopMoves)
 		lc := &s.locks
 		fmt.Fprintf(&b, "acquisitions_acquired:%d\r\nacquisitions_taken:%d\r\nacquisitions_no_quorum:%d\r\nextensions_extended:%d\r\nextensions_failed:%d\r\n",
 			st.Acquired+lc.acquired.Load(), st.Failed+lc.taken.Load(), st.Unavailable+lc.noQuorum.Load(),

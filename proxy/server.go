@@ -291,6 +291,7 @@ type Server struct {
 	masterConns []*conn.Conn   // what the loops cork
 	loopWG      sync.WaitGroup // the loops' goroutines
 	loopMoves   atomic.Uint64  // clients moved from a loop to goroutines
+	loopClients atomic.Int64   // clients on the loops now
 
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups

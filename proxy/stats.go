@@ -31,6 +31,12 @@ type Stats struct {
 	// OverloadRefusals: pipelined commands answered -BUSY because they
 	// would have waited longer than QueueTimeout for the masters.
 	OverloadRefusals uint64
+	// LoopClients: client connections on event loops now (of
+	// ConnectedClients; the others are on goroutines).
+	LoopClients int64
+	// LoopMoves: connections an event loop handed to goroutines (a
+	// subscription, a request larger than 16 KiB).
+	LoopMoves uint64
 }
 
 // Stats returns the server's counters. Safe for concurrent use.
@@ -45,6 +51,8 @@ func (s *Server) Stats() Stats {
 		MemoryRefusals:      s.memRefused.Load(),
 		PanicsRecovered:     s.panics.Load(),
 		OverloadRefusals:    s.overloaded.Load(),
+		LoopClients:         s.loopClients.Load(),
+		LoopMoves:           s.loopMoves.Load(),
 	}
 }
 
