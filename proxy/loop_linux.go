@@ -596,6 +596,19 @@ func (l *loop) dispatch(c *client, args [][]byte, size int) {
 // goroutine waits for one in the semaphore's queue, with the goroutine
 // path's readers (first come, first served), and hands it to the loop.
 func (l *loop) startStalled(c *client) bool {
+	if !l.slot(c) {
+		return false
+	}
+	cl := c.ls.stallCl
+	c.ls.stallCl = nil
+	l.s.submit(cl)
+	return true
+}
+
+// slot reports whether c holds an in-flight slot for its stalled call:
+// one free now, or the one its waiting goroutine got (which then brings c
+// back to the loop).
+func (l *loop) slot(c *client) bool {
 	ls := &c.ls
 	if ls.slotWait {
 		if !ls.slotGot.Load() {
@@ -603,23 +616,20 @@ func (l *loop) startStalled(c *client) bool {
 		}
 		ls.slotWait = false
 		ls.slotGot.Store(false)
-	} else {
-		select {
-		case l.s.inflight <- struct{}{}:
-		default:
-			ls.slotWait = true
-			go func() {
-				l.s.inflight <- struct{}{}
-				ls.slotGot.Store(true)
-				l.ready(c)
-			}()
-			return false
-		}
+		return true
 	}
-	cl := ls.stallCl
-	ls.stallCl = nil
-	l.s.submit(cl)
-	return true
+	select {
+	case l.s.inflight <- struct{}{}:
+		return true
+	default:
+		ls.slotWait = true
+		go func() {
+			l.s.inflight <- struct{}{}
+			ls.slotGot.Store(true)
+			l.ready(c)
+		}()
+		return false
+	}
 }
 
 // dispatchStalled dispatches c's command that waits for room in its
@@ -731,23 +741,9 @@ func (l *loop) finish(c *client) {
 			// masters, so that nothing waits for it, in the slot it
 			// needs to give back or hand on (which the loop must not wait
 			// for: the slot's goroutine brings c back here).
-			if ls.slotWait && !ls.slotGot.Load() {
+			if !l.slot(c) {
 				return
 			}
-			if !ls.slotWait {
-				select {
-				case l.s.inflight <- struct{}{}:
-				default:
-					ls.slotWait = true
-					go func() {
-						l.s.inflight <- struct{}{}
-						ls.slotGot.Store(true)
-						l.ready(c)
-					}()
-					return
-				}
-			}
-			ls.slotWait = false
 			ls.stallCl = nil
 			cl.a.cb, cl.a.run = nil, nil
 			c.completeCB(cl, fixed(nil), nil) // brings c back here
