@@ -76,8 +76,17 @@ type asyncState struct {
 	arrived time.Time    // when the reader started it (admission.go)
 	started time.Time    // when admitted to the masters (zero: not admitted)
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
+	// completed is set by the first completion of a call started by its
+	// asyncStart (startCB): a second, or a panic after it, is ignored.
+	completed atomic.Bool
 	mu      sync.Mutex   // guards next, and closing done
 	next    []*call      // commands waiting for this one (guarded by mu)
+}
+
+// asyncCall is an asynchronous call with its state.
+type asyncCall struct {
+	call  call
+	state asyncState
 }
 
 // async returns an asynchronous call of f, not started: the reader starts
@@ -94,8 +103,10 @@ func (c *client) async(keys [][]byte, f asyncFunc) *call {
 		c.dcall = call{a: &c.dstate}
 		return &c.dcall
 	}
-	cl := &call{done: make(chan struct{})}
-	cl.a = &asyncState{c: c, run: f}
+	ac := &asyncCall{} // the call and its state in one allocation
+	cl := &ac.call
+	cl.done, cl.a = make(chan struct{}), &ac.state
+	cl.a.c, cl.a.run = c, f
 	cl.a.pending.Store(1)
 	for _, p := range c.order(keys, cl) {
 		p.a.mu.Lock()
@@ -139,7 +150,7 @@ func (c *client) startCB(cl *call) {
 	cl.bb = bb
 	cb := cl.a.cb
 	cl.a.cb, cl.a.run = nil, nil // (run is a dependent's way only)
-	var completed atomic.Bool
+	completed := &cl.a.completed
 	func() {
 		defer func() {
 			if p := recover(); p != nil && completed.CompareAndSwap(false, true) {
