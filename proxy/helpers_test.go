@@ -38,6 +38,9 @@ func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
+	if cfg.EventLoops > 0 && !loopsSupported {
+		t.Skip("no event loop here (epoll: Linux)")
+	}
 	srv, addr := serve(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

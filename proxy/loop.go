@@ -55,7 +55,8 @@ type framer struct {
 
 func newFramer() *framer {
 	f := &framer{}
-	f.rd = resp.NewCommandReader(&f.src, readBufferSize)
+	// A small buffer: each parse from a command's start fills it anew.
+	f.rd = resp.NewCommandReader(&f.src, 1<<10)
 	f.rd.Empty = true // every command's end is a place to parse again from
 	return f
 }
@@ -124,6 +125,9 @@ const maxHeaderLine = 32
 func (st *frameScan) mayEnd(data []byte, rd *resp.CommandReader) bool {
 	if len(data) == 0 {
 		return false
+	}
+	if st.started && st.left == 0 {
+		return true // seen whole before
 	}
 	if data[0] != '*' { // inline: one line
 		if bytes.IndexByte(data[st.pos:], '\n') >= 0 {
@@ -196,6 +200,7 @@ type loopState struct {
 	qHead      int
 	out        *bytebufferpool.ByteBuffer // replies not yet written (nil: none)
 	outSince   time.Time
+	blocked    bool // the socket did not take all of out: not read until it does
 	readable   bool // epoll said readable and no read saw the end of the data since
 	hup        bool // the peer closed or the socket failed: read until EOF or an error
 	eof        bool // no more requests: write the replies, then close

@@ -60,6 +60,7 @@ type loop struct {
 
 	touched  []*client // clients to process this turn (loop only)
 	corked   int       // commands dispatched since the last cork
+	reads    int       // socket reads of the client whose turn it is
 	again    []*client // clients whose turn ended before their bytes did
 	nextScan time.Time
 	stop     atomic.Bool
@@ -292,9 +293,9 @@ func (l *loop) uncork() {
 	}
 }
 
-// maxReadsPerTurn bounds the reads of one client in one turn (of up to
-// loopScratch bytes each): one that sends without pause does not keep
-// the loop from the others.
+// maxReadsPerTurn bounds the socket reads of one client in one turn (of
+// up to loopScratch bytes each, and the commands they held): one that
+// sends without pause does not keep the loop from the others.
 const maxReadsPerTurn = 4
 
 // corkEvery bounds the commands a turn holds back from the masters: the
@@ -334,8 +335,14 @@ func (l *loop) scanEvery() time.Duration {
 	return d
 }
 
-// scan closes the clients past a deadline, and takes every client's turn
-// once Shutdown began.
+// scan applies the deadlines, and takes every client's turn once Shutdown
+// began. A request's and an idle client's clocks run only while the
+// goroutine path's reader would wait on the socket: not while the client
+// is paused, stalled or has a command in flight. A client past its
+// authentication, request or idle deadline is not read again: the replies
+// it is due are written, then it is closed (as the goroutine path's
+// writer does after its reader's deadline); one that does not read its
+// replies (writeTimeout) is closed at once.
 func (l *loop) scan() {
 	s := l.s
 	now := time.Now()
@@ -343,27 +350,31 @@ func (l *loop) scan() {
 	shutting := s.shutting.Load()
 	for _, c := range l.clients {
 		ls := &c.ls
-		if l.paused(c) || ls.stallCl != nil || ls.stallCmd != nil || len(ls.in) > 0 {
-			// Not waiting for a request: idle from when it is (as the
-			// goroutine path's reader sets IdleTimeout when it waits).
+		if l.paused(c) || ls.stallCl != nil || ls.stallCmd != nil || ls.qHead < len(ls.q) {
 			ls.lastRead = now
+			if !ls.partSince.IsZero() {
+				ls.partSince = now
+			}
 		}
 		switch {
 		case shutting || c.ls.killed.Load():
 			l.touch(c)
+		case ls.blocked && now.Sub(ls.outSince) > writeTimeout+writeSlack:
+			ls.dead = true
+			l.touch(c)
+		case ls.eof:
 		case !c.authed && !c.authBy.IsZero() && now.After(c.authBy),
 			!ls.partSince.IsZero() && now.Sub(ls.partSince) > s.cfg.RequestTimeout,
-			ls.out != nil && now.Sub(ls.outSince) > writeTimeout+writeSlack,
-			s.cfg.IdleTimeout > 0 && ls.qHead == len(ls.q) && now.Sub(ls.lastRead) > s.cfg.IdleTimeout:
-			ls.dead = true // closed silently, as a read deadline closes it
+			s.cfg.IdleTimeout > 0 && len(ls.in) == 0 && now.Sub(ls.lastRead) > s.cfg.IdleTimeout:
+			ls.eof, ls.in, ls.partSince = true, nil, time.Time{} // closed silently, as a read deadline closes it
 			l.touch(c)
 		}
 	}
 }
 
-// process takes c's turn: its ready replies are written, its requests
-// read and dispatched while it may be read, and it is closed or moved
-// when its time came.
+// process takes c's turn: its ready replies are collected, its requests
+// read and dispatched while it may be read, its output written (one
+// write per turn), and it is closed or moved when its time came.
 func (l *loop) process(c *client) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -379,6 +390,7 @@ func (l *loop) process(c *client) {
 				l.queue(c, errReply("ERR redlock proxy internal error; closing the connection", true))
 				ls.eof = true
 				l.flush(c)
+				l.write(c)
 			}()
 			if ls.dead || (ls.qHead == len(ls.q) && ls.out == nil) {
 				l.finish(c)
@@ -393,9 +405,11 @@ func (l *loop) process(c *client) {
 		ls.dead = true
 	}
 	if !ls.dead {
+		l.write(c) // what the socket did not take before (EPOLLOUT)
 		l.flush(c)
-		for reads := 0; !ls.dead && l.readable(c); reads++ {
-			if reads == maxReadsPerTurn {
+		l.reads = 0
+		for !ls.dead && l.readable(c) {
+			if l.reads == maxReadsPerTurn {
 				// Fair to the others: the rest next turn.
 				l.again = append(l.again, c)
 				break
@@ -406,8 +420,11 @@ func (l *loop) process(c *client) {
 			l.flush(c)
 		}
 		l.flush(c)
+		l.write(c)
 	}
-	if ls.dead || ((ls.eof || ls.closeAfter || ls.moveData != nil || l.s.shutting.Load()) && ls.qHead == len(ls.q) && ls.out == nil) {
+	ending := ls.closeAfter || ls.moveData != nil ||
+		((ls.eof || l.s.shutting.Load()) && !(len(ls.in) > 0 && l.mayHaveCommand(c)))
+	if ls.dead || (ending && ls.qHead == len(ls.q) && ls.out == nil) {
 		if ls.moveData != nil && !ls.dead && !l.s.shutting.Load() {
 			l.move(c)
 			return
@@ -416,19 +433,20 @@ func (l *loop) process(c *client) {
 	}
 }
 
-// paused reports whether c is not read now: its replies are not
-// written, it has MaxPipeline commands unanswered or holds more than
-// MaxRequestBytes (the goroutine path's backpressure), or it ends.
+// paused reports whether c's commands are not parsed now: its output
+// waits for the socket, it has MaxPipeline commands unanswered or holds
+// more than MaxRequestBytes (the goroutine path's backpressure), or it
+// ends (QUIT, a protocol error) or moves.
 func (l *loop) paused(c *client) bool {
 	s := l.s
 	ls := &c.ls
-	return ls.eof || ls.closeAfter || ls.moveData != nil || ls.out != nil ||
+	return ls.closeAfter || ls.moveData != nil || ls.blocked ||
 		len(ls.q)-ls.qHead >= s.cfg.MaxPipeline || c.held.Load() > int64(s.cfg.MaxRequestBytes)
 }
 
-// readable reports whether c may be read (or has commands to dispatch).
+// readable reports whether c has a command to dispatch or may be read.
+// Commands it sent before its end (EOF) or before Shutdown still run.
 func (l *loop) readable(c *client) bool {
-	s := l.s
 	ls := &c.ls
 	switch {
 	case l.paused(c):
@@ -437,41 +455,40 @@ func (l *loop) readable(c *client) bool {
 		return l.startStalled(c)
 	case ls.stallCmd != nil:
 		return l.dispatchStalled(c)
-	case s.shutting.Load():
-		return len(ls.in) > 0 && l.hasCommand(c)
 	}
-	if len(ls.in) > 0 {
-		if l.hasCommand(c) {
-			return true
-		}
-		if ls.partSince.IsZero() {
-			// Its end is awaited from now: RequestTimeout runs.
-			ls.partSince = time.Now()
-		}
+	if len(ls.in) > 0 && l.mayHaveCommand(c) {
+		return true
+	}
+	if ls.eof || l.s.shutting.Load() {
+		return false
+	}
+	if len(ls.in) > 0 && ls.partSince.IsZero() {
+		ls.partSince = time.Now() // its end is awaited from now: RequestTimeout runs
 	}
 	return ls.readable
 }
 
-// hasCommand reports whether c's leftover bytes hold a whole command
-// (Shutdown, or a client paused with commands already received).
-func (l *loop) hasCommand(c *client) bool {
+// mayHaveCommand reports whether c's leftover bytes may hold a whole
+// command (or one the reader refuses): its frame scan, which reads only
+// the headers it did not read before.
+func (l *loop) mayHaveCommand(c *client) bool {
 	c.setLoopLimits(l.f)
-	_, size, more, err := l.f.parse(c.ls.in, true, &c.ls.scan, func(cmd resp.Command, _ int) bool {
-		c.hold(-int64(cmd.Size), false)
-		return false
-	})
-	c.hold(-int64(size), false)
-	return !more || err != nil
+	return c.ls.scan.mayEnd(c.ls.in, l.f.rd)
 }
 
-// read reads what c sent and dispatches its complete commands; false when
-// nothing more can be read now.
+// read reads what c sent, behind its leftover bytes, and dispatches the
+// complete commands until c is paused; false when nothing more can be
+// done now. With nothing to read, the leftover is parsed where it is.
 func (l *loop) read(c *client) bool {
 	s := l.s
 	ls := &c.ls
-	data := append(l.scratch[:0], ls.in...)
+	var data []byte
 	got := 0
-	if ls.readable && !s.shutting.Load() && len(data) < len(l.scratch) {
+	if ls.readable && !ls.eof && !s.shutting.Load() && len(ls.in) < len(l.scratch) &&
+		(len(ls.in) == 0 || !l.mayHaveCommand(c)) {
+		// (A leftover that holds a command is parsed first, where it is.)
+		l.reads++
+		data = append(l.scratch[:0], ls.in...)
 		n, err := unix.Read(int(ls.fd), l.scratch[len(data):])
 		switch {
 		case err == unix.EAGAIN || err == unix.EINTR:
@@ -489,9 +506,11 @@ func (l *loop) read(c *client) bool {
 			}
 			ls.lastRead = time.Now()
 		}
+		data = l.scratch[:len(data)+got]
+	} else {
+		data = ls.in
 	}
-	data = l.scratch[:len(data)+got]
-	if got == 0 && len(ls.in) == 0 {
+	if len(data) == 0 {
 		return false
 	}
 	c.setLoopLimits(l.f)
@@ -524,7 +543,7 @@ func (l *loop) read(c *client) bool {
 	case !more:
 		// Stopped: what follows is parsed when the client may be read
 		// again (readable says when).
-		ls.in = append(ls.in[:0], data[rest:]...)
+		l.keepIn(c, data, rest)
 		ls.partSince = time.Time{}
 		return true
 	}
@@ -538,9 +557,28 @@ func (l *loop) read(c *client) bool {
 		if ls.partSince.IsZero() || rest > 0 {
 			ls.partSince = time.Now() // this command's first bytes came now
 		}
-		ls.in = append(ls.in[:0], part...)
+		l.keepIn(c, data, rest)
 	}
 	return got > 0 && ls.readable
+}
+
+// keepIn keeps data[rest:], what c sent and was not parsed, as its
+// leftover: the tail of the leftover itself when data is it (no copy),
+// else a copy in a buffer of about its size (an idle connection keeps
+// none).
+func (l *loop) keepIn(c *client, data []byte, rest int) {
+	ls := &c.ls
+	b := data[rest:]
+	switch {
+	case len(b) == 0:
+		ls.in = nil
+	case len(ls.in) > 0 && &data[0] == &ls.in[0]:
+		ls.in = b
+	case cap(ls.in) >= len(b) && cap(ls.in) <= 2*len(b)+512:
+		ls.in = append(ls.in[:0], b...)
+	default:
+		ls.in = append(make([]byte, 0, len(b)), b...)
+	}
 }
 
 // moveTo makes c move to the goroutine path once its replies are written,
@@ -653,7 +691,8 @@ func (l *loop) queue(c *client, cl *call) {
 	}
 }
 
-// flush moves c's ready replies to its output, in order, and writes it.
+// flush moves c's ready replies to its output, in order; the output is
+// written at the end of the turn (write), or here once it reaches flushAt.
 func (l *loop) flush(c *client) {
 	ls := &c.ls
 	for ls.qHead < len(ls.q) {
@@ -678,7 +717,7 @@ func (l *loop) flush(c *client) {
 		}
 		if ls.out != nil && len(ls.out.B) >= flushAt {
 			l.write(c)
-			if ls.out != nil {
+			if ls.blocked {
 				break
 			}
 		}
@@ -689,10 +728,11 @@ func (l *loop) flush(c *client) {
 			ls.q = nil
 		}
 	}
-	l.write(c)
 }
 
-// write writes c's output, as much as the socket takes.
+// write writes c's output, as much as the socket takes; what it does not
+// take blocks c (paused) until EPOLLOUT says it may take more. A client
+// whose output stays blocked writeTimeout+writeSlack is closed (scan).
 func (l *loop) write(c *client) {
 	ls := &c.ls
 	if ls.out == nil {
@@ -715,11 +755,11 @@ func (l *loop) write(c *client) {
 		// Written: an idle connection keeps no buffer (the goroutine
 		// path's writer returns its batch buffer likewise).
 		ls.dropOut()
-		ls.outSince = time.Time{}
+		ls.blocked, ls.outSince = false, time.Time{}
 		return
 	}
-	if n > 0 || ls.outSince.IsZero() {
-		ls.outSince = time.Now()
+	if !ls.blocked {
+		ls.blocked, ls.outSince = true, time.Now()
 	}
 	ls.out.B = append(ls.out.B[:0], ls.out.B[n:]...)
 }
@@ -735,6 +775,7 @@ func (l *loop) finish(c *client) {
 	}
 	ls.dead = true
 	l.flush(c) // gives back what is ready
+	ls.dropOut()
 	if ls.qHead < len(ls.q) || ls.stallCl != nil {
 		if cl := ls.stallCl; cl != nil {
 			// Never started: completed (unanswered) without reaching the

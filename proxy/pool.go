@@ -79,8 +79,8 @@ type asyncState struct {
 	// completed is set by the first completion of a call started by its
 	// asyncStart (startCB): a second, or a panic after it, is ignored.
 	completed atomic.Bool
-	mu      sync.Mutex   // guards next, and closing done
-	next    []*call      // commands waiting for this one (guarded by mu)
+	mu        sync.Mutex // guards next, and closing done
+	next      []*call    // commands waiting for this one (guarded by mu)
 }
 
 // asyncCall is an asynchronous call with its state.
