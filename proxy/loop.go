@@ -134,7 +134,7 @@ func (st *frameScan) mayEnd(data []byte, rd *resp.CommandReader) bool {
 			return true
 		}
 		st.pos = len(data)
-		return len(data) > limitOr(rd.MaxInlineLen, resp.DefaultMaxInlineLen)
+		return len(data) > limitOr(rd.MaxInlineLen, resp.DefaultMaxInlineLen)+2 // the reader's bound: the line and its CRLF
 	}
 	for {
 		rest := data[st.pos:]

@@ -51,12 +51,11 @@ type loop struct {
 	clients  map[int32]*client // by fd (loop goroutine only)
 	sleeping atomic.Bool
 
-	mu      sync.Mutex
-	readyQ  []*client // clients with completions to write (guarded by mu)
-	newQ    []*client // clients to register (guarded by mu)
-	newB    []*client
-	readyB  []*client // the loop's copy of readyQ
-	stalled []*client // clients whose next command waits for an in-flight slot (loop only)
+	mu     sync.Mutex
+	readyQ []*client // clients with completions to write (guarded by mu)
+	newQ   []*client // clients to register (guarded by mu)
+	newB   []*client
+	readyB []*client // the loop's copy of readyQ
 
 	touched  []*client // clients to process this turn (loop only)
 	corked   int       // commands dispatched since the last cork
@@ -191,9 +190,6 @@ func (l *loop) run() {
 	defer l.close()
 	for {
 		timeout := -1
-		if len(l.stalled) > 0 {
-			timeout = 1
-		}
 		if len(l.again) > 0 {
 			timeout = 0
 		}
@@ -250,11 +246,6 @@ func (l *loop) run() {
 			l.touch(c)
 		}
 		clear(l.readyB)
-		for _, c := range l.stalled {
-			l.touch(c)
-		}
-		clear(l.stalled)
-		l.stalled = l.stalled[:0]
 		for _, c := range l.again {
 			l.touch(c)
 		}
@@ -357,10 +348,10 @@ func (l *loop) scan() {
 			}
 		}
 		switch {
-		case shutting || c.ls.killed.Load():
-			l.touch(c)
 		case ls.blocked && now.Sub(ls.outSince) > writeTimeout+writeSlack:
-			ls.dead = true
+			ls.dead = true // also during Shutdown
+			l.touch(c)
+		case shutting || c.ls.killed.Load():
 			l.touch(c)
 		case ls.eof:
 		case !c.authed && !c.authBy.IsZero() && now.After(c.authBy),
@@ -675,8 +666,7 @@ func (l *loop) slot(c *client) bool {
 func (l *loop) dispatchStalled(c *client) bool {
 	args := c.ls.stallCmd
 	if !c.orderRoom(len(args)) {
-		l.stalled = append(l.stalled, c)
-		return false
+		return false // each of c's commands that completes brings it back (ready)
 	}
 	c.ls.stallCmd = nil
 	l.dispatch(c, args, c.ls.stallSize)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,7 +75,6 @@ func TestLoopEOFAfterStoppedBatch(t *testing.T) {
 // are not written), with the rest of the request waiting in the socket.
 func TestLoopRequestTimeoutWhilePaused(t *testing.T) {
 	const n = 1200
-	arg := strings.Repeat("x", 8000)
 	for _, m := range reviewModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEnv(t, 1, func(c *Config) {
@@ -84,20 +82,11 @@ func TestLoopRequestTimeoutWhilePaused(t *testing.T) {
 				c.RequestTimeout = 300 * time.Millisecond
 			})
 			nc := dialSmallRcv(t, e.addr, 4096)
-			var req []byte
-			for range n {
-				req = append(req, "*2\r\n$4\r\nECHO\r\n$8000\r\n"...)
-				req = append(req, arg...)
-				req = append(req, "\r\n"...)
-			}
-			go func() {
-				nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				nc.Write(req)
-			}()
+			sendEchos(nc, n, 10*time.Second)
 			time.Sleep(1200 * time.Millisecond) // reads nothing for 4 RequestTimeouts
 			nc.SetReadDeadline(time.Now().Add(8 * time.Second))
 			br := bufio.NewReaderSize(nc, 64<<10)
-			want := "$8000\r\n" + arg + "\r\n"
+			want := "$8000\r\n" + strings.Repeat("x", 8000) + "\r\n"
 			buf := make([]byte, len(want))
 			for got := 0; got < n; got++ {
 				if _, err := io.ReadFull(br, buf); err != nil {
@@ -237,11 +226,6 @@ func TestLoopIdleBufferAfterStop(t *testing.T) {
 func TestLoopStopAmplification(t *testing.T) {
 	const n = 60000
 	req := strings.Repeat("PING\r\n", n)
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
 	res := map[string]time.Duration{}
 	for _, m := range reviewModes {
 		t.Run(m.name, func(t *testing.T) {
@@ -250,7 +234,7 @@ func TestLoopStopAmplification(t *testing.T) {
 			if got := a.cmd("PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING: %q", got)
 			}
-			c0, w0 := cpu(), time.Now()
+			c0, w0 := procCPU(), time.Now()
 			done := make(chan int64, 1)
 			want := int64(n * len("+PONG\r\n"))
 			go func() {
@@ -263,7 +247,7 @@ func TestLoopStopAmplification(t *testing.T) {
 			if got := <-done; got != want {
 				t.Fatalf("%d reply bytes of %d", got, want)
 			}
-			res[m.name] = cpu() - c0
+			res[m.name] = procCPU() - c0
 			t.Logf("%s: %v CPU in %v", m.name, res[m.name].Round(time.Millisecond), time.Since(w0).Round(time.Millisecond))
 		})
 	}

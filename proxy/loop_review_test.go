@@ -41,6 +41,30 @@ func waitClosedRaw(nc net.Conn, d time.Duration) (closed bool, extra int) {
 	}
 }
 
+// sendEchos writes n pipelined ECHOs of 8000 bytes to nc from a goroutine
+// (their replies fill a small receive buffer: the proxy's writes block),
+// the write bounded by d.
+func sendEchos(nc net.Conn, n int, d time.Duration) {
+	arg := strings.Repeat("x", 8000)
+	var req []byte
+	for range n {
+		req = append(req, "*2\r\n$4\r\nECHO\r\n$8000\r\n"...)
+		req = append(req, arg...)
+		req = append(req, "\r\n"...)
+	}
+	go func() {
+		nc.SetWriteDeadline(time.Now().Add(d))
+		nc.Write(req)
+	}()
+}
+
+// procCPU is the process's CPU time so far.
+func procCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // TestLoopSlowLoris: a client sends, in one write, commands that stop
 // the loop's batch — MaxPipeline of them, or an AUTH (the next command is
 // parsed within the new limits) — and the first bytes of one more, then
@@ -139,7 +163,6 @@ func dialSmallRcv(t *testing.T, addr string, size int) net.Conn {
 // written before the connection closes).
 func TestLoopIdleTimeoutDropsPendingReplies(t *testing.T) {
 	const n = 1200
-	arg := strings.Repeat("x", 8000)
 	for _, m := range reviewModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEnv(t, 1, func(c *Config) {
@@ -147,20 +170,11 @@ func TestLoopIdleTimeoutDropsPendingReplies(t *testing.T) {
 				c.IdleTimeout = 500 * time.Millisecond
 			})
 			nc := dialSmallRcv(t, e.addr, 4096)
-			var req []byte
-			for range n {
-				req = append(req, "*2\r\n$4\r\nECHO\r\n$8000\r\n"...)
-				req = append(req, arg...)
-				req = append(req, "\r\n"...)
-			}
-			go func() {
-				nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				nc.Write(req)
-			}()
+			sendEchos(nc, n, 10*time.Second)
 			time.Sleep(1500 * time.Millisecond) // does not read for 3 IdleTimeouts
 			nc.SetReadDeadline(time.Now().Add(8 * time.Second))
 			br := bufio.NewReaderSize(nc, 64<<10)
-			want := "$8000\r\n" + arg + "\r\n"
+			want := "$8000\r\n" + strings.Repeat("x", 8000) + "\r\n"
 			got := 0
 			buf := make([]byte, len(want))
 			for got < n {
@@ -369,9 +383,9 @@ func TestLoopCloseBoundedNoLeak(t *testing.T) {
 	before := set()
 	func() {
 		e := startEnv(t, 3, func(c *Config) { c.EventLoops = 2; c.MaxInFlight = 2 })
-		arg := strings.Repeat("x", 8000)
 		for i := range 6 {
 			nc := dialSmallRcv(t, e.addr, 4096)
+			arg := strings.Repeat("x", 8000)
 			var req []byte
 			for range 800 {
 				req = append(req, "*2\r\n$4\r\nECHO\r\n$8000\r\n"...)
@@ -416,11 +430,6 @@ func TestLoopReparseAmplification(t *testing.T) {
 	for range 1000 {
 		cmd = append(cmd, "$1\r\nx\r\n"...)
 	}
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
 	res := map[string]time.Duration{}
 	for _, m := range reviewModes {
 		t.Run(m.name, func(t *testing.T) {
@@ -429,7 +438,7 @@ func TestLoopReparseAmplification(t *testing.T) {
 			if got := a.cmd("PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING: %q", got)
 			}
-			c0, w0 := cpu(), time.Now()
+			c0, w0 := procCPU(), time.Now()
 			for range 1 {
 				for i := 0; i < len(cmd); i += 7 {
 					a.send(string(cmd[i:min(i+7, len(cmd))]))
@@ -439,7 +448,7 @@ func TestLoopReparseAmplification(t *testing.T) {
 					t.Fatalf("reply: %q", got)
 				}
 			}
-			res[m.name] = cpu() - c0
+			res[m.name] = procCPU() - c0
 			t.Logf("%s: %v CPU for 3 commands in %v", m.name, res[m.name].Round(time.Millisecond), time.Since(w0).Round(time.Millisecond))
 		})
 	}
