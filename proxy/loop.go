@@ -195,7 +195,7 @@ func (f *framer) next() (cmd resp.Command, more bool, err error) {
 // but queued and inReady, guarded by loop.mu).
 type loopState struct {
 	fd         int32
-	in         []byte  // the start of a command whose end has not arrived
+	in         []byte  // bytes received, not parsed yet: the start of a command, or the commands after a stopped batch
 	q          []*call // unwritten replies, in request order
 	qHead      int
 	out        *bytebufferpool.ByteBuffer // replies not yet written (nil: none)
@@ -203,7 +203,7 @@ type loopState struct {
 	blocked    bool // the socket did not take all of out: not read until it does
 	readable   bool // epoll said readable and no read saw the end of the data since
 	hup        bool // the peer closed or the socket failed: read until EOF or an error
-	eof        bool // no more requests: write the replies, then close
+	eof        bool // the socket is not read again: the commands received run, their replies are written, then it closes
 	dead       bool // the socket failed: no more writes
 	closeAfter bool // a reply that closes the connection was queued
 	touched    bool
@@ -213,8 +213,8 @@ type loopState struct {
 	stallCmd   [][]byte  // a command waiting for room in the ordering map
 	stallSize  int       // its request bytes
 	moveData   []byte    // non-nil: move to the goroutine path with these bytes first
-	lastRead   time.Time // the last bytes received
-	partSince  time.Time // when the bytes in `in` started arriving (zero: none)
+	lastRead   time.Time // the last bytes received, or the last scan that found it busy: IdleTimeout's clock
+	partSince  time.Time // since when the rest of in's command is awaited: RequestTimeout's clock (zero: none)
 	scan       frameScan // how far in's command was checked
 	killed     atomic.Bool
 	moved      atomic.Bool // handed to the goroutine path

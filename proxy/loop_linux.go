@@ -63,7 +63,6 @@ type loop struct {
 	again    []*client // clients whose turn ended before their bytes did
 	nextScan time.Time
 	stop     atomic.Bool
-	done     chan struct{}
 }
 
 func (s *Server) startLoops() error {
@@ -105,7 +104,7 @@ func newLoop(s *Server) (*loop, error) {
 		return nil, fmt.Errorf("event loop: epoll_ctl: %w", err)
 	}
 	return &loop{s: s, epfd: epfd, efd: efd, f: newFramer(), scratch: make([]byte, loopScratch),
-		events: make([]unix.EpollEvent, 256), clients: map[int32]*client{}, done: make(chan struct{})}, nil
+		events: make([]unix.EpollEvent, 256), clients: map[int32]*client{}}, nil
 }
 
 func (l *loop) close() {
