@@ -790,13 +790,8 @@ func (l *loop) finish(c *client) {
 	ls.q, ls.in = nil, nil
 	ls.dropOut()
 	c.hold(-c.held.Load(), false)
-	s := l.s
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
-	s.loopClients.Add(-1)
-	s.clients.Add(-1)
-	s.wg.Done()
+	l.s.loopClients.Add(-1)
+	c.done()
 	ls.fd = -2 // finished
 }
 
