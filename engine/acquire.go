@@ -169,6 +169,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 // A fencing write-back under way is not abandoned: it ends by its
 // per-master timeout.
 func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
+	cancelled := false
 	if d := ctx.Done(); d == nil { // a context that never ends: a plain receive is cheaper than select
 		<-a.ch
 	} else {
@@ -176,12 +177,19 @@ func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
 		case <-a.ch:
 		case <-d:
 			a.cancel(ctx.Err())
+			cancelled = true
 			<-a.ch
 		}
 	}
 	l, err := a.res, a.err
 	ttl, votes := a.ttl, a.votes
-	a.free()
+	if !cancelled {
+		// (A cancelled one is left to the garbage collector: the acquire
+		// op's decision may still be on its way to it, on the master
+		// connection that made it, to find it was cancelled first; a
+		// pooled acquisition reused by then would be taken for its own.)
+		a.free()
+	}
 	if err == nil && l.Remaining() == 0 {
 		// The verdict was taken where the answers arrived; the result
 		// waited for its owner since (a hand-off attempt is collected

@@ -230,6 +230,10 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 	return false, fmt.Errorf("engine: unexpected reply %s", r)
 }
 
+// decideHook, when a test sets it, runs where an op is decided, before
+// its acquisition (if any) is told: a test delays a decision with it.
+var decideHook atomic.Pointer[func(*op)]
+
 func (o *op) record(i int, ok bool, cause error) {
 	delta := uint64(1)
 	if ok {
@@ -248,6 +252,9 @@ func (o *op) record(i int, ok bool, cause error) {
 	all := yes+no == n
 	decide := all || (!o.waitAll && (yes >= q || no > n-q))
 	if decide && o.decided.CompareAndSwap(false, true) {
+		if h := decideHook.Load(); h != nil {
+			(*h)(o)
+		}
 		switch {
 		case o.acq != nil:
 			o.acq.step(o)
