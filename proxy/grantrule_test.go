@@ -566,11 +566,105 @@ func proxyEntries(t *testing.T) []ruleEntry {
 			entries = append(entries, ruleEntry{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA})
 		case rForceUnlock:
 			// Not a grant: it ends the hold.
+		case rRWRead, rRWWrite, rRWUnlockWrite, rRWRenew, rRWRenewTask, rRWRenewTask44:
+			entries = append(entries, rwRuleEntries(rs)...)
+		case rRWUnlockRead, rRWForceRead, rRWForceWrite, rRWIsLocked:
+			// Not a grant: a read unlock counts down (the TTL as it is)
+			// or ends the lock; forceUnlock ends it; isLocked reads.
 		default:
 			t.Errorf("rTable kind %d (%s) is not classified in the grant rule table", rs.Kind, rs.Name)
 		}
 	}
 	return entries
+}
+
+// rwRuleEntries are the rows of a Redisson RReadWriteLock script: the
+// read and write tryLocks (acquiring, and re-entering), the nested write
+// unlock (it resets the lease: an extension) and the read renewals; and,
+// with the first RLock renewal of each shape, that renewal keeping a
+// write hold (owner <id>:<thread>:write).
+func rwRuleEntries(rs *rScript) []ruleEntry {
+	sha := func(file string) string {
+		for _, o := range rTable {
+			if o.File == file {
+				return o.SHA
+			}
+		}
+		panic(file)
+	}
+	readSHA, writeSHA := sha("redisson-3.20.0-rwReadTryLock"), sha("redisson-3.20.0-rwWriteTryLock")
+	tryReply := func(r string) outcome { return outcome{granted: r == "$-1\r\n", text: r} }
+	read := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		return tryReply(x.cmd(x.t, inst, "EVALSHA", readSHA, "2", key, "{"+key+"}:"+owner+":rwlock_timeout", ms(ttl), owner, owner+":write"))
+	}
+	write := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		return tryReply(x.cmd(x.t, inst, "EVALSHA", writeSHA, "1", key, ms(ttl), owner+":write"))
+	}
+	twice := func(take func(*ruleRun, int, string, string, time.Duration) outcome) func(*ruleRun, int, string, string, time.Duration) outcome {
+		return func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+			if o := take(x, inst, key, owner, ttl); !o.granted {
+				return o
+			}
+			return take(x, inst, key, owner, ttl)
+		}
+	}
+	notFenced := map[ruleID]string{ruleFencing: "not fenced (Redisson's read-write lock has no token)"}
+	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleFencing: "not fenced"}
+	renewed := func(r string) bool { return r == ":1\r\n" || r == "*1\r\n:1\r\n" }
+	switch rs.Kind {
+	case rRWRead:
+		return []ruleEntry{
+			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: read, holdWith: write},
+			{name: rs.Name + " re-entry", method: "rTable", take: read, keep: read, na: keepNA},
+		}
+	case rRWWrite:
+		return []ruleEntry{
+			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: write},
+			{name: rs.Name + " re-entry", method: "rTable", take: write, keep: write, na: keepNA},
+		}
+	case rRWUnlockWrite:
+		unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+			keys := []string{key, "redisson_rwlock:{" + key + "}"}
+			argv := []string{"1", ms(ttl), owner + ":write"}
+			if rs.LatchKey > 0 {
+				keys = append(keys, "redisson_unlock_latch:{"+key+"}:0123456789abcdef0123456789abcdef")
+			}
+			for len(argv) < rs.Argc {
+				if len(argv) == rs.LatchArg {
+					argv = append(argv, "10000")
+				} else {
+					argv = append(argv, "publish")
+				}
+			}
+			r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
+			return outcome{granted: r == ":0\r\n", text: r}
+		}
+		return []ruleEntry{{name: rs.Name + " nested", method: "rTable", take: twice(write), keep: unlock, na: keepNA}}
+	}
+	// The read renewals.
+	renew := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		args := []string{"EVALSHA", rs.SHA, "2", key, "{" + key + "}", ms(ttl)}
+		if rs.Kind == rRWRenewTask44 {
+			args = append(args, "1")
+		}
+		r := x.cmd(x.t, inst, append(args, owner)...)
+		return outcome{granted: renewed(r), text: r}
+	}
+	out := []ruleEntry{{name: rs.Name, method: "rTable", take: read, keep: renew, na: keepNA}}
+	if rs.Kind == rRWRenew || rs.Kind == rRWRenewTask44 {
+		// RLock's renewal (its single and its batched text) keeping a write hold.
+		file := "redisson-3.12.0-renewExpiration"
+		if rs.Kind == rRWRenewTask44 {
+			file = "redisson-3.44.0-renewLocksBatch"
+		}
+		rlock := sha(file)
+		out = append(out, ruleEntry{name: file + " of a read-write lock's write hold", method: "rTable", take: write, na: keepNA,
+			keep: func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+				r := x.cmd(x.t, inst, "EVALSHA", rlock, "1", key, ms(ttl), owner+":write")
+				return outcome{granted: renewed(r), text: r}
+			}})
+	}
+	return out
 }
 
 // cliEntries are `redlock lock` over the masters and through a proxy.

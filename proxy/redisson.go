@@ -40,6 +40,18 @@ const (
 	rUnlock                              // KEYS lock, channel[, latch]; ARGV "0", lease, owner[, publish cmd[, latch ms]]
 	rForceUnlock                         // KEYS lock, channel; ARGV "0"[, publish cmd]
 	rRenew                               // KEYS lock...; ARGV lease, owner... (one owner per key)
+
+	// RReadWriteLock (redisson_rw.go).
+	rRWRead        // KEYS lock, timeout prefix; ARGV lease, owner, owner:write
+	rRWWrite       // KEYS lock; ARGV lease, owner:write
+	rRWUnlockRead  // KEYS lock, channel, timeout prefix, key prefix[, latch]; ARGV "0", owner[, publish cmd[, latch ms]]
+	rRWUnlockWrite // KEYS lock, channel[, latch]; ARGV "1", lease, owner:write[, publish cmd[, latch ms]]
+	rRWForceRead   // KEYS lock, channel; ARGV "0"[, publish cmd]
+	rRWForceWrite  // KEYS lock, channel; ARGV "1"[, publish cmd]
+	rRWIsLocked    // KEYS lock (the read lock's isLocked)
+	rRWRenew       // KEYS lock, key prefix; ARGV lease, owner (3.20.0-3.43.0)
+	rRWRenewTask   // KEYS (lock, key prefix)...; ARGV lease, owner per lock (3.44.0-4.3.1)
+	rRWRenewTask44 // KEYS (lock, key prefix)...; ARGV lease, (count, owners...) per lock (4.4.0+)
 )
 
 // rScript is one Redisson script text the proxy recognises.
@@ -53,6 +65,12 @@ type rScript struct {
 	// LatchArg is the ARGV index (0-based) of the unlock latch's TTL in
 	// ms, for an unlock with the latch key KEYS[3] (0: none).
 	LatchArg int
+	// LatchKey is the KEYS index (0-based) of a read-write unlock's latch
+	// key (0: none); LatchArg is then its TTL's ARGV index.
+	LatchKey int
+	// FreeNil: unlocking a free read-write lock answers nil (3.44.0+),
+	// not 1.
+	FreeNil bool
 }
 
 // maxRenewKeys bounds a batched renewal (Redisson sends up to 100).
@@ -81,6 +99,29 @@ var rTable = []rScript{
 	{Name: "node-redisson 1.0.4 unlock", File: "node-redisson-1.0.4-rUnlockInner", Kind: rUnlock, Keys: 3, Argc: 4, LatchArg: 3},
 	{Name: "node-redisson 1.0.4 renewal", File: "node-redisson-1.0.4-rRenewExpiration", Kind: rRenew, Keys: 1, Argc: 2},
 	{Name: "node-redisson 1.0.4 forceUnlock", File: "node-redisson-1.0.4-rForceUnlock", Kind: rForceUnlock, Keys: 2, Argc: 1},
+
+	// RReadWriteLock, releases 3.20.0 and later (redisson_rw.go). Its
+	// write lock's watchdog sends RLock's renewal (above) for the owner
+	// <id>:<thread>:write.
+	{Name: "Redisson RReadWriteLock readLock tryLock (3.20.0+)", File: "redisson-3.20.0-rwReadTryLock", Kind: rRWRead, Keys: 2, Argc: 3},
+	{Name: "Redisson RReadWriteLock writeLock tryLock (3.20.0+)", File: "redisson-3.20.0-rwWriteTryLock", Kind: rRWWrite, Keys: 1, Argc: 2},
+	{Name: "Redisson RReadWriteLock readLock unlock (3.44.0+)", File: "redisson-3.44.0-rwReadUnlock", Kind: rRWUnlockRead, Keys: 5, Argc: 4, LatchKey: 4, LatchArg: 3, FreeNil: true},
+	{Name: "Redisson RReadWriteLock readLock unlock (3.24.0-3.43.0)", File: "redisson-3.24.0-rwReadUnlock", Kind: rRWUnlockRead, Keys: 5, Argc: 4, LatchKey: 4, LatchArg: 3},
+	{Name: "Redisson RReadWriteLock readLock unlock (3.22.0-3.23.5)", File: "redisson-3.22.0-rwReadUnlock", Kind: rRWUnlockRead, Keys: 4, Argc: 3},
+	{Name: "Redisson RReadWriteLock readLock unlock (3.20.0-3.21.3)", File: "redisson-3.20.0-rwReadUnlock", Kind: rRWUnlockRead, Keys: 4, Argc: 2},
+	{Name: "Redisson RReadWriteLock writeLock unlock (3.44.0+)", File: "redisson-3.44.0-rwWriteUnlock", Kind: rRWUnlockWrite, Keys: 3, Argc: 5, LatchKey: 2, LatchArg: 4, FreeNil: true},
+	{Name: "Redisson RReadWriteLock writeLock unlock (3.24.0-3.43.0)", File: "redisson-3.24.0-rwWriteUnlock", Kind: rRWUnlockWrite, Keys: 3, Argc: 5, LatchKey: 2, LatchArg: 4},
+	{Name: "Redisson RReadWriteLock writeLock unlock (3.22.0-3.23.5)", File: "redisson-3.22.0-rwWriteUnlock", Kind: rRWUnlockWrite, Keys: 2, Argc: 4},
+	{Name: "Redisson RReadWriteLock writeLock unlock (3.20.0-3.21.3)", File: "redisson-3.20.0-rwWriteUnlock", Kind: rRWUnlockWrite, Keys: 2, Argc: 3},
+	{Name: "Redisson RReadWriteLock readLock forceUnlock (3.22.0+)", File: "redisson-3.22.0-rwReadForceUnlock", Kind: rRWForceRead, Keys: 2, Argc: 2},
+	{Name: "Redisson RReadWriteLock readLock forceUnlock (3.20.0-3.21.3)", File: "redisson-3.20.0-rwReadForceUnlock", Kind: rRWForceRead, Keys: 2, Argc: 1},
+	{Name: "Redisson RReadWriteLock writeLock forceUnlock (3.22.0+)", File: "redisson-3.22.0-rwWriteForceUnlock", Kind: rRWForceWrite, Keys: 2, Argc: 2},
+	{Name: "Redisson RReadWriteLock writeLock forceUnlock (3.20.0-3.21.3)", File: "redisson-3.20.0-rwWriteForceUnlock", Kind: rRWForceWrite, Keys: 2, Argc: 1},
+	{Name: "Redisson RReadWriteLock readLock isLocked (3.24.0+)", File: "redisson-3.24.0-rwReadIsLocked", Kind: rRWIsLocked, Keys: 1, Argc: 0},
+	{Name: "Redisson RReadWriteLock readLock renewal (3.20.0-3.43.0)", File: "redisson-3.20.0-rwReadRenew", Kind: rRWRenew, Keys: 2, Argc: 2},
+	{Name: "Redisson RReadWriteLock readLock renewal, batched (4.4.0+)", File: "redisson-4.4.0-rwReadLockTask", Kind: rRWRenewTask44},
+	{Name: "Redisson RReadWriteLock readLock renewal, batched (4.0.0-4.3.1)", File: "redisson-4.0.0-rwReadLockTask", Kind: rRWRenewTask},
+	{Name: "Redisson RReadWriteLock readLock renewal, batched (3.44.0-3.52.0)", File: "redisson-3.44.0-rwReadLockTask", Kind: rRWRenewTask},
 }
 
 // rBySHA indexes rTable by SHA1.
@@ -102,6 +143,9 @@ const (
 
 // fits reports whether keys and argv have the shape Redisson sends.
 func (rs *rScript) fits(keys, argv [][]byte) bool {
+	if rs.Kind >= rRWRead {
+		return rs.rwFits(keys, argv)
+	}
 	if rs.Keys == 0 {
 		if len(keys) < 1 || len(keys) > maxRenewKeys || len(argv) != len(keys)+1 {
 			return false
@@ -138,10 +182,13 @@ func (c *client) runRedisson(rs *rScript, keys, argv [][]byte) *call {
 	if !rs.fits(keys, argv) || !c.s.rNames(rs, keys) {
 		return errCall("ERR redlock proxy: " + rs.Name + " called in a shape Redisson never sends (or a lock name over 1024 bytes, or a channel, latch or token key not derived from the lock's name)")
 	}
-	if rs.Kind == rForceUnlock && !c.s.cfg.AllowTokenlessWrites {
+	if (rs.Kind == rForceUnlock || rs.Kind == rRWForceRead || rs.Kind == rRWForceWrite) && !c.s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("Redisson's forceUnlock", "Redisson unlock"))
 	}
 	s := c.s
+	if rs.Kind >= rRWRead {
+		return c.runRW(rs, keys, argv)
+	}
 	return c.async(keys, func(ctx context.Context, dst []byte) []byte {
 		switch rs.Kind {
 		case rTryLock, rFencedTryLock, rFencedTryLockToken:
@@ -176,13 +223,13 @@ func (s *Server) latchKeys(keys [][]byte) bool {
 	return len(keys) > 0
 }
 
-// Redisson's other lock kinds — fair lock, read-write lock, semaphores,
-// count-down latch, spin lock — keep lists, per-reader keys or counters
-// whose per-master copies diverge (and the fair lock reads the client's
-// clock): translating their scripts one by one cannot make them
-// quorum-safe. The proxy refuses them by SHA1 (redisson_refused.tsv: every
-// text of releases 3.20.0 to 4.7.0) with an error that names what it
-// serves instead.
+// Redisson's other lock kinds — fair lock, semaphores, count-down latch,
+// spin lock — keep lists, counters or per-holder keys whose per-master
+// copies diverge (and the fair lock reads the client's clock):
+// translating their scripts one by one cannot make them quorum-safe. The
+// proxy refuses them by SHA1 (redisson_refused.tsv: every text of
+// releases 3.20.0 to 4.7.0) with an error that names what it serves
+// instead. (RReadWriteLock is served: redisson_rw.go.)
 //
 //go:embed redisson_refused.tsv
 var rRefusedTSV string
@@ -206,10 +253,10 @@ var rRefused = func() map[string]string {
 
 // msgRedissonKind is the refusal of a Redisson script the proxy does not serve.
 func msgRedissonKind(what string) string {
-	return "ERR redlock proxy: " + what + " is not supported: Redisson's fair lock, read-write lock, semaphores, " +
-		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock or " +
-		"RFencedLock (reentrant, with the watchdog); fair locks, read-write locks, semaphores and multi-key locks are the engine's " +
-		"FairLock, RWLock, Semaphore and LockAll, and leader election its Election (docs/proxy.md)"
+	return "ERR redlock proxy: " + what + " is not supported: Redisson's fair lock, semaphores, " +
+		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock, " +
+		"RFencedLock or RReadWriteLock (reentrant, with the watchdog); fair locks, semaphores and multi-key locks are the engine's " +
+		"FairLock, Semaphore and LockAll, and leader election its Election (docs/proxy.md)"
 }
 
 // maxRLockName bounds a Redisson lock's name (the masters keep it in the
@@ -223,6 +270,9 @@ const maxRLockName = 1024
 // proxy publishes on, the latch it keeps on the masters, the fencing
 // token key it answers GET for — so that a client cannot name another lock's.
 func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
+	if rs.Kind >= rRWRead {
+		return s.rwNames(rs, keys)
+	}
 	if rs.Kind == rRenew {
 		for _, k := range keys {
 			if len(s.unprefixed(k)) > maxRLockName {
@@ -235,10 +285,7 @@ func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
 	if len(name) > maxRLockName {
 		return false
 	}
-	derived := func(k []byte, p string) bool {
-		got := s.unprefixed(k)
-		return (strings.Contains(name, "{") && got == p+":"+name) || (!strings.HasPrefix(name, "{") && got == p+":{"+name+"}")
-	}
+	derived := func(k []byte, p string) bool { return s.derived(name, k, p) }
 	switch rs.Kind {
 	case rFencedTryLock, rFencedTryLockToken:
 		return derived(keys[1], "redisson_lock_token")
@@ -254,4 +301,11 @@ func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// derived reports whether key k is derived with prefix p from the lock
+// name (without the key prefix) as Redisson's prefixName derives it.
+func (s *Server) derived(name string, k []byte, p string) bool {
+	got := s.unprefixed(k)
+	return (strings.Contains(name, "{") && got == p+":"+name) || (!strings.HasPrefix(name, "{") && got == p+":{"+name+"}")
 }

@@ -470,16 +470,57 @@ func (s *Server) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []
 // whose value a quorum holds as this owner's hold is extended to the
 // lease (concurrently); 1 where a quorum extended it within validity, 0
 // otherwise (Redisson then stops renewing it, and the lock ends at its
-// lease). Any proxy serves it: it asks the masters, not its memory.
+// lease). Any proxy serves it: it asks the masters, not its memory. (A
+// read-write lock's write holder, <id>:<thread>:write, renews with it
+// too: a read-write lock holding an entry of the owner is renewed.)
 func (s *Server) rRenew(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
-	lease := millis(argv[0])
-	res := make([]int64, len(keys))
-	errs := make([][]byte, len(keys))
-	var wg sync.WaitGroup
+	items := make([]renewItem, len(keys))
 	for i, k := range keys {
+		items[i] = renewItem{key: string(k), owners: []string{string(argv[i+1])}, rlock: true}
+	}
+	res, e := s.renew(ctx, millis(argv[0]), items)
+	if e != nil {
+		return append(dst, e...) // too few masters answered: no 0 guessed
+	}
+	if rs.Keys == 1 { // the single-lock script of 3.43.0 and earlier
+		return redcon.AppendInt(dst, res[0])
+	}
+	dst = redcon.AppendArray(dst, len(res))
+	for _, v := range res {
+		dst = redcon.AppendInt(dst, v)
+	}
+	return dst
+}
+
+// renewItem is one lock of a renewal: renewed where its value is a hold
+// of owners[0] (rlock: an RLock or RFencedLock hold), or a read-write
+// lock with an entry of one of the owners.
+type renewItem struct {
+	key    string
+	owners []string
+	rlock  bool
+}
+
+// renew extends each item's lock to lease (concurrently): 1 where a
+// quorum extended it within validity, else 0; or the error reply when a
+// lock's masters could not tell (too few answered).
+func (s *Server) renew(ctx context.Context, lease time.Duration, items []renewItem) ([]int64, []byte) {
+	res := make([]int64, len(items))
+	errs := make([][]byte, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
 		wg.Go(func() {
+			argv := make([]string, 0, 2+len(it.owners))
+			if it.rlock {
+				argv = append(argv, it.owners[0], msArg(lease))
+			} else {
+				argv = append(argv, "", msArg(lease))
+			}
+			for _, o := range it.owners {
+				argv = append(argv, hex.EncodeToString([]byte(o)))
+			}
 			t1 := time.Now()
-			reps, err := s.rGrant(ctx, string(k), lease, scripts.RedissonRenew, []string{string(k)}, []string{string(argv[i+1]), msArg(lease)}, isOne)
+			reps, err := s.rGrant(ctx, it.key, lease, scripts.RedissonRenew, []string{it.key}, argv, isOne)
 			switch {
 			case err != nil:
 				errs[i] = s.engineErr(err)
@@ -493,60 +534,69 @@ func (s *Server) rRenew(ctx context.Context, dst []byte, rs *rScript, keys, argv
 	wg.Wait()
 	for _, e := range errs {
 		if e != nil {
-			return append(dst, e...) // too few masters answered: no 0 guessed
+			return nil, e
 		}
 	}
-	if rs.Keys == 1 { // the single-lock script of 3.43.0 and earlier
-		return redcon.AppendInt(dst, res[0])
-	}
-	dst = redcon.AppendArray(dst, len(res))
-	for _, v := range res {
-		dst = redcon.AppendInt(dst, v)
-	}
-	return dst
+	return res, nil
 }
 
 // cmdHExists answers Redisson's isHeldByThread (HEXISTS lock owner) and
-// cmdHGet its getHoldCount (HGET lock owner) from the hold a quorum of
-// masters keeps: the masters hold plain strings, not Redisson's hashes.
-// (Asynchronous, so that they follow the connection's earlier commands on
-// the key.)
+// cmdHGet its getHoldCount (HGET lock owner) — and a read-write lock's
+// mode (HGET lock mode) — from the value a quorum of masters keeps: the
+// masters hold plain strings, not Redisson's hashes. (Asynchronous, so
+// that they follow the connection's earlier commands on the key.)
 func (c *client) cmdHExists(args [][]byte) *call {
-	key, owner, s := string(args[1]), string(args[2]), c.s
+	key, field, s := string(args[1]), string(args[2]), c.s
 	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
-		n, e := s.rHoldCount(ctx, key, owner)
-		if e != nil {
+		_, found, e := s.rField(ctx, key, field)
+		switch {
+		case e != nil:
 			return e
+		case found:
+			return redcon.AppendInt(dst, 1)
 		}
-		return redcon.AppendInt(dst, min(n, 1))
+		return redcon.AppendInt(dst, 0)
 	})
 }
 
 func (c *client) cmdHGet(args [][]byte) *call {
-	key, owner, s := string(args[1]), string(args[2]), c.s
+	key, field, s := string(args[1]), string(args[2]), c.s
 	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
-		n, e := s.rHoldCount(ctx, key, owner)
+		v, found, e := s.rField(ctx, key, field)
 		switch {
 		case e != nil:
 			return e
-		case n > 0:
-			return redcon.AppendBulkString(dst, strconv.FormatInt(n, 10))
+		case found:
+			return redcon.AppendBulkString(dst, v)
 		}
 		return redcon.AppendNull(dst)
 	})
 }
 
-// rHoldCount is owner's hold count on key by a quorum read (0: none), or
-// the error reply.
-func (s *Server) rHoldCount(ctx context.Context, key, owner string) (int64, []byte) {
+// rField is field of key's Redisson hash as Redisson would find it, by a
+// quorum read: an owner's hold count, or a read-write lock's mode
+// ("read" or "write"); found false when absent; or the error reply.
+func (s *Server) rField(ctx context.Context, key, field string) (string, bool, []byte) {
 	v, e := s.rRead(ctx, key)
 	if e != nil {
-		return 0, e
+		return "", false, e
 	}
-	if h, ok := parseHold(v); ok && h.owner == owner {
-		return h.count, nil
+	if h, ok := parseHold(v); ok {
+		if h.owner == field {
+			return strconv.FormatInt(h.count, 10), true, nil
+		}
+	} else if st, ok := parseRW(v); ok {
+		if field == "mode" {
+			if st.mode == 'w' {
+				return "write", true, nil
+			}
+			return "read", true, nil
+		}
+		if i := st.find(field); i >= 0 {
+			return strconv.FormatInt(st.owners[i].count, 10), true, nil
+		}
 	}
-	return 0, nil
+	return "", false, nil
 }
 
 // rNamesFrom returns the lock names a key derived with prefix p (p + ":" +

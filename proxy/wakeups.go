@@ -93,6 +93,10 @@ func (w *wakeRelay) remember(id string) bool {
 // goroutine; payload is valid during the call only).
 func (w *wakeRelay) received(payload []byte) {
 	id, ch, ok := strings.Cut(string(payload), " ")
+	msg := "0"
+	if len(id) == wakeIDLen+2 && id[wakeIDLen] == ':' && (id[wakeIDLen+1] == '0' || id[wakeIDLen+1] == '1') {
+		id, msg = id[:wakeIDLen], id[wakeIDLen+1:]
+	}
 	if !ok || len(id) != wakeIDLen || !w.remember(id) {
 		return
 	}
@@ -101,17 +105,23 @@ func (w *wakeRelay) received(payload []byte) {
 		return // another tenant's lock
 	}
 	local := ch[len(s.cfg.KeyPrefix):]
-	if len(local) > maxChannelLen || !strings.HasPrefix(local, wakePrefix) {
+	if len(local) > maxChannelLen || !wakeChannel(local) {
 		return
 	}
-	s.publish(local, "0")
+	s.publish(local, msg)
 }
 
 // wake wakes the waiters of a Redisson lock whose hold ended: this
 // proxy's subscribers of its channel (ch, as on the masters: with the
 // key prefix) at once, and other proxies' through the masters.
-func (s *Server) wake(ch string) {
-	s.publish(s.unprefixed([]byte(ch)), "0")
+func (s *Server) wake(ch string) { s.wakeMsg(ch, "0") }
+
+// wakeMsg is wake with Redisson's message: "0" (an unlock: one waiter
+// retries) or "1" (a read-write lock's write unlock: every waiter
+// retries). Across proxies the message rides on the id ("<id>:1"; a bare
+// id is "0", which proxies of earlier releases also send).
+func (s *Server) wakeMsg(ch, msg string) {
+	s.publish(s.unprefixed([]byte(ch)), msg)
 	w := s.wakes
 	if w == nil {
 		return
@@ -120,7 +130,11 @@ func (s *Server) wake(ch string) {
 	crand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
 	w.remember(id)
-	cmd := resp.AppendCommandStrings(nil, "PUBLISH", s.cfg.WakeChannel, id+" "+ch)
+	tag := id
+	if msg != "0" {
+		tag += ":" + msg
+	}
+	cmd := resp.AppendCommandStrings(nil, "PUBLISH", s.cfg.WakeChannel, tag+" "+ch)
 	deadline := time.Now().Add(s.tr.MasterTimeout(0))
 	for i := range len(s.eng.Masters()) {
 		w.send(i, cmd, deadline)

@@ -209,8 +209,10 @@ var (
 	// RedissonRead (KEYS lock[, latch]) returns {value or "", PTTL[,
 	// latch value or ""]}.
 	RedissonRead = load("proxy", "redisson_read")
-	// RedissonRenew (KEYS lock; ARGV owner, lease ms): if the lock's value
-	// is a hold of exactly that owner, PEXPIRE lease and 1; else 0.
+	// RedissonRenew (KEYS lock; ARGV owner or "", lease ms, hex owners...):
+	// if the lock's value is an RLock hold of exactly that owner, or a
+	// read-write lock with an entry of one of the hex-encoded owners,
+	// PEXPIRE lease and 1; else 0.
 	RedissonRenew = load("proxy", "redisson_renew")
 	// RedissonCleanup (KEYS lock; ARGV values...) deletes the lock if it
 	// holds one of the values (all unique to one attempt): 1 or 0.

@@ -46,15 +46,36 @@ type Profile struct {
 	ForceUnlock string
 	Renew       string
 	ScriptCache bool // EVALSHA first (3.46.0+ default); else EVAL
+
+	// RReadWriteLock (3.20.0+; empty before): the unlock, forceUnlock and
+	// read renewal scripts of the release (its tryLocks never changed).
+	RWReadUnlock, RWWriteUnlock, RWReadForce, RWWriteForce, RWReadRenew string
 }
 
 // Profiles are the Redisson releases the proxy recognises, newest first.
 var Profiles = []Profile{
-	{Name: "4.7 (3.46+)", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch", ScriptCache: true},
-	{Name: "3.44", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch"},
-	{Name: "3.23", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.22.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration"},
+	{Name: "4.7 (3.46+)", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch", ScriptCache: true,
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.4.0-rwReadLockTask"},
+	{Name: "3.44", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch",
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.44.0-rwReadLockTask"},
+	{Name: "3.23", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.22.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
+		RWReadUnlock: "redisson-3.22.0-rwReadUnlock", RWWriteUnlock: "redisson-3.22.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
 	{Name: "3.18", TryLock: "redisson-3.12.3-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration"},
 	{Name: "3.12.0", TryLock: "redisson-3.12.0-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration"},
+}
+
+// RWProfiles are the releases whose RReadWriteLock traffic differs, newest
+// first: the Profiles that have it, and the releases between them.
+var RWProfiles = []Profile{
+	Profiles[0],
+	{Name: "4.3", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch",
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.0.0-rwReadLockTask"},
+	Profiles[1],
+	{Name: "3.43", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
+		RWReadUnlock: "redisson-3.24.0-rwReadUnlock", RWWriteUnlock: "redisson-3.24.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
+	Profiles[2],
+	{Name: "3.21", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
+		RWReadUnlock: "redisson-3.20.0-rwReadUnlock", RWWriteUnlock: "redisson-3.20.0-rwWriteUnlock", RWReadForce: "redisson-3.20.0-rwReadForceUnlock", RWWriteForce: "redisson-3.20.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
 }
 
 // ErrNotOwner is Redisson's IllegalMonitorStateException: unlock answered
@@ -495,7 +516,7 @@ func (c *Client) unsubscribe(ch string) {
 }
 
 // readSub reads the pub/sub connection: confirmations to c.confirm,
-// message "0" on a channel wakes one try of its waiters.
+// message "0" or "1" on a channel wakes one try of its waiters.
 func (c *Client) readSub(nc net.Conn) {
 	rd := resp.NewReader(nc)
 	for {
@@ -523,7 +544,7 @@ func (c *Client) readSub(nc net.Conn) {
 			c.smu.Lock()
 			w := c.waiters[ch]
 			c.smu.Unlock()
-			if w != nil && r.Elems[2].Text() == "0" {
+			if m := r.Elems[2].Text(); w != nil && (m == "0" || m == "1") { // 1: a read-write lock's write unlock
 				select {
 				case w.wake <- struct{}{}:
 				default:

@@ -1,0 +1,581 @@
+package proxy
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	mrand "math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Redisson's RReadWriteLock, unmodified, over the quorum.
+//
+// Redisson keeps a read-write lock as a hash {mode, owner: count, …} plus
+// a timeout key per read hold, and changes it with HINCRBY: per-master
+// copies would drift apart exactly as RLock's counts do. The proxy keeps
+// it as RLock's holds are kept (redisson_hold.go): one plain string per
+// lock on each master whose value is the whole state,
+//
+//	rw|<mode r or w>|<random hex>|<hex(owner)>=<count>;<hex(owner)>=<count>;…
+//
+// (a writer's owner is Redisson's <id>:<thread>:write, a reader's
+// <id>:<thread>), and every change is a compare-and-set of the value a
+// quorum holds, under the grant rule:
+//
+//   - tryLock from free: SET NX PX of a fresh value on every master; a
+//     quorum within validity grants, else the attempt's value is
+//     compare-and-deleted where it landed.
+//   - a reader joining a read lock (or the write holder's own thread
+//     taking a read), a reader or the writer re-entering: CAS of the value
+//     a quorum holds to one with the count raised — the TTL raised to the
+//     lease for a read (Redisson: max(pttl, lease)), set to pttl + lease for
+//     a write (Redisson adds; here capped at MaxTTL); a quorum within
+//     validity grants, else the new value is reverted where it landed. A
+//     CAS that loses a race with another reader's is retried (a few
+//     times, with jitter) from a fresh read.
+//   - unlock: a quorum read, then CAS to the decremented value, or
+//     compare-and-delete when no hold is left; a write hold's nested
+//     unlock resets the TTL to the lease (an extension: the grant rule).
+//   - renewal: PEXPIRE where the value holds an entry of the owner.
+//
+// What changes for a Redisson user (docs/proxy.md): a read hold has no
+// lease of its own. Redisson lets one reader's hold lapse while others
+// renew the lock; here every hold lives as long as the lock, so the hold
+// of a reader that died ends when the last live reader unlocks plus at
+// most one lease (the lock's TTL then runs out) — a writer waits longer,
+// never less. Releases before 3.20.0 are not recognised.
+
+// maxRWOwners bounds the owners (threads) a read-write lock's value lists.
+const maxRWOwners = 256
+
+// rwAttempts bounds a tryLock's tries when its compare-and-set loses a
+// race with another change of the same lock.
+const rwAttempts = 6
+
+// The channel Redisson's read-write lock wakes its waiters on.
+const rwChannelPrefix = "redisson_rwlock"
+
+type rwOwner struct {
+	name  string
+	count int64 // ≥ 1
+}
+
+// rwState is a read-write lock as the masters keep it.
+type rwState struct {
+	mode   byte // 'r' or 'w'
+	rand   string
+	owners []rwOwner
+}
+
+func (st rwState) value() string {
+	var b strings.Builder
+	b.WriteString("rw|")
+	b.WriteByte(st.mode)
+	b.WriteByte('|')
+	b.WriteString(st.rand)
+	b.WriteByte('|')
+	for _, o := range st.owners {
+		b.WriteString(hex.EncodeToString([]byte(o.name)))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(o.count, 10))
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+// parseRW parses a value of the form rwState.value writes.
+func parseRW(v string) (rwState, bool) {
+	rest, ok := strings.CutPrefix(v, "rw|")
+	if !ok || len(rest) < 2 || (rest[0] != 'r' && rest[0] != 'w') || rest[1] != '|' {
+		return rwState{}, false
+	}
+	st := rwState{mode: rest[0]}
+	rest = rest[2:]
+	i := strings.IndexByte(rest, '|')
+	if i <= 0 {
+		return rwState{}, false
+	}
+	st.rand, rest = rest[:i], rest[i+1:]
+	if _, err := hex.DecodeString(st.rand); err != nil || rest == "" {
+		return rwState{}, false
+	}
+	for rest != "" {
+		j := strings.IndexByte(rest, ';')
+		if j < 0 || len(st.owners) == maxRWOwners {
+			return rwState{}, false
+		}
+		h, c, ok := strings.Cut(rest[:j], "=")
+		rest = rest[j+1:]
+		name, err := hex.DecodeString(h)
+		n, okc := parseDigits(c)
+		if !ok || err != nil || !validOwner(name) || !okc || n < 1 {
+			return rwState{}, false
+		}
+		st.owners = append(st.owners, rwOwner{name: string(name), count: n})
+	}
+	return st, true
+}
+
+func (st rwState) find(owner string) int {
+	for i, o := range st.owners {
+		if o.name == owner {
+			return i
+		}
+	}
+	return -1
+}
+
+// with returns st with owner's count changed by d (an owner whose count
+// reaches 0 is removed, a new one added at the end) and a fresh random part.
+func (st rwState) with(owner string, d int64) rwState {
+	out := rwState{mode: st.mode, rand: rRand(), owners: make([]rwOwner, 0, len(st.owners)+1)}
+	found := false
+	for _, o := range st.owners {
+		if o.name == owner {
+			found = true
+			if o.count += d; o.count <= 0 {
+				continue
+			}
+		}
+		out.owners = append(out.owners, o)
+	}
+	if !found && d > 0 {
+		out.owners = append(out.owners, rwOwner{name: owner, count: d})
+	}
+	return out
+}
+
+// validWriter reports whether b is a write lock's owner (<id>:<thread>:write).
+func validWriter(b []byte) bool {
+	return validOwner(b) && len(b) > len(":write") && strings.HasSuffix(string(b), ":write")
+}
+
+// rwFits is fits for the read-write lock's scripts.
+func (rs *rScript) rwFits(keys, argv [][]byte) bool {
+	switch rs.Kind {
+	case rRWRenewTask, rRWRenewTask44:
+		if len(keys) < 2 || len(keys)%2 != 0 || len(keys) > 2*maxRenewKeys || len(argv) < 2 || !isMillis(argv[0]) {
+			return false
+		}
+		if rs.Kind == rRWRenewTask {
+			if len(argv) != 1+len(keys)/2 {
+				return false
+			}
+			for _, o := range argv[1:] {
+				if !validOwner(o) {
+					return false
+				}
+			}
+			return true
+		}
+		i := 1
+		for range len(keys) / 2 {
+			if i >= len(argv) {
+				return false
+			}
+			n, ok := resp.ParseInt(argv[i])
+			if !ok || n < 1 || n > maxRWOwners || int64(len(argv)-i-1) < n {
+				return false
+			}
+			for _, o := range argv[i+1 : i+1+int(n)] {
+				if !validOwner(o) {
+					return false
+				}
+			}
+			i += 1 + int(n)
+		}
+		return i == len(argv)
+	}
+	if len(keys) != rs.Keys || len(argv) != rs.Argc {
+		return false
+	}
+	latch := rs.LatchArg == 0 || isMillis(argv[rs.LatchArg])
+	switch rs.Kind {
+	case rRWRead:
+		return isMillis(argv[0]) && validOwner(argv[1]) && string(argv[2]) == string(argv[1])+":write"
+	case rRWWrite:
+		return isMillis(argv[0]) && validWriter(argv[1])
+	case rRWUnlockRead:
+		return string(argv[0]) == "0" && validOwner(argv[1]) && latch
+	case rRWUnlockWrite:
+		return string(argv[0]) == "1" && isMillis(argv[1]) && validWriter(argv[2]) && latch
+	case rRWForceRead:
+		return string(argv[0]) == "0"
+	case rRWForceWrite:
+		return string(argv[0]) == "1"
+	case rRWRenew:
+		return isMillis(argv[0]) && validOwner(argv[1])
+	}
+	return true // rRWIsLocked
+}
+
+// rwNames is rNames for the read-write lock's scripts: the lock names are
+// bounded; the channel the proxy publishes on and the latch it keeps are
+// derived from the lock's name. (The timeout and key prefixes Redisson
+// sends name keys the proxy does not keep.)
+func (s *Server) rwNames(rs *rScript, keys [][]byte) bool {
+	if rs.Kind == rRWRenewTask || rs.Kind == rRWRenewTask44 {
+		for i := 0; i < len(keys); i += 2 { // a lock, then its key prefix
+			if len(s.unprefixed(keys[i])) > maxRLockName {
+				return false
+			}
+		}
+		return true
+	}
+	name := s.unprefixed(keys[0])
+	if len(name) > maxRLockName {
+		return false
+	}
+	switch rs.Kind {
+	case rRWUnlockRead, rRWUnlockWrite, rRWForceRead, rRWForceWrite:
+		if !s.derived(name, keys[1], rwChannelPrefix) {
+			return false
+		}
+		if rs.LatchKey > 0 {
+			l := s.unprefixed(keys[rs.LatchKey])
+			i := strings.LastIndexByte(l, ':')
+			return i > 0 && len(l)-i-1 <= 64 && s.derived(name, []byte(s.cfg.KeyPrefix+l[:i]), "redisson_unlock_latch")
+		}
+	}
+	return true
+}
+
+// runRW serves a recognised read-write lock script (its shape checked).
+// It is ordered after the connection's earlier commands on its locks.
+func (c *client) runRW(rs *rScript, keys, argv [][]byte) *call {
+	s := c.s
+	locks := keys[:1]
+	if rs.Kind == rRWRenewTask || rs.Kind == rRWRenewTask44 {
+		locks = make([][]byte, 0, len(keys)/2)
+		for i := 0; i < len(keys); i += 2 {
+			locks = append(locks, keys[i])
+		}
+	}
+	return c.async(locks, func(ctx context.Context, dst []byte) []byte {
+		switch rs.Kind {
+		case rRWRead, rRWWrite:
+			return s.rwTryLock(ctx, dst, rs, keys, argv)
+		case rRWUnlockRead, rRWUnlockWrite:
+			return s.rwUnlock(ctx, dst, rs, keys, argv)
+		case rRWForceRead, rRWForceWrite:
+			return s.rwForceUnlock(ctx, dst, keys, argv)
+		case rRWIsLocked:
+			return s.rwIsLocked(ctx, dst, keys)
+		}
+		return s.rwRenew(ctx, dst, rs, keys, argv)
+	})
+}
+
+// rwJitter waits before try attempt (1, 2, …) of a compare-and-set that
+// lost a race: up to 2^attempt ms.
+func rwJitter(ctx context.Context, attempt int) bool {
+	t := time.NewTimer(time.Duration(mrand.Int64N(int64(time.Millisecond) << attempt)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+const msgOneKind = "ERR redlock proxy: this lock name is held as an RLock or RFencedLock, not as a read-write lock (one lock name, one kind)"
+
+func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+	key, lease, owner := string(keys[0]), millis(argv[0]), string(argv[1])
+	mode := byte('r')
+	if rs.Kind == rRWWrite {
+		mode = 'w'
+	}
+	q := s.eng.Quorum()
+	disagreed := false
+	for attempt := range rwAttempts {
+		if attempt > 0 && !rwJitter(ctx, attempt) {
+			return s.engineErr(ctx.Err())
+		}
+		v1 := rwState{mode: mode, rand: rRand(), owners: []rwOwner{{name: owner, count: 1}}}.value()
+		t1 := time.Now()
+		reps, err := s.rGrant(ctx, key, lease, scripts.RedissonAcquire, []string{key}, []string{v1, msArg(lease)}, rCreated)
+		if err != nil {
+			if !errors.Is(err, engine.ErrBadArgument) {
+				s.rBestEffort(key, scripts.RedissonCleanup, []string{key}, []string{v1})
+			}
+			return s.engineErr(err)
+		}
+		yes := 0
+		held, pttl := map[string]int{}, map[string]int64{}
+		for _, r := range reps {
+			if replyErr(r) != nil {
+				continue
+			}
+			if rCreated(r.Reply) {
+				yes++
+			} else if e := r.Reply.Elems; r.Reply.Type == resp.TypeArray && len(e) == 3 {
+				held[e[1].Text()]++
+				pttl[e[1].Text()] = max(pttl[e[1].Text()], e[2].Int)
+			}
+		}
+		if yes >= q && s.rValid(t1, lease) {
+			return redcon.AppendNull(dst)
+		}
+		s.rBestEffort(key, scripts.RedissonCleanup, []string{key}, []string{v1})
+		if r := s.undecided(reps); r != nil {
+			return r
+		}
+		if yes >= q {
+			return s.engineErr(engine.ErrGrantedTooLate)
+		}
+		cur := ""
+		for v, n := range held {
+			if n >= q {
+				cur = v
+			}
+		}
+		if cur == "" {
+			disagreed = true // a change under way, or masters that differ
+			continue
+		}
+		disagreed = false
+		st, ok := parseRW(cur)
+		if !ok {
+			if _, isHold := parseHold(cur); isHold {
+				return redcon.AppendError(dst, msgOneKind)
+			}
+			return redcon.AppendInt(dst, pttl[cur]) // a holder of another kind
+		}
+		shared := st.mode == 'w' && st.find(owner) >= 0 // the writer re-enters
+		if mode == 'r' {
+			shared = st.mode == 'r' || st.find(owner+":write") >= 0 // a reader, or the writer's own thread
+		}
+		if !shared {
+			return redcon.AppendInt(dst, pttl[cur])
+		}
+		if st.find(owner) < 0 && len(st.owners) >= maxRWOwners {
+			return redcon.AppendError(dst, "ERR redlock proxy: a read-write lock holds at most "+strconv.Itoa(maxRWOwners)+" owners (threads) at once")
+		}
+		next := st.with(owner, 1)
+		ttl, how := lease, ""
+		if mode == 'w' {
+			// Redisson adds the lease to the TTL left: here at most
+			// MaxTTL (the grant rule), and never less than the lease (a
+			// lease over MaxTTL is refused).
+			ttl, how = min(time.Duration(pttl[cur])*time.Millisecond+lease, max(s.eng.Config().MaxTTL, lease)), "exact"
+		}
+		t2 := time.Now()
+		reps, err = s.rGrant(ctx, key, ttl, scripts.RedissonCAS, []string{key}, []string{cur, next.value(), msArg(ttl), "", "0", how}, isOne)
+		if err == nil && countYes(reps, isOne) >= q && s.rValid(t2, lease) {
+			return redcon.AppendNull(dst)
+		}
+		if err == nil || !errors.Is(err, engine.ErrBadArgument) {
+			s.rBestEffort(key, scripts.RedissonCAS, []string{key}, []string{next.value(), cur, "0", "", "0"})
+		}
+		if err != nil {
+			return s.engineErr(err)
+		}
+		if r := s.undecided(reps); r != nil {
+			return r
+		}
+		if countYes(reps, isOne) >= q {
+			return s.engineErr(engine.ErrGrantedTooLate)
+		}
+		// Another change of the lock came first: try again from a fresh read.
+	}
+	if disagreed {
+		return redcon.AppendError(dst, msgDisagree)
+	}
+	return s.engineErr(engine.ErrNotAcquired)
+}
+
+// rwLatch returns the keys of an unlock (the lock, and the latch the
+// masters keep for it) and the latch's TTL argument.
+func (s *Server) rwLatch(rs *rScript, keys, argv [][]byte) ([]string, string, []byte) {
+	key := string(keys[0])
+	if rs.LatchKey == 0 {
+		return []string{key}, "0", nil
+	}
+	if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
+		return nil, "", redcon.AppendError(nil, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
+	}
+	return []string{key, rLatchKey(key, string(keys[rs.LatchKey]))}, msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL)), nil
+}
+
+func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+	key, ch := string(keys[0]), string(keys[1])
+	write := rs.Kind == rRWUnlockWrite
+	owner, msg := string(argv[1]), "0"
+	if write {
+		owner, msg = string(argv[2]), "1"
+	}
+	rkeys, latchTTL, bad := s.rwLatch(rs, keys, argv)
+	if bad != nil {
+		return bad
+	}
+	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
+	if err != nil {
+		return s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
+	}
+	v, latch, ok := s.rAgreed(reps)
+	if latch != "" {
+		// A retried unlock: the first one's answer (as RLock's, redisson_hold.go).
+		n, _ := strconv.ParseInt(latch, 10, 64)
+		return redcon.AppendInt(dst, n)
+	}
+	if !ok {
+		return redcon.AppendError(dst, msgDisagree)
+	}
+	if v == "" {
+		// Free: Redisson publishes and answers 1 (nil from 3.44.0).
+		s.wakeMsg(ch, msg)
+		if rs.FreeNil {
+			return redcon.AppendNull(dst)
+		}
+		return redcon.AppendInt(dst, 1)
+	}
+	st, isRW := parseRW(v)
+	i := -1
+	if isRW {
+		i = st.find(owner)
+	}
+	if i < 0 || (write && st.mode != 'w') {
+		return redcon.AppendNull(dst) // not this owner's
+	}
+	next := st.with(owner, -1)
+	q := s.eng.Quorum()
+	if write && st.owners[i].count > 1 {
+		// A nested write unlock resets the TTL to the lease and answers
+		// 0: an extension, under the grant rule.
+		lease := millis(argv[1])
+		t1 := time.Now()
+		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{v, next.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
+		if err == nil && countYes(reps, isOne) >= q && s.rValid(t1, lease) {
+			return redcon.AppendInt(dst, 0)
+		}
+		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})
+		if err == nil && countYes(reps, isOne) >= q {
+			return s.engineErr(engine.ErrGrantedTooLate)
+		}
+	} else if len(next.owners) == 0 {
+		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{v, "", "0", "1", latchTTL})
+		if err == nil && countYes(reps, isOne) >= q {
+			s.wakeMsg(ch, msg)
+			return redcon.AppendInt(dst, 1)
+		}
+		// A failed delete is not undone: masters that deleted hold no
+		// lock, the others keep it to its lease.
+	} else {
+		// Holds remain (other readers, or the writer's own read holds:
+		// the lock becomes a read lock); the TTL is left as it is.
+		res := "0"
+		if write {
+			next.mode, res = 'r', "1"
+		}
+		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{v, next.value(), "1", res, latchTTL})
+		if err == nil && countYes(reps, isOne) >= q {
+			n, _ := strconv.ParseInt(res, 10, 64)
+			return redcon.AppendInt(dst, n)
+		}
+		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})
+	}
+	if err != nil {
+		return s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
+	}
+	return redcon.AppendError(dst, msgDisagree)
+}
+
+// rwForceUnlock ends the read (or write) lock whoever holds it: 1 when
+// the lock was held in that mode, else 0.
+func (s *Server) rwForceUnlock(ctx context.Context, dst []byte, keys, argv [][]byte) []byte {
+	key, msg := string(keys[0]), string(argv[0])
+	mode := byte('r')
+	if msg == "1" {
+		mode = 'w'
+	}
+	v, e := s.rRead(ctx, key)
+	if e != nil {
+		return e
+	}
+	st, ok := parseRW(v)
+	if !ok || st.mode != mode {
+		return redcon.AppendInt(dst, 0)
+	}
+	reps, err := s.rAsk(ctx, key, scripts.RedissonCAS, []string{key}, []string{v, "", "0"})
+	if err != nil {
+		return s.engineErr(err)
+	}
+	if countYes(reps, isOne) >= s.eng.Quorum() {
+		s.wakeMsg(string(keys[1]), msg)
+		return redcon.AppendInt(dst, 1)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
+	}
+	return redcon.AppendError(dst, msgDisagree)
+}
+
+// rwIsLocked is the read lock's isLocked: 1 when read-locked, or
+// write-locked with a read hold of the writer's thread.
+func (s *Server) rwIsLocked(ctx context.Context, dst []byte, keys [][]byte) []byte {
+	v, e := s.rRead(ctx, string(keys[0]))
+	if e != nil {
+		return e
+	}
+	if st, ok := parseRW(v); ok && (st.mode == 'r' || len(st.owners) > 1) {
+		return redcon.AppendInt(dst, 1)
+	}
+	return redcon.AppendInt(dst, 0)
+}
+
+// rwRenew serves the read lock's watchdog: one lock (3.20.0-3.43.0,
+// answering 1/0) or a batch of (lock, key prefix) pairs (3.44.0+, an
+// array of 1/0): a lock is renewed where it holds an entry of one of its
+// owners.
+func (s *Server) rwRenew(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+	lease := millis(argv[0])
+	var items []renewItem
+	switch rs.Kind {
+	case rRWRenew:
+		items = []renewItem{{key: string(keys[0]), owners: []string{string(argv[1])}}}
+	case rRWRenewTask:
+		for i := 0; i < len(keys); i += 2 {
+			items = append(items, renewItem{key: string(keys[i]), owners: []string{string(argv[1+i/2])}})
+		}
+	default: // rRWRenewTask44: a count, then that many owners, per lock
+		j := 1
+		for i := 0; i < len(keys); i += 2 {
+			n, _ := resp.ParseInt(argv[j])
+			it := renewItem{key: string(keys[i])}
+			for _, o := range argv[j+1 : j+1+int(n)] {
+				it.owners = append(it.owners, string(o))
+			}
+			items = append(items, it)
+			j += 1 + int(n)
+		}
+	}
+	res, e := s.renew(ctx, lease, items)
+	if e != nil {
+		return append(dst, e...)
+	}
+	if rs.Kind == rRWRenew {
+		return redcon.AppendInt(dst, res[0])
+	}
+	dst = redcon.AppendArray(dst, len(res))
+	for _, v := range res {
+		dst = redcon.AppendInt(dst, v)
+	}
+	return dst
+}
