@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -57,9 +58,15 @@ import (
 // maxRWOwners bounds the owners (threads) a read-write lock's value lists.
 const maxRWOwners = 256
 
-// rwAttempts bounds a tryLock's tries when its compare-and-set loses a
-// race with another change of the same lock.
-const rwAttempts = 6
+// rwAttempts bounds the tries of a tryLock or unlock whose
+// compare-and-set loses a race with another change of the same lock (or
+// finds the masters mid-change: no value at a quorum).
+const rwAttempts = 8
+
+// rwBusyTTL is the TTL a tryLock answers when every try lost such a
+// race: "not acquired, held for about this long" — Redisson's lock()
+// retries after it, tryLock() answers false. Never a grant.
+const rwBusyTTL = 10
 
 // The channel Redisson's read-write lock wakes its waiters on.
 const rwChannelPrefix = "redisson_rwlock"
@@ -276,9 +283,9 @@ func (c *client) runRW(rs *rScript, keys, argv [][]byte) *call {
 }
 
 // rwJitter waits before try attempt (1, 2, …) of a compare-and-set that
-// lost a race: up to 2^attempt ms.
+// lost a race: up to 2^attempt ms, at most 16 ms.
 func rwJitter(ctx context.Context, attempt int) bool {
-	t := time.NewTimer(time.Duration(mrand.Int64N(int64(time.Millisecond) << attempt)))
+	t := time.NewTimer(time.Duration(mrand.Int64N(int64(time.Millisecond) << min(attempt, 4))))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -297,7 +304,6 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 		mode = 'w'
 	}
 	q := s.eng.Quorum()
-	disagreed := false
 	for attempt := range rwAttempts {
 		if attempt > 0 && !rwJitter(ctx, attempt) {
 			return s.engineErr(ctx.Err())
@@ -341,10 +347,8 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 			}
 		}
 		if cur == "" {
-			disagreed = true // a change under way, or masters that differ
-			continue
+			continue // a change under way, or masters that differ
 		}
-		disagreed = false
 		st, ok := parseRW(cur)
 		if !ok {
 			if _, isHold := parseHold(cur); isHold {
@@ -389,10 +393,7 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 		}
 		// Another change of the lock came first: try again from a fresh read.
 	}
-	if disagreed {
-		return redcon.AppendError(dst, msgDisagree)
-	}
-	return s.engineErr(engine.ErrNotAcquired)
+	return redcon.AppendInt(dst, rwBusyTTL)
 }
 
 // rwLatch returns the keys of an unlock (the lock, and the latch the
@@ -409,39 +410,87 @@ func (s *Server) rwLatch(rs *rScript, keys, argv [][]byte) ([]string, string, []
 }
 
 func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
-	key, ch := string(keys[0]), string(keys[1])
+	ch := string(keys[1])
 	write := rs.Kind == rRWUnlockWrite
-	owner, msg := string(argv[1]), "0"
+	owner, msg, lease := string(argv[1]), "0", time.Duration(0)
 	if write {
-		owner, msg = string(argv[2]), "1"
+		owner, msg, lease = string(argv[2]), "1", millis(argv[1])
 	}
 	rkeys, latchTTL, bad := s.rwLatch(rs, keys, argv)
 	if bad != nil {
 		return bad
 	}
+	deleted := false // a delete of this unlock reached some masters
+	for attempt := range rwAttempts {
+		if attempt > 0 && !rwJitter(ctx, attempt) {
+			return s.engineErr(ctx.Err())
+		}
+		r, done := s.rwUnlockOnce(ctx, rs, rkeys, latchTTL, owner, lease, write, deleted)
+		switch done {
+		case rwDone:
+			if r.wake {
+				s.wakeMsg(ch, msg)
+			}
+			return append(dst, r.reply...)
+		case rwDeleteRaced:
+			deleted = true
+		}
+	}
+	return redcon.AppendError(dst, msgDisagree)
+}
+
+// rwOutcome is what one try of an unlock did.
+type rwOutcome uint8
+
+const (
+	rwDone        rwOutcome = iota // answered (reply set)
+	rwRaced                        // lost a race (or no value at a quorum): try again
+	rwDeleteRaced                  // a delete reached too few masters: try again
+)
+
+type rwResult struct {
+	reply []byte
+	wake  bool // publish the unlock's message
+}
+
+// rwUnlockOnce is one try of an unlock: a quorum read, then the change
+// (lease: a write unlock's, which a nested one resets the TTL to).
+// deleted: an earlier try's delete reached some masters, so a lock now
+// free at a quorum was released by this unlock.
+func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted bool) (rwResult, rwOutcome) {
+	key := rkeys[0]
+	fail := func(reps []enginex.MasterReply, err error) (rwResult, rwOutcome) {
+		if err != nil {
+			return rwResult{reply: s.engineErr(err)}, rwDone
+		}
+		if r := s.undecided(reps); r != nil {
+			return rwResult{reply: r}, rwDone
+		}
+		return rwResult{}, rwRaced
+	}
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
 	if err != nil {
-		return s.engineErr(err)
+		return fail(nil, err)
 	}
 	if r := s.undecided(reps); r != nil {
-		return r
+		return rwResult{reply: r}, rwDone
 	}
 	v, latch, ok := s.rAgreed(reps)
-	if latch != "" {
+	switch {
+	case latch != "":
 		// A retried unlock: the first one's answer (as RLock's, redisson_hold.go).
 		n, _ := strconv.ParseInt(latch, 10, 64)
-		return redcon.AppendInt(dst, n)
-	}
-	if !ok {
-		return redcon.AppendError(dst, msgDisagree)
-	}
-	if v == "" {
+		return rwResult{reply: redcon.AppendInt(nil, n)}, rwDone
+	case !ok:
+		return rwResult{}, rwRaced
+	case v == "" && deleted:
+		return rwResult{reply: redcon.AppendInt(nil, 1), wake: true}, rwDone
+	case v == "":
 		// Free: Redisson publishes and answers 1 (nil from 3.44.0).
-		s.wakeMsg(ch, msg)
 		if rs.FreeNil {
-			return redcon.AppendNull(dst)
+			return rwResult{reply: redcon.AppendNull(nil), wake: true}, rwDone
 		}
-		return redcon.AppendInt(dst, 1)
+		return rwResult{reply: redcon.AppendInt(nil, 1), wake: true}, rwDone
 	}
 	st, isRW := parseRW(v)
 	i := -1
@@ -449,52 +498,48 @@ func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 		i = st.find(owner)
 	}
 	if i < 0 || (write && st.mode != 'w') {
-		return redcon.AppendNull(dst) // not this owner's
+		return rwResult{reply: redcon.AppendNull(nil)}, rwDone // not this owner's
 	}
 	next := st.with(owner, -1)
 	q := s.eng.Quorum()
-	if write && st.owners[i].count > 1 {
+	switch {
+	case write && st.owners[i].count > 1:
 		// A nested write unlock resets the TTL to the lease and answers
 		// 0: an extension, under the grant rule.
-		lease := millis(argv[1])
 		t1 := time.Now()
 		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{v, next.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
 		if err == nil && countYes(reps, isOne) >= q && s.rValid(t1, lease) {
-			return redcon.AppendInt(dst, 0)
+			return rwResult{reply: redcon.AppendInt(nil, 0)}, rwDone
 		}
 		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})
 		if err == nil && countYes(reps, isOne) >= q {
-			return s.engineErr(engine.ErrGrantedTooLate)
+			return rwResult{reply: s.engineErr(engine.ErrGrantedTooLate)}, rwDone
 		}
-	} else if len(next.owners) == 0 {
+		return fail(reps, err)
+	case len(next.owners) == 0:
 		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{v, "", "0", "1", latchTTL})
 		if err == nil && countYes(reps, isOne) >= q {
-			s.wakeMsg(ch, msg)
-			return redcon.AppendInt(dst, 1)
+			return rwResult{reply: redcon.AppendInt(nil, 1), wake: true}, rwDone
 		}
 		// A failed delete is not undone: masters that deleted hold no
-		// lock, the others keep it to its lease.
-	} else {
-		// Holds remain (other readers, or the writer's own read holds:
-		// the lock becomes a read lock); the TTL is left as it is.
-		res := "0"
-		if write {
-			next.mode, res = 'r', "1"
+		// lock, the others keep it to its lease (or the next try ends it).
+		if r, o := fail(reps, err); o != rwRaced {
+			return r, o
 		}
-		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{v, next.value(), "1", res, latchTTL})
-		if err == nil && countYes(reps, isOne) >= q {
-			n, _ := strconv.ParseInt(res, 10, 64)
-			return redcon.AppendInt(dst, n)
-		}
-		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})
+		return rwResult{}, rwDeleteRaced
 	}
-	if err != nil {
-		return s.engineErr(err)
+	// Holds remain (other readers, or the writer's own read holds: the
+	// lock becomes a read lock); the TTL is left as it is.
+	res := int64(0)
+	if write {
+		next.mode, res = 'r', 1
 	}
-	if r := s.undecided(reps); r != nil {
-		return r
+	reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{v, next.value(), "1", strconv.FormatInt(res, 10), latchTTL})
+	if err == nil && countYes(reps, isOne) >= q {
+		return rwResult{reply: redcon.AppendInt(nil, res)}, rwDone
 	}
-	return redcon.AppendError(dst, msgDisagree)
+	s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})
+	return fail(reps, err)
 }
 
 // rwForceUnlock ends the read (or write) lock whoever holds it: 1 when

@@ -84,6 +84,11 @@ var kindScenarios = []kindScenario{
 	// Redisson's RLock through the proxy: 24 clients replaying its exact
 	// traffic (every recognised release, in turn) on 8 hot keys.
 	{name: "redisson-rlock-via-proxy", proxy: true, hold: redissonHold},
+	// Redisson's RReadWriteLock through the proxy: the same clients
+	// (releases 3.20.0+), one turn in four a writer's lock() (waiting up
+	// to 200 ms), the others a reader's tryLock, on 4 hot keys; half the
+	// operations (a contended read's compare-and-set may be retried).
+	{name: "redisson-rwlock-via-proxy", proxy: true, share: 0.5, hold: redissonRWHold},
 	// Reentrant: a holder re-enters (one script per master, raising the
 	// TTL) and leaves once inside; the checker counts the raised validity.
 	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
@@ -300,6 +305,70 @@ func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	return entered, nil
 }
 
+// redissonRWHold is one Redisson thread's turn on a read-write lock: a
+// writer's lock() or a reader's tryLock, through either proxy; inside,
+// one time in three a re-entry (a reader's re-entry, or the writer's
+// re-entry of its write lock); then unlock to zero. A read hold's
+// validity counts from its tryLock (a re-entry raises the TTL to the
+// lease, never lowers it).
+func redissonRWHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+	key := hotKey(rng, "kinds:redisson-rw", 4)
+	thread := int64(w)
+	write := rng.IntN(4) == 0
+	var t0 time.Time
+	var err error
+	if write {
+		lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
+		t0, err = k.redisson(rng, w).RWLockAt(lctx, key, thread, ttl, true)
+		waited := errors.Is(lctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err != nil && waited && k.ctx.Err() == nil {
+			return false, engine.ErrNotAcquired // waited its share: busy
+		}
+	} else {
+		t0 = time.Now()
+		var ok bool
+		ok, _, err = k.redisson(rng, w).ReadTryLock(k.ctx, key, thread, ttl)
+		if err == nil && !ok {
+			err = engine.ErrNotAcquired
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	drift := ttl/100 + 2*time.Millisecond
+	id := k.ids.Add(1)
+	count := 1
+	entered := k.crowd.Enter(key, id, t0.Add(ttl-drift), write, 0)
+	if entered {
+		k.ops.Add(1)
+		if rng.IntN(3) == 0 {
+			try := k.redisson(rng, w).ReadTryLock
+			if write {
+				try = k.redisson(rng, w).WriteTryLock
+			}
+			if ok, _, err := try(k.ctx, key, thread, ttl); ok && err == nil {
+				count++
+				k.ops.Add(1)
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		k.crowd.Leave(key, id)
+	}
+	for range count {
+		var err error
+		if write {
+			_, err = k.redisson(rng, w).WriteUnlock(k.ctx, key, thread, ttl)
+		} else {
+			_, err = k.redisson(rng, w).ReadUnlock(k.ctx, key, thread)
+		}
+		if err != nil {
+			break
+		}
+	}
+	return entered, nil
+}
+
 // kindSteps: two masters stopped and continued, then restartSteps.
 func kindSteps(rng *rand.Rand) []step {
 	a := rng.IntN(5)
@@ -357,8 +426,12 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 			"--dial-timeout", "300ms", "--max-ttl", ttl.String()}
 		p1 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
 		p2 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
+		profs := redissonwire.Profiles
+		if strings.Contains(ks.name, "rwlock") {
+			profs = redissonwire.RWProfiles // 3.20.0+
+		}
 		for i := range redissonClients {
-			prof := redissonwire.Profiles[i%len(redissonwire.Profiles)]
+			prof := profs[i%len(profs)]
 			c1, err := redissonwire.Dial(ctx, p1.Addr, prof)
 			if err != nil {
 				t.Fatal(err)
@@ -444,13 +517,13 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		if cr.MaxInside < 2 {
 			t.Errorf("at most %d holder inside: the permits were not shared", cr.MaxInside)
 		}
-	case "rwlock":
+	case "rwlock", "redisson-rwlock-via-proxy":
 		if cr.Writers == 0 || cr.MaxInside < 2 {
 			t.Errorf("%d writers, at most %d inside: readers and writers were not both exercised", cr.Writers, cr.MaxInside)
 		}
 	}
 	most := cr.MaxInside
-	if ks.name == "reentrant" || ks.name == "lockall" || ks.proxy {
+	if ks.name == "reentrant" || ks.name == "lockall" || ks.name == "redisson-rlock-via-proxy" {
 		most = 1
 	}
 	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,
