@@ -387,7 +387,7 @@ func (c *client) armWrite() {
 		return
 	}
 	c.wdlSet.Store(int64(max(now, 1)))
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout + writeSlack))
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.writeTimeout + writeSlack))
 }
 
 // push queues a reply that is ready (a synchronous command's), holding its

@@ -312,7 +312,7 @@ func (l *loop) touch(c *client) {
 // scanEvery is the period of the deadline sweep (0: none needed).
 func (l *loop) scanEvery() time.Duration {
 	cfg := &l.s.cfg
-	d := writeTimeout
+	d := cfg.writeTimeout
 	for _, t := range []time.Duration{cfg.IdleTimeout, cfg.RequestTimeout, cfg.AuthTimeout} {
 		if t > 0 {
 			d = min(d, t)
@@ -347,7 +347,7 @@ func (l *loop) scan() {
 			}
 		}
 		switch {
-		case ls.blocked && now.Sub(ls.outSince) > writeTimeout+writeSlack:
+		case ls.blocked && now.Sub(ls.outSince) > l.s.cfg.writeTimeout+writeSlack:
 			ls.dead = true // also during Shutdown
 			l.touch(c)
 		case shutting || c.ls.killed.Load():

@@ -25,18 +25,21 @@ func TestLoopShutdownBlockedClient(t *testing.T) {
 	for _, m := range reviewModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			e := startEnv(t, 1, func(c *Config) { c.EventLoops = m.loops })
+			e := startEnv(t, 1, func(c *Config) {
+				c.EventLoops = m.loops
+				c.writeTimeout = time.Second // the default, 10 s, made the test 11 s long
+			})
 			nc := dialSmallRcv(t, e.addr, 4096)
-			sendEchos(nc, 2000, 18*time.Second)
+			sendEchos(nc, 2000, 9*time.Second)
 			time.Sleep(500 * time.Millisecond) // the proxy's writes to it block
-			ctx, cancel := context.WithTimeout(context.Background(), 14*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 			defer cancel()
 			start := time.Now()
 			err := e.srv.Shutdown(ctx)
 			t.Logf("Shutdown returned %v after %v", err, time.Since(start).Round(time.Millisecond))
 			if err != nil {
 				t.Fatalf("Shutdown: %v after %v (a client that does not read is closed after %v)",
-					err, time.Since(start).Round(time.Millisecond), writeTimeout+writeSlack)
+					err, time.Since(start).Round(time.Millisecond), e.srv.cfg.writeTimeout+writeSlack)
 			}
 		})
 	}

@@ -172,9 +172,16 @@ type Config struct {
 	// Logger receives the server's events (panics, refused clients);
 	// nil discards them. Passwords are never logged.
 	Logger *slog.Logger
+
+	// writeTimeout replaces the package's writeTimeout (tests: a client
+	// that does not read is closed sooner).
+	writeTimeout time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
+	if c.writeTimeout <= 0 {
+		c.writeTimeout = writeTimeout
+	}
 	members := len(c.EngineConfig.Addrs) + len(c.EngineConfig.Clusters)
 	if c.Engine == nil && members == 0 {
 		return c, fmt.Errorf("%w: no masters (EngineConfig.Addrs, EngineConfig.Clusters or Engine)", ErrBadConfig)
