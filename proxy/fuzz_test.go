@@ -65,6 +65,21 @@ func FuzzServe(f *testing.F) {
 		rs("redisson-3.44.0-renewLocksBatch", []string{"k", "j"}, "30000", "u:1", "u:2") +
 		rs("redisson-3.24.0-unlock", []string{"k", "redisson_lock__channel:{k}", "redisson_unlock_latch:{k}:ab"}, "0", "30000", "u:1", "publish", "17000") +
 		rs("redisson-3.22.0-forceUnlock", []string{"k", "redisson_lock__channel:{k}"}, "0", "publish")))
+	// Its read-write lock: reads, the writer's own read, renewals (each
+	// shape), unlocks, isLocked, forceUnlock, HGET mode.
+	f.Add([]byte(rs("redisson-3.20.0-rwReadTryLock", []string{"r", "{r}:u:1:rwlock_timeout"}, "30000", "u:1", "u:1:write") +
+		rs("redisson-3.20.0-rwReadTryLock", []string{"r", "{r}:u:2:rwlock_timeout"}, "30000", "u:2", "u:2:write") +
+		rs("redisson-4.4.0-rwReadLockTask", []string{"r", "{r}", "s", "{s}"}, "30000", "2", "u:1", "u:2", "1", "u:3") +
+		rs("redisson-3.44.0-rwReadLockTask", []string{"r", "{r}"}, "30000", "u:1") +
+		rs("redisson-3.20.0-rwReadRenew", []string{"r", "{r}"}, "30000", "u:2") +
+		rs("redisson-3.24.0-rwReadIsLocked", []string{"r"}) +
+		rs("redisson-3.44.0-rwReadUnlock", []string{"r", "redisson_rwlock:{r}", "{r}:u:1:rwlock_timeout", "{r}", "redisson_unlock_latch:{r}:ab"}, "0", "u:1", "publish", "17000") +
+		rs("redisson-3.20.0-rwWriteTryLock", []string{"w"}, "30000", "u:1:write") +
+		rs("redisson-3.20.0-rwReadTryLock", []string{"w", "{w}:u:1:rwlock_timeout"}, "30000", "u:1", "u:1:write") +
+		"HGET w mode\r\nHGET w u:1:write\r\nHEXISTS w u:1\r\n" +
+		rs("redisson-3.22.0-rwWriteUnlock", []string{"w", "redisson_rwlock:{w}"}, "1", "30000", "u:1:write", "publish") +
+		rs("redisson-3.22.0-rwReadForceUnlock", []string{"w", "redisson_rwlock:{w}"}, "0", "publish") +
+		"SUBSCRIBE redisson_rwlock:{w}\r\nPING\r\n"))
 	masters, err := localmaster.Start(context.Background(), localmaster.Options{N: 3, Embedded: true, Notice: io.Discard})
 	if err != nil {
 		f.Fatal(err)

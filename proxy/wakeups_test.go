@@ -104,6 +104,8 @@ func TestWakeMessages(t *testing.T) {
 // wakes a subscriber of a channel that is not a Redisson lock's.
 func FuzzWakeMessage(f *testing.F) {
 	f.Add([]byte("0123456789abcdef redisson_lock__channel:{a}"))
+	f.Add([]byte("0123456789abcdef:1 redisson_rwlock:{a}"))
+	f.Add([]byte("0123456789abcdef:2 redisson_rwlock:{a}"))
 	f.Add([]byte("0123456789abcdef "))
 	f.Add([]byte(" "))
 	f.Fuzz(func(t *testing.T, payload []byte) {
@@ -116,8 +118,14 @@ func FuzzWakeMessage(f *testing.F) {
 		c.msgs.Store(q)
 		s.hub.add(ch, c)
 		w.received(payload)
-		if len(q.ch) > 0 && (!strings.HasPrefix(ch, wakePrefix) || len(ch) > maxChannelLen) {
+		if len(q.ch) > 0 && (!wakeChannel(ch) || len(ch) > maxChannelLen) {
 			t.Fatalf("woke a subscriber of %q", ch)
+		}
+		if len(q.ch) > 0 {
+			// The message is Redisson's 0 or 1, whatever the payload.
+			if m := <-q.ch; !strings.HasSuffix(string(m), "$1\r\n0\r\n") && !strings.HasSuffix(string(m), "$1\r\n1\r\n") {
+				t.Fatalf("published %q", m)
+			}
 		}
 	})
 }
