@@ -251,10 +251,23 @@ var rRefused = func() map[string]string {
 	return m
 }()
 
-// msgRedissonKind is the refusal of a Redisson script the proxy does not serve.
+// msgRedissonKind is the refusal of a Redisson script the proxy does not
+// serve, with why its kind cannot be served safely over the quorum.
 func msgRedissonKind(what string) string {
-	return "ERR redlock proxy: " + what + " is not supported: Redisson's fair lock, semaphores, " +
-		"count-down latch and spin lock cannot be made quorum-safe script by script. Through the proxy, use RLock, " +
+	why := "it keeps per-master state that no script-by-script translation makes quorum-safe"
+	switch {
+	case strings.Contains(what, "RedissonFairLock"):
+		why = "its waiter queue is a list on each master whose copies drift apart, with deadlines from the client's clock (the engine's FairLock keeps one queue across the quorum)"
+	case strings.Contains(what, "PermitExpirableSemaphore"):
+		why = "its permit count is kept without a TTL, which a master restarted empty loses (the quorum's safety rests on every value expiring within --max-ttl), and its leases end by the client's clock"
+	case strings.Contains(what, "Semaphore"):
+		why = "its permits have no owner and no lease (a holder that crashes loses its permit for ever) and their count is kept without a TTL, which a master restarted empty loses (the quorum's safety rests on every value expiring within --max-ttl)"
+	case strings.Contains(what, "CountDownLatch"):
+		why = "its count is kept without a TTL: a master restarted empty loses it, so a quorum could read zero early and release the waiters (the quorum's safety rests on every value expiring within --max-ttl)"
+	case strings.Contains(what, "SpinLock"):
+		why = "its unlock is not yet mapped (RLock's is)"
+	}
+	return "ERR redlock proxy: " + what + " is not supported: " + why + ". Through the proxy, use RLock, " +
 		"RFencedLock or RReadWriteLock (reentrant, with the watchdog); fair locks, semaphores and multi-key locks are the engine's " +
 		"FairLock, Semaphore and LockAll, and leader election its Election (docs/proxy.md)"
 }

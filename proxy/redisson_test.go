@@ -341,6 +341,9 @@ func TestRedissonKindsRefused(t *testing.T) {
 			if !strings.Contains(got, "is not supported") || !strings.Contains(got, "RLock, RFencedLock or RReadWriteLock") {
 				t.Fatalf("%s: %q", filepath.Base(f), got)
 			}
+			if strings.Contains(f, "Semaphore") && !strings.Contains(got, "without a TTL") || strings.Contains(f, "FairLock") && !strings.Contains(got, "waiter queue") {
+				t.Fatalf("%s: the refusal does not say why: %q", filepath.Base(f), got)
+			}
 		}
 	}
 	for sha := range rRefused {
