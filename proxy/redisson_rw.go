@@ -410,7 +410,7 @@ func (s *Server) rwLatch(rs *rScript, keys, argv [][]byte) ([]string, string, []
 }
 
 func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
-	ch := string(keys[1])
+	key, ch := string(keys[0]), string(keys[1])
 	write := rs.Kind == rRWUnlockWrite
 	owner, msg, lease := string(argv[1]), "0", time.Duration(0)
 	if write {
@@ -425,11 +425,17 @@ func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 		if attempt > 0 && !rwJitter(ctx, attempt) {
 			return s.engineErr(ctx.Err())
 		}
-		r, done := s.rwUnlockOnce(ctx, rs, rkeys, latchTTL, owner, lease, write, deleted)
+		r, done := s.rwUnlockOnce(ctx, rs, rkeys, latchTTL, owner, lease, write, deleted, attempt == 0)
 		switch done {
 		case rwDone:
 			if r.wake {
 				s.wakeMsg(ch, msg)
+			}
+			if attempt > 0 && len(rkeys) > 1 && len(r.reply) > 1 && r.reply[0] == ':' {
+				// Earlier tries may have left their latches on some
+				// masters: the answer's latch goes on every master, so
+				// that a retry of this request answers what it was told.
+				s.rSetLatch(key, rkeys[1], string(r.reply[1:len(r.reply)-2]), latchTTL)
 			}
 			return append(dst, r.reply...)
 		case rwDeleteRaced:
@@ -454,10 +460,13 @@ type rwResult struct {
 }
 
 // rwUnlockOnce is one try of an unlock: a quorum read, then the change
-// (lease: a write unlock's, which a nested one resets the TTL to).
+// (lease: a write unlock's, which a nested one keeps the TTL above).
 // deleted: an earlier try's delete reached some masters, so a lock now
-// free at a quorum was released by this unlock.
-func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted bool) (rwResult, rwOutcome) {
+// free at a quorum was released by this unlock. first: the first try —
+// only it answers from a latch (an earlier request's: the latches later
+// tries find may be this request's own, left by a change that reached too
+// few masters).
+func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted, first bool) (rwResult, rwOutcome) {
 	key := rkeys[0]
 	fail := func(reps []enginex.MasterReply, err error) (rwResult, rwOutcome) {
 		if err != nil {
@@ -477,7 +486,7 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 	}
 	v, latch, ok := s.rAgreed(reps)
 	switch {
-	case latch != "":
+	case latch != "" && first:
 		// A retried unlock: the first one's answer (as RLock's, redisson_hold.go).
 		n, _ := strconv.ParseInt(latch, 10, 64)
 		return rwResult{reply: redcon.AppendInt(nil, n)}, rwDone
@@ -504,10 +513,12 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 	q := s.eng.Quorum()
 	switch {
 	case write && st.owners[i].count > 1:
-		// A nested write unlock resets the TTL to the lease and answers
-		// 0: an extension, under the grant rule.
+		// A nested write unlock answers 0 with the TTL at least the
+		// lease (Redisson resets it to the lease; lowering it could end
+		// the writer's own read holds, or the hold's longer lease, early):
+		// an extension, under the grant rule.
 		t1 := time.Now()
-		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{v, next.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
+		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{v, next.value(), msArg(lease), "0", latchTTL}, isOne)
 		if err == nil && countYes(reps, isOne) >= q && s.rValid(t1, lease) {
 			return rwResult{reply: redcon.AppendInt(nil, 0)}, rwDone
 		}
@@ -623,4 +634,13 @@ func (s *Server) rwRenew(ctx context.Context, dst []byte, rs *rScript, keys, arg
 		dst = redcon.AppendInt(dst, v)
 	}
 	return dst
+}
+
+// rSetLatch writes an unlock's latch (its answer) on every master, best
+// effort, in lockKey's slot.
+func (s *Server) rSetLatch(lockKey, latchKey, answer, latchTTL string) {
+	timeout := s.eng.Config().CleanupTimeout
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
+	defer cancel()
+	s.tr.Broadcast(ctx, lockKey, timeout, nil, appendCmd("SET", []byte(latchKey), []byte(answer), []byte("PX"), []byte(latchTTL)))
 }

@@ -161,8 +161,8 @@ func redissonRWAcrossProxies(t *testing.T, prof redissonwire.Profile, name strin
 	if n, err := c2.WriteUnlock(ctx, name, 1, lease); n != 0 || err != nil {
 		t.Fatalf("the nested write unlock: %d, %v; want 0", n, err)
 	}
-	if pttl, _ := c1.TTL(ctx, name); pttl > lease.Milliseconds() || pttl < lease.Milliseconds()-5000 {
-		t.Errorf("PTTL %d after the nested write unlock; want the lease (reset)", pttl)
+	if pttl, _ := c1.TTL(ctx, name); pttl < lease.Milliseconds()-5000 {
+		t.Errorf("PTTL %d after the nested write unlock; want at least the lease (never lowered)", pttl)
 	}
 	if n, err := c1.WriteUnlock(ctx, name, 1, lease); n != 1 || err != nil {
 		t.Fatalf("the write unlock: %d, %v; want 1", n, err)

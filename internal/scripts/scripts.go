@@ -210,9 +210,10 @@ var (
 	// latch value or ""]}.
 	RedissonRead = load("proxy", "redisson_read")
 	// RedissonRenew (KEYS lock; ARGV owner or "", lease ms, hex owners...):
-	// if the lock's value is an RLock hold of exactly that owner, or a
-	// read-write lock with an entry of one of the hex-encoded owners,
-	// PEXPIRE lease and 1; else 0.
+	// if the lock's value is an RLock hold of exactly that owner, PEXPIRE
+	// lease and 1; if it is a read-write lock with an entry of one of the
+	// hex-encoded owners, its PTTL raised to lease (never lowered: the
+	// other holders' leases are in it) and 1; else 0.
 	RedissonRenew = load("proxy", "redisson_renew")
 	// RedissonCleanup (KEYS lock; ARGV values...) deletes the lock if it
 	// holds one of the values (all unique to one attempt): 1 or 0.
