@@ -113,7 +113,7 @@ func TestArmWrite(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	d := &deadlineCounter{Conn: a}
-	c := &client{nc: d, created: time.Now()}
+	c := &client{s: &Server{cfg: Config{writeTimeout: writeTimeout}}, nc: d, created: time.Now()}
 	for range 1000 {
 		c.armWrite()
 		if left := time.Until(d.last); left < writeTimeout {

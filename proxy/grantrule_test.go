@@ -568,6 +568,11 @@ func proxyEntries(t *testing.T) []ruleEntry {
 			// Not a grant: it ends the hold.
 		case rRWRead, rRWWrite, rRWUnlockWrite, rRWRenew, rRWRenewTask, rRWRenewTask44:
 			entries = append(entries, rwRuleEntries(rs)...)
+		case rFairTry, rFairWait, rFairUnlock:
+			entries = append(entries, fairRuleEntries(rs)...)
+		case rFairForce, rFairLeave:
+			// Not a grant: forceUnlock ends the hold; acquireFailed
+			// leaves the queue.
 		case rRWUnlockRead, rRWForceRead, rRWForceWrite, rRWIsLocked:
 			// Not a grant: a read unlock counts down (the TTL as it is)
 			// or ends the lock; forceUnlock ends it; isLocked reads.
@@ -665,6 +670,78 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 			}})
 	}
 	return out
+}
+
+// fairRuleEntries are the rows of a Redisson RFairLock script: its two
+// tryLocks (acquiring, and re-entering) and its nested unlock (it resets
+// the lease: an extension). A waiting tryLock that is not granted sends
+// acquireFailed, as Redisson's tryLock(wait) does when its wait ends, so
+// that the attempt leaves nothing on the masters (the queue's keys).
+func fairRuleEntries(rs *rScript) []ruleEntry {
+	leave := rTable[0].SHA
+	for _, o := range rTable {
+		if o.Kind == rFairLeave {
+			leave = o.SHA
+		}
+	}
+	fairKeys := func(key string) []string {
+		return []string{key, "redisson_lock_queue:{" + key + "}", "redisson_lock_timeout:{" + key + "}"}
+	}
+	now := func() string { return strconv.FormatInt(time.Now().UnixMilli(), 10) }
+	try := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		args := append([]string{"EVALSHA", rs.SHA, "3"}, fairKeys(key)...)
+		if rs.Kind == rFairTry {
+			args = append(args, ms(ttl), owner, now(), "300000")
+		} else {
+			args = append(args, ms(ttl), owner, "300000", now())
+		}
+		r := x.cmd(x.t, inst, args...)
+		o := outcome{granted: r == "$-1\r\n", text: r}
+		if !o.granted && rs.Kind == rFairWait {
+			x.cmd(x.t, inst, "EVALSHA", leave, "2", fairKeys(key)[1], fairKeys(key)[2], owner, "300000")
+		}
+		return o
+	}
+	notFenced := map[ruleID]string{ruleFencing: "not fenced (Redisson's fair lock has no token)"}
+	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleFencing: "not fenced"}
+	if rs.Kind != rFairUnlock {
+		return []ruleEntry{
+			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: try},
+			{name: rs.Name + " re-entry", method: "rTable", take: try, keep: try, na: keepNA},
+		}
+	}
+	var tryNoWait string
+	for _, o := range rTable {
+		if o.Kind == rFairTry {
+			tryNoWait = o.SHA
+		}
+	}
+	take := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		var r string
+		for range 2 {
+			if r = x.cmd(x.t, inst, append(append([]string{"EVALSHA", tryNoWait, "3"}, fairKeys(key)...), ms(ttl), owner, now(), "300000")...); r != "$-1\r\n" {
+				return outcome{text: r}
+			}
+		}
+		return outcome{granted: true, text: r}
+	}
+	unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		keys := append(fairKeys(key), "redisson_lock__channel:{"+key+"}")
+		argv := []string{"0", ms(ttl), owner, now()}
+		if rs.LatchKey > 0 {
+			keys = append(keys, "redisson_unlock_latch:{"+key+"}:0123456789abcdef0123456789abcdef")
+		}
+		for len(argv) < rs.Argc {
+			if len(argv) == rs.LatchArg {
+				argv = append(argv, "10000")
+			} else {
+				argv = append(argv, "publish")
+			}
+		}
+		r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
+		return outcome{granted: r == ":0\r\n", text: r}
+	}
+	return []ruleEntry{{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA}}
 }
 
 // cliEntries are `redlock lock` over the masters and through a proxy.

@@ -52,6 +52,13 @@ const (
 	rRWRenew       // KEYS lock, key prefix; ARGV lease, owner (3.20.0-3.43.0)
 	rRWRenewTask   // KEYS (lock, key prefix)...; ARGV lease, owner per lock (3.44.0-4.3.1)
 	rRWRenewTask44 // KEYS (lock, key prefix)...; ARGV lease, (count, owners...) per lock (4.4.0+)
+
+	// RFairLock (redisson_fair.go).
+	rFairTry    // KEYS lock, queue, timeouts; ARGV lease, owner, now, wait (tryLock(): no queue)
+	rFairWait   // KEYS lock, queue, timeouts; ARGV lease, owner, wait, now (tryLock(wait), lock())
+	rFairUnlock // KEYS lock, queue, timeouts, channel[, latch]; ARGV "0", lease, owner, now[, publish cmd[, latch ms]]
+	rFairForce  // KEYS lock, queue, timeouts, channel; ARGV "0", now[, publish cmd]
+	rFairLeave  // KEYS queue, timeouts; ARGV owner, wait (acquireFailed)
 )
 
 // rScript is one Redisson script text the proxy recognises.
@@ -122,6 +129,22 @@ var rTable = []rScript{
 	{Name: "Redisson RReadWriteLock readLock renewal, batched (4.4.0+)", File: "redisson-4.4.0-rwReadLockTask", Kind: rRWRenewTask44},
 	{Name: "Redisson RReadWriteLock readLock renewal, batched (4.0.0-4.3.1)", File: "redisson-4.0.0-rwReadLockTask", Kind: rRWRenewTask},
 	{Name: "Redisson RReadWriteLock readLock renewal, batched (3.44.0-3.52.0)", File: "redisson-3.44.0-rwReadLockTask", Kind: rRWRenewTask},
+
+	// RFairLock, releases 3.20.0 and later but 3.31.0's waiting tryLock
+	// (redisson_fair.go). Its renewal is RLock's.
+	{Name: "Redisson RFairLock tryLock (3.31.0+)", File: "redisson-3.31.0-fairTryLock", Kind: rFairTry, Keys: 3, Argc: 4},
+	{Name: "Redisson RFairLock tryLock (3.20.0-3.30.0)", File: "redisson-3.20.0-fairTryLock", Kind: rFairTry, Keys: 3, Argc: 4},
+	{Name: "Redisson RFairLock waiting tryLock (3.45.0+)", File: "redisson-3.45.0-fairTryLockWait", Kind: rFairWait, Keys: 3, Argc: 4},
+	{Name: "Redisson RFairLock waiting tryLock (3.32.0-3.44.0)", File: "redisson-3.32.0-fairTryLockWait", Kind: rFairWait, Keys: 3, Argc: 4},
+	{Name: "Redisson RFairLock waiting tryLock (3.20.0-3.30.0)", File: "redisson-3.20.0-fairTryLockWait", Kind: rFairWait, Keys: 3, Argc: 4},
+	{Name: "Redisson RFairLock unlock (3.31.0+)", File: "redisson-3.31.0-fairUnlock", Kind: rFairUnlock, Keys: 5, Argc: 6, LatchKey: 4, LatchArg: 5},
+	{Name: "Redisson RFairLock unlock (3.24.0-3.30.0)", File: "redisson-3.24.0-fairUnlock", Kind: rFairUnlock, Keys: 5, Argc: 6, LatchKey: 4, LatchArg: 5},
+	{Name: "Redisson RFairLock unlock (3.22.0-3.23.5)", File: "redisson-3.22.0-fairUnlock", Kind: rFairUnlock, Keys: 4, Argc: 5},
+	{Name: "Redisson RFairLock unlock (3.20.0-3.21.3)", File: "redisson-3.20.0-fairUnlock", Kind: rFairUnlock, Keys: 4, Argc: 4},
+	{Name: "Redisson RFairLock forceUnlock (3.31.0+)", File: "redisson-3.31.0-fairForceUnlock", Kind: rFairForce, Keys: 4, Argc: 3},
+	{Name: "Redisson RFairLock forceUnlock (3.22.0-3.30.0)", File: "redisson-3.22.0-fairForceUnlock", Kind: rFairForce, Keys: 4, Argc: 3},
+	{Name: "Redisson RFairLock forceUnlock (3.20.0-3.21.3)", File: "redisson-3.20.0-fairForceUnlock", Kind: rFairForce, Keys: 4, Argc: 2},
+	{Name: "Redisson RFairLock acquireFailed (3.20.0+)", File: "redisson-3.20.0-fairAcquireFailed", Kind: rFairLeave, Keys: 2, Argc: 2},
 }
 
 // rBySHA indexes rTable by SHA1.
@@ -143,6 +166,9 @@ const (
 
 // fits reports whether keys and argv have the shape Redisson sends.
 func (rs *rScript) fits(keys, argv [][]byte) bool {
+	if rs.Kind >= rFairTry {
+		return rs.rFairFits(keys, argv)
+	}
 	if rs.Kind >= rRWRead {
 		return rs.rwFits(keys, argv)
 	}
@@ -182,10 +208,13 @@ func (c *client) runRedisson(rs *rScript, keys, argv [][]byte) *call {
 	if !rs.fits(keys, argv) || !c.s.rNames(rs, keys) {
 		return errCall("ERR redlock proxy: " + rs.Name + " called in a shape Redisson never sends (or a lock name over 1024 bytes, or a channel, latch or token key not derived from the lock's name)")
 	}
-	if (rs.Kind == rForceUnlock || rs.Kind == rRWForceRead || rs.Kind == rRWForceWrite) && !c.s.cfg.AllowTokenlessWrites {
+	if (rs.Kind == rForceUnlock || rs.Kind == rRWForceRead || rs.Kind == rRWForceWrite || rs.Kind == rFairForce) && !c.s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("Redisson's forceUnlock", "Redisson unlock"))
 	}
 	s := c.s
+	if rs.Kind >= rFairTry {
+		return c.runFair(rs, keys, argv)
+	}
 	if rs.Kind >= rRWRead {
 		return c.runRW(rs, keys, argv)
 	}
@@ -223,13 +252,12 @@ func (s *Server) latchKeys(keys [][]byte) bool {
 	return len(keys) > 0
 }
 
-// Redisson's other lock kinds — fair lock, semaphores, count-down latch,
-// spin lock — keep lists, counters or per-holder keys whose per-master
-// copies diverge (and the fair lock reads the client's clock):
-// translating their scripts one by one cannot make them quorum-safe. The
-// proxy refuses them by SHA1 (redisson_refused.tsv: every text of
-// releases 3.20.0 to 4.7.0) with an error that names what it serves
-// instead. (RReadWriteLock is served: redisson_rw.go.)
+// Redisson's other lock kinds — semaphores, count-down latch, spin lock
+// — keep counters without a TTL or unmapped per-holder state: the proxy
+// refuses them by SHA1 (redisson_refused.tsv: every text of releases
+// 3.20.0 to 4.7.0) with an error that says why and names what it serves
+// instead. (RReadWriteLock and RFairLock are served: redisson_rw.go,
+// redisson_fair.go.)
 //
 //go:embed redisson_refused.tsv
 var rRefusedTSV string
@@ -257,7 +285,7 @@ func msgRedissonKind(what string) string {
 	why := "it keeps per-master state that no script-by-script translation makes quorum-safe"
 	switch {
 	case strings.Contains(what, "RedissonFairLock"):
-		why = "its waiter queue is a list on each master whose copies drift apart, with deadlines from the client's clock (the engine's FairLock keeps one queue across the quorum)"
+		why = "this release's text was not available to map (RFairLock of releases 3.20.0-3.30.0 and 3.32.0 on is served)"
 	case strings.Contains(what, "PermitExpirableSemaphore"):
 		why = "its permit count is kept without a TTL, which a master restarted empty loses (the quorum's safety rests on every value expiring within --max-ttl), and its leases end by the client's clock"
 	case strings.Contains(what, "Semaphore"):
@@ -268,7 +296,7 @@ func msgRedissonKind(what string) string {
 		why = "its unlock is not yet mapped (RLock's is)"
 	}
 	return "ERR redlock proxy: " + what + " is not supported: " + why + ". Through the proxy, use RLock, " +
-		"RFencedLock or RReadWriteLock (reentrant, with the watchdog); fair locks, semaphores and multi-key locks are the engine's " +
+		"RFencedLock, RReadWriteLock or RFairLock (reentrant, with the watchdog); semaphores and multi-key locks are the engine's " +
 		"FairLock, Semaphore and LockAll, and leader election its Election (docs/proxy.md)"
 }
 
@@ -283,6 +311,9 @@ const maxRLockName = 1024
 // proxy publishes on, the latch it keeps on the masters, the fencing
 // token key it answers GET for — so that a client cannot name another lock's.
 func (s *Server) rNames(rs *rScript, keys [][]byte) bool {
+	if rs.Kind >= rFairTry {
+		return s.rFairNames(rs, keys)
+	}
 	if rs.Kind >= rRWRead {
 		return s.rwNames(rs, keys)
 	}

@@ -378,7 +378,7 @@ func (s *Server) rReenter(ctx context.Context, dst []byte, rs *rScript, key stri
 }
 
 func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
-	key, owner := string(keys[0]), string(argv[2])
+	key := string(keys[0])
 	rkeys, latchTTL := []string{key}, "0"
 	if rs.LatchArg > 0 {
 		if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
@@ -388,6 +388,16 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 		rkeys = append(rkeys, rLatchKey(key, string(keys[2])))
 		latchTTL = msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL))
 	}
+	ch := string(keys[1])
+	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), nil, func() { s.wake(ch) })
+}
+
+// rUnlockHold is an RLock-style unlock of owner's hold on rkeys[0] (with
+// the latch rkeys[1], if any): a quorum read; not this owner's: nil (free:
+// free, when set, with released called); count − 1 with the TTL set to
+// lease (an extension): 0; count 1: delete, released called, 1.
+func (s *Server) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, latchTTL, owner string, lease time.Duration, free []byte, released func()) []byte {
+	key := rkeys[0]
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
 	if err != nil {
 		return s.engineErr(err)
@@ -408,6 +418,10 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	if !ok {
 		return redcon.AppendError(dst, msgDisagree)
 	}
+	if v == "" && free != nil {
+		released()
+		return append(dst, free...)
+	}
 	cur, isHold := parseHold(v)
 	if !isHold || cur.owner != owner {
 		return redcon.AppendNull(dst) // not this owner's (or free, or expired)
@@ -415,7 +429,7 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	if cur.count == 1 {
 		reps, err = s.rAsk(ctx, key, scripts.RedissonCAS, rkeys, []string{cur.value(), "", "0", "1", latchTTL})
 		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() {
-			s.wake(string(keys[1]))
+			released()
 			return redcon.AppendInt(dst, 1)
 		}
 	} else {
@@ -423,7 +437,6 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 		// answers 0 — an extension, so it obeys the grant rule (the lease
 		// at most MaxTTL, no vote from a quarantined master, 0 only
 		// within the lease's validity, checked last).
-		lease := millis(argv[1])
 		nx := cur.next(-1)
 		t1 := time.Now()
 		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{cur.value(), nx.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
@@ -448,7 +461,13 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 }
 
 func (s *Server) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
-	key := string(keys[0])
+	ch := string(keys[1])
+	return s.rForceUnlockHold(ctx, dst, string(keys[0]), func() { s.wake(ch) })
+}
+
+// rForceUnlockHold ends whatever hold a quorum keeps on key: 1 (released
+// called) or 0 when none.
+func (s *Server) rForceUnlockHold(ctx context.Context, dst []byte, key string, released func()) []byte {
 	hd, err := s.eng.Holder(ctx, key)
 	if err != nil {
 		return s.engineErr(err)
@@ -462,7 +481,7 @@ func (s *Server) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []
 		}
 		return s.engineErr(err)
 	}
-	s.wake(string(keys[1]))
+	released()
 	return redcon.AppendInt(dst, 1)
 }
 

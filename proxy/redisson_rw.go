@@ -55,8 +55,14 @@ import (
 // most one lease (the lock's TTL then runs out) — a writer waits longer,
 // never less. Releases before 3.20.0 are not recognised.
 
-// maxRWOwners bounds the owners (threads) a read-write lock's value lists.
-const maxRWOwners = 256
+// maxRWOwners bounds the owners (threads) a read-write lock's value lists,
+// maxRWValue its bytes, and maxRWRenewOwners the owners one batched read
+// renewal names (each is searched for in its lock's value on every master).
+const (
+	maxRWOwners      = 256
+	maxRWValue       = 32 << 10
+	maxRWRenewOwners = 512
+)
 
 // rwAttempts bounds the tries of a tryLock or unlock whose
 // compare-and-set loses a race with another change of the same lock (or
@@ -184,7 +190,7 @@ func (rs *rScript) rwFits(keys, argv [][]byte) bool {
 			}
 			return true
 		}
-		i := 1
+		i, total := 1, 0
 		for range len(keys) / 2 {
 			if i >= len(argv) {
 				return false
@@ -199,6 +205,9 @@ func (rs *rScript) rwFits(keys, argv [][]byte) bool {
 				}
 			}
 			i += 1 + int(n)
+			if total += int(n); total > maxRWRenewOwners {
+				return false
+			}
 		}
 		return i == len(argv)
 	}
@@ -367,20 +376,26 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 			return redcon.AppendError(dst, "ERR redlock proxy: a read-write lock holds at most "+strconv.Itoa(maxRWOwners)+" owners (threads) at once")
 		}
 		next := st.with(owner, 1)
-		ttl, how := lease, ""
+		nv := next.value()
+		if len(nv) > maxRWValue {
+			return redcon.AppendError(dst, "ERR redlock proxy: a read-write lock's owners (threads) may take at most "+strconv.Itoa(maxRWValue>>10)+" KiB")
+		}
+		ttl := lease
 		if mode == 'w' {
 			// Redisson adds the lease to the TTL left: here at most
 			// MaxTTL (the grant rule), and never less than the lease (a
 			// lease over MaxTTL is refused).
-			ttl, how = min(time.Duration(pttl[cur])*time.Millisecond+lease, max(s.eng.Config().MaxTTL, lease)), "exact"
+			// Never lower (proxies configured with a shorter MaxTTL
+			// than the one that granted it would cut the hold short).
+			ttl = min(time.Duration(pttl[cur])*time.Millisecond+lease, max(s.eng.Config().MaxTTL, lease))
 		}
 		t2 := time.Now()
-		reps, err = s.rGrant(ctx, key, ttl, scripts.RedissonCAS, []string{key}, []string{cur, next.value(), msArg(ttl), "", "0", how}, isOne)
+		reps, err = s.rGrant(ctx, key, ttl, scripts.RedissonCAS, []string{key}, []string{cur, nv, msArg(ttl), "", "0"}, isOne)
 		if err == nil && countYes(reps, isOne) >= q && s.rValid(t2, lease) {
 			return redcon.AppendNull(dst)
 		}
 		if err == nil || !errors.Is(err, engine.ErrBadArgument) {
-			s.rBestEffort(key, scripts.RedissonCAS, []string{key}, []string{next.value(), cur, "0", "", "0"})
+			s.rBestEffort(key, scripts.RedissonCAS, []string{key}, []string{nv, cur, "0", "", "0"})
 		}
 		if err != nil {
 			return s.engineErr(err)

@@ -314,7 +314,7 @@ func TestNodeRedisson(t *testing.T) {
 	p.step("DONE")
 }
 
-// TestRedissonKindsRefused: Redisson's fair lock and semaphore scripts — sent by text (EVAL), by SHA1 (EVALSHA) or loaded
+// TestRedissonKindsRefused: Redisson's semaphore scripts — sent by text (EVAL), by SHA1 (EVALSHA) or loaded
 // (SCRIPT LOAD) — are refused with an error naming what the proxy serves;
 // every SHA1 of the refusal list is refused.
 func TestRedissonKindsRefused(t *testing.T) {
@@ -338,10 +338,10 @@ func TestRedissonKindsRefused(t *testing.T) {
 			c.cmd("EVALSHA", sha, "1", "rw:k", "30000", "owner:1"),
 			c.cmd("SCRIPT", "LOAD", string(text)),
 		} {
-			if !strings.Contains(got, "is not supported") || !strings.Contains(got, "RLock, RFencedLock or RReadWriteLock") {
+			if !strings.Contains(got, "is not supported") || !strings.Contains(got, "RLock, RFencedLock, RReadWriteLock or RFairLock") {
 				t.Fatalf("%s: %q", filepath.Base(f), got)
 			}
-			if strings.Contains(f, "Semaphore") && !strings.Contains(got, "without a TTL") || strings.Contains(f, "FairLock") && !strings.Contains(got, "waiter queue") {
+			if strings.Contains(f, "Semaphore") && !strings.Contains(got, "without a TTL") {
 				t.Fatalf("%s: the refusal does not say why: %q", filepath.Base(f), got)
 			}
 		}
@@ -351,11 +351,11 @@ func TestRedissonKindsRefused(t *testing.T) {
 			t.Fatalf("EVALSHA %s: %q", sha, got)
 		}
 	}
-	if len(rRefused) < 50 {
-		t.Fatalf("%d refused scripts; the list has 54", len(rRefused))
+	if len(rRefused) < 40 {
+		t.Fatalf("%d refused scripts; the list has 41", len(rRefused))
 	}
-	// The read-write lock's scripts are served, not refused.
-	for _, f := range []string{"redisson-3.20.0-rwReadTryLock", "redisson-3.44.0-rwWriteUnlock", "redisson-4.4.0-rwReadLockTask"} {
+	// The read-write and fair locks' scripts are served, not refused.
+	for _, f := range []string{"redisson-3.20.0-rwReadTryLock", "redisson-3.44.0-rwWriteUnlock", "redisson-4.4.0-rwReadLockTask", "redisson-3.45.0-fairTryLockWait", "redisson-3.20.0-fairAcquireFailed"} {
 		if sha := rSHA(t, f); rRefused[sha] != "" {
 			t.Errorf("%s is refused", f)
 		}

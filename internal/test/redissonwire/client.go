@@ -50,32 +50,40 @@ type Profile struct {
 	// RReadWriteLock (3.20.0+; empty before): the unlock, forceUnlock and
 	// read renewal scripts of the release (its tryLocks never changed).
 	RWReadUnlock, RWWriteUnlock, RWReadForce, RWWriteForce, RWReadRenew string
+	// RFairLock (3.20.0+; empty before): tryLock() (no wait), the waiting
+	// tryLock, unlock and forceUnlock of the release.
+	FairTry, FairWait, FairUnlock, FairForce string
 }
 
 // Profiles are the Redisson releases the proxy recognises, newest first.
 var Profiles = []Profile{
 	{Name: "4.7 (3.46+)", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch", ScriptCache: true,
-		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.4.0-rwReadLockTask"},
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.4.0-rwReadLockTask", FairTry: "redisson-3.31.0-fairTryLock", FairWait: "redisson-3.45.0-fairTryLockWait", FairUnlock: "redisson-3.31.0-fairUnlock", FairForce: "redisson-3.31.0-fairForceUnlock"},
 	{Name: "3.44", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch",
-		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.44.0-rwReadLockTask"},
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.44.0-rwReadLockTask", FairTry: "redisson-3.31.0-fairTryLock", FairWait: "redisson-3.32.0-fairTryLockWait", FairUnlock: "redisson-3.31.0-fairUnlock", FairForce: "redisson-3.31.0-fairForceUnlock"},
 	{Name: "3.23", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.22.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
-		RWReadUnlock: "redisson-3.22.0-rwReadUnlock", RWWriteUnlock: "redisson-3.22.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
+		RWReadUnlock: "redisson-3.22.0-rwReadUnlock", RWWriteUnlock: "redisson-3.22.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew", FairTry: "redisson-3.20.0-fairTryLock", FairWait: "redisson-3.20.0-fairTryLockWait", FairUnlock: "redisson-3.22.0-fairUnlock", FairForce: "redisson-3.22.0-fairForceUnlock"},
 	{Name: "3.18", TryLock: "redisson-3.12.3-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration"},
 	{Name: "3.12.0", TryLock: "redisson-3.12.0-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration"},
 }
 
-// RWProfiles are the releases whose RReadWriteLock traffic differs, newest
-// first: the Profiles that have it, and the releases between them.
+// RWProfiles are the releases whose RReadWriteLock or RFairLock traffic
+// differs, newest first: the Profiles that have it, and the releases
+// between them. (3.31.0's waiting fair tryLock is not among them: the
+// proxy does not serve that one text.)
 var RWProfiles = []Profile{
 	Profiles[0],
 	{Name: "4.3", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.44.0-renewLocksBatch",
-		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.0.0-rwReadLockTask"},
+		RWReadUnlock: "redisson-3.44.0-rwReadUnlock", RWWriteUnlock: "redisson-3.44.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-4.0.0-rwReadLockTask", FairTry: "redisson-3.31.0-fairTryLock", FairWait: "redisson-3.45.0-fairTryLockWait", FairUnlock: "redisson-3.31.0-fairUnlock", FairForce: "redisson-3.31.0-fairForceUnlock"},
 	Profiles[1],
 	{Name: "3.43", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
-		RWReadUnlock: "redisson-3.24.0-rwReadUnlock", RWWriteUnlock: "redisson-3.24.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
+		RWReadUnlock: "redisson-3.24.0-rwReadUnlock", RWWriteUnlock: "redisson-3.24.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew", FairTry: "redisson-3.31.0-fairTryLock", FairWait: "redisson-3.32.0-fairTryLockWait", FairUnlock: "redisson-3.31.0-fairUnlock", FairForce: "redisson-3.31.0-fairForceUnlock"},
+	{Name: "3.30", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.24.0-unlock", ForceUnlock: "redisson-3.22.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
+		RWReadUnlock: "redisson-3.24.0-rwReadUnlock", RWWriteUnlock: "redisson-3.24.0-rwWriteUnlock", RWReadForce: "redisson-3.22.0-rwReadForceUnlock", RWWriteForce: "redisson-3.22.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew",
+		FairTry: "redisson-3.20.0-fairTryLock", FairWait: "redisson-3.20.0-fairTryLockWait", FairUnlock: "redisson-3.24.0-fairUnlock", FairForce: "redisson-3.22.0-fairForceUnlock"},
 	Profiles[2],
 	{Name: "3.21", TryLock: "redisson-3.19.0-tryLock", Unlock: "redisson-3.12.0-unlock", ForceUnlock: "redisson-3.12.0-forceUnlock", Renew: "redisson-3.12.0-renewExpiration",
-		RWReadUnlock: "redisson-3.20.0-rwReadUnlock", RWWriteUnlock: "redisson-3.20.0-rwWriteUnlock", RWReadForce: "redisson-3.20.0-rwReadForceUnlock", RWWriteForce: "redisson-3.20.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew"},
+		RWReadUnlock: "redisson-3.20.0-rwReadUnlock", RWWriteUnlock: "redisson-3.20.0-rwWriteUnlock", RWReadForce: "redisson-3.20.0-rwReadForceUnlock", RWWriteForce: "redisson-3.20.0-rwWriteForceUnlock", RWReadRenew: "redisson-3.20.0-rwReadRenew", FairTry: "redisson-3.20.0-fairTryLock", FairWait: "redisson-3.20.0-fairTryLockWait", FairUnlock: "redisson-3.20.0-fairUnlock", FairForce: "redisson-3.20.0-fairForceUnlock"},
 }
 
 // ErrNotOwner is Redisson's IllegalMonitorStateException: unlock answered

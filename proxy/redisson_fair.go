@@ -1,0 +1,391 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Redisson's RFairLock, unmodified, over the quorum.
+//
+// Redisson keeps a fair lock's waiters in a list and a sorted set of
+// deadlines on one server, the deadlines from the client's clock: copies
+// per master would drift apart (a waiter missing on one master, ahead of
+// another on the next). The proxy keeps the waiters in the engine's
+// FairLock queue instead (engine/fairlock.go; docs/safety.md, "FairLock"):
+// a waiter takes a ticket from a quorum of masters' counters and queues
+// it on a quorum before it tries, so a waiter that arrived before another
+// began has the lower ticket on a quorum every grant of the later one
+// meets; an entry expires on the masters' clocks, refreshed at each try.
+// The hold itself is RLock's (redisson_hold.go): one value per lock,
+// owner and count, kept by compare-and-set — so re-entry, unlock,
+// renewal, getHoldCount are RLock's — and it is set from free only by
+// the engine's fair acquire script, which sets it where the key is free
+// and the waiter heads the queue (or the queue is empty).
+//
+//   - tryLock() (no wait): re-entry; else granted only when the lock is
+//     free and no waiter is queued ahead (the owner's own entry, if it
+//     has one, may head); nil, else 1.
+//   - tryLock(wait)/lock(): re-entry; else the owner is queued (a ticket
+//     if it has none at a quorum) and tries; nil, else the holder's PTTL
+//     (at most half its entry's life, so that its next try refreshes it).
+//   - unlock: RLock's; when it frees the lock (or finds it free) the
+//     waiter heading the queue is woken on its own channel
+//     (redisson_lock__channel:{name}:<owner>).
+//   - acquireFailed: the owner leaves the queue.
+//
+// Waiters share the engine FairLock's queue for the same key: Redisson's
+// RFairLock and engine.FairLock on one name are one fair lock.
+
+// fairPoll is the TTL a waiting tryLock answers when the lock is free but
+// an earlier waiter heads the queue: it is woken when that one unlocks,
+// and tries again after this if the earlier one never takes the lock.
+const fairPoll = 50
+
+// Names Redisson derives from a fair lock's name.
+const (
+	rQueuePrefix   = "redisson_lock_queue"
+	rTimeoutPrefix = "redisson_lock_timeout"
+)
+
+// fairKeys are the keys of the engine FairLock on key (engine.NewFairLock).
+type fairKeys struct {
+	lock, queue, expiry, counter string
+}
+
+func fairKeysOf(key string) fairKeys {
+	base := "redlock:fair:{" + conn.HashTag(key) + "}:" + key
+	return fairKeys{lock: key, queue: base + ":queue", expiry: base + ":expiry", counter: base + ":ticket"}
+}
+
+// fairLife is how long a waiter's entry lives after its last try: its
+// wait (Redisson's fairLockWaitTimeout, 5 min, or tryLock's), at most
+// MaxTTL, at least 10 ms.
+func (s *Server) fairLife(wait time.Duration) time.Duration {
+	return max(min(wait, s.eng.Config().MaxTTL), 10*time.Millisecond)
+}
+
+// rFairFits is fits for the fair lock's scripts.
+func (rs *rScript) rFairFits(keys, argv [][]byte) bool {
+	if len(keys) != rs.Keys || len(argv) != rs.Argc {
+		return false
+	}
+	latch := rs.LatchArg == 0 || isMillis(argv[rs.LatchArg])
+	switch rs.Kind {
+	case rFairTry: // lease, owner, now, wait
+		return isMillis(argv[0]) && validOwner(argv[1]) && isMillis(argv[2]) && isMillis(argv[3])
+	case rFairWait: // lease, owner, wait, now
+		return isMillis(argv[0]) && validOwner(argv[1]) && isMillis(argv[2]) && isMillis(argv[3])
+	case rFairUnlock: // "0", lease, owner, now[, publish[, latch ms]]
+		return string(argv[0]) == "0" && isMillis(argv[1]) && validOwner(argv[2]) && latch
+	case rFairForce: // "0", now[, publish]
+		return string(argv[0]) == "0"
+	case rFairLeave: // owner, wait
+		return validOwner(argv[0])
+	}
+	return false
+}
+
+// rFairNames is rNames for the fair lock's scripts: the queue, deadline
+// set, channel and latch keys are derived from the lock's name (the
+// acquireFailed script names the queue first, no lock).
+func (s *Server) rFairNames(rs *rScript, keys [][]byte) bool {
+	if rs.Kind == rFairLeave {
+		names := s.rFairNamesOf(keys[0])
+		return len(names) > 0 && s.derived(names[0], keys[1], rTimeoutPrefix)
+	}
+	name := s.unprefixed(keys[0])
+	if len(name) > maxRLockName || !s.derived(name, keys[1], rQueuePrefix) || !s.derived(name, keys[2], rTimeoutPrefix) {
+		return false
+	}
+	if rs.Kind == rFairUnlock || rs.Kind == rFairForce {
+		if !s.derived(name, keys[3], "redisson_lock__channel") {
+			return false
+		}
+	}
+	if rs.LatchKey > 0 {
+		l := s.unprefixed(keys[rs.LatchKey])
+		i := strings.LastIndexByte(l, ':')
+		return i > 0 && len(l)-i-1 <= 64 && s.derived(name, []byte(s.cfg.KeyPrefix+l[:i]), "redisson_unlock_latch")
+	}
+	return true
+}
+
+// rFairNamesOf returns the lock names a queue key can be derived from
+// (with the key prefix), or none when it is not a queue key.
+func (s *Server) rFairNamesOf(queueKey []byte) []string {
+	rest, ok := strings.CutPrefix(s.unprefixed(queueKey), rQueuePrefix+":")
+	if !ok || rest == "" || len(rest) > maxRLockName+2 {
+		return nil
+	}
+	cands := []string{rest}
+	if len(rest) > 2 && rest[0] == '{' && rest[len(rest)-1] == '}' {
+		cands = append(cands, rest[1:len(rest)-1]) // braces the client added
+	}
+	var out []string
+	for _, n := range cands {
+		if s.derived(n, queueKey, rQueuePrefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// runFair serves a recognised fair lock script (its shape checked).
+func (c *client) runFair(rs *rScript, keys, argv [][]byte) *call {
+	s := c.s
+	lock := keys[:1]
+	if rs.Kind == rFairLeave {
+		names := s.rFairNamesOf(keys[0])
+		lock = [][]byte{[]byte(s.cfg.KeyPrefix + names[0])}
+	}
+	return c.async(lock, func(ctx context.Context, dst []byte) []byte {
+		switch rs.Kind {
+		case rFairTry, rFairWait:
+			return s.rFairTryLock(ctx, dst, rs, keys, argv)
+		case rFairUnlock:
+			return s.rFairUnlock(ctx, dst, rs, keys, argv)
+		case rFairForce:
+			return s.rFairForceUnlock(ctx, dst, keys)
+		}
+		for _, n := range s.rFairNamesOf(keys[0]) {
+			s.rFairLeave(s.cfg.KeyPrefix+n, string(argv[0]))
+		}
+		return redcon.AppendNull(dst)
+	})
+}
+
+// fairRead is a quorum read of the fair lock for owner: the lock's value a
+// quorum holds ("" free), the largest PTTL of the masters holding it, the
+// owner's ticket when a quorum holds the same one (0: not queued), and
+// the head of the queue a quorum agrees on ("" none or no agreement).
+type fairRead struct {
+	value  string
+	pttl   int64
+	ticket int64
+	head   string
+	life   int64 // ms left of the head's place (the longest any master reports)
+}
+
+func (s *Server) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairRead, []byte) {
+	reps, err := s.rAsk(ctx, fk.lock, scripts.RedissonFairRead, []string{fk.lock, fk.queue, fk.expiry}, []string{owner})
+	if err != nil {
+		return fairRead{}, s.engineErr(err)
+	}
+	if r := s.undecided(reps); r != nil {
+		return fairRead{}, r
+	}
+	values, tickets, heads := map[string]int{}, map[string]int{}, map[string]int{}
+	pttl, life := map[string]int64{}, map[string]int64{}
+	for _, r := range reps {
+		if replyErr(r) != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) != 5 {
+			continue
+		}
+		e := r.Reply.Elems
+		v := e[0].Text()
+		values[v]++
+		pttl[v] = max(pttl[v], e[1].Int)
+		tickets[e[2].Text()]++
+		heads[e[3].Text()]++
+		life[e[3].Text()] = max(life[e[3].Text()], e[4].Int)
+	}
+	q := s.eng.Quorum()
+	var fr fairRead
+	agreed := false
+	for v, n := range values {
+		if n >= q {
+			fr.value, fr.pttl, agreed = v, pttl[v], true
+		}
+	}
+	if !agreed {
+		return fairRead{}, redcon.AppendError(nil, msgDisagree)
+	}
+	for t, n := range tickets {
+		if tk, ok := parseDigits(t); ok && n >= q {
+			fr.ticket = tk
+		}
+	}
+	for h, n := range heads {
+		if h != "" && n >= q {
+			fr.head, fr.life = h, life[h]
+		}
+	}
+	return fr, nil
+}
+
+// rFairArrive queues owner with a new ticket on a quorum of masters (the
+// engine FairLock's arrival: the largest of a quorum's counters, then
+// registered on a quorum); 0 and the error reply when too few answered.
+func (s *Server) rFairArrive(ctx context.Context, fk fairKeys, owner string, life time.Duration) (int64, []byte) {
+	isInt := func(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int > 0 }
+	reps, err := s.tr.Grant(ctx, fk.lock, life, scripts.FairTicket, appendEvalSha(nil, scripts.FairTicket, strArgs(fk.counter), strArgs(msArg(life))), isInt)
+	if err != nil {
+		return 0, s.engineErr(err)
+	}
+	ticket := int64(0)
+	if countYes(reps, isInt) < s.eng.Quorum() {
+		return 0, s.undecidedOr(reps)
+	}
+	for _, r := range reps {
+		if replyErr(r) == nil && isInt(r.Reply) {
+			ticket = max(ticket, r.Reply.Int)
+		}
+	}
+	reps, err = s.tr.Grant(ctx, fk.lock, life, scripts.FairRegister,
+		appendEvalSha(nil, scripts.FairRegister, strArgs(fk.counter, fk.queue, fk.expiry), strArgs(owner, strconv.FormatInt(ticket, 10), msArg(life))), isOne)
+	if err != nil {
+		return 0, s.engineErr(err)
+	}
+	if countYes(reps, isOne) < s.eng.Quorum() {
+		return 0, s.undecidedOr(reps)
+	}
+	return ticket, nil
+}
+
+// undecidedOr is the error reply for replies that did not reach a quorum.
+func (s *Server) undecidedOr(reps []enginex.MasterReply) []byte {
+	if r := s.undecided(reps); r != nil {
+		return r
+	}
+	return redcon.AppendError(nil, msgDisagree)
+}
+
+// rFairLeave removes waiter from key's queue on every master (best effort:
+// a master that misses it drops the entry at its expiry).
+func (s *Server) rFairLeave(key, waiter string) {
+	fk := fairKeysOf(key)
+	s.rBestEffort(key, scripts.FairLeave, []string{fk.lock, fk.queue, fk.expiry, fk.counter}, []string{waiter})
+}
+
+func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+	key, owner, lease := string(keys[0]), string(argv[1]), millis(argv[0])
+	wait := millis(argv[3])
+	if rs.Kind == rFairWait {
+		wait = millis(argv[2])
+	}
+	life := s.fairLife(wait)
+	fk := fairKeysOf(key)
+	no := func() []byte { return redcon.AppendInt(dst, 1) } // tryLock(): not acquired
+	fr, e := s.rFairRead(ctx, fk, owner)
+	if e != nil {
+		return append(dst, e...)
+	}
+	if cur, ok := parseHold(fr.value); ok && cur.owner == owner {
+		if cur.kind != 'R' {
+			return redcon.AppendError(dst, "ERR redlock proxy: "+rs.Name+": this owner holds the lock as "+rKindName(cur.kind)+" (one lock name, one kind)")
+		}
+		return s.rReenter(ctx, dst, rs, key, cur, lease)
+	}
+	if rs.Kind == rFairWait && fr.ticket == 0 {
+		t, e := s.rFairArrive(ctx, fk, owner, life)
+		if e != nil {
+			return append(dst, e...)
+		}
+		fr.ticket = t
+	}
+	if fr.value != "" || (fr.head != "" && fr.head != owner) {
+		// Held, or an earlier waiter heads the queue.
+		if rs.Kind == rFairTry {
+			return no()
+		}
+		if fr.ticket > 0 {
+			// Keep the place: the entry's life runs from this try.
+			s.rBestEffort(key, scripts.FairRegister, []string{fk.counter, fk.queue, fk.expiry}, []string{owner, strconv.FormatInt(fr.ticket, 10), msArg(life)})
+		}
+		ttl := int64(fairPoll)
+		if fr.value != "" {
+			ttl = max(0, fr.pttl)
+		}
+		return redcon.AppendInt(dst, min(ttl, life.Milliseconds()/2))
+	}
+	h := rHold{owner: owner, kind: 'R', count: 1, rand: rRand()}
+	v1 := h.value()
+	waiter, ticket := "", "0"
+	if fr.ticket > 0 {
+		waiter, ticket = owner, strconv.FormatInt(fr.ticket, 10)
+	}
+	t1 := time.Now()
+	reps, err := s.rGrant(ctx, key, lease, scripts.FairAcquire, []string{fk.lock, fk.queue, fk.expiry, fk.counter},
+		[]string{v1, msArg(lease), waiter, ticket, msArg(life)}, isOne)
+	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+		if waiter != "" {
+			s.rFairLeave(key, owner) // granted: its entry would head the queue
+		}
+		return redcon.AppendNull(dst)
+	}
+	if err == nil || !errors.Is(err, engine.ErrBadArgument) {
+		s.rBestEffort(key, scripts.RedissonCleanup, []string{key}, []string{v1})
+	}
+	switch {
+	case err != nil:
+		return s.engineErr(err)
+	case countYes(reps, isOne) >= s.eng.Quorum():
+		return s.engineErr(engine.ErrGrantedTooLate)
+	}
+	if r := s.undecided(reps); r != nil {
+		return r
+	}
+	if rs.Kind == rFairTry {
+		return no()
+	}
+	return redcon.AppendInt(dst, min(int64(fairPoll), life.Milliseconds()/2))
+}
+
+// rFairUnlock is RLock's unlock; a release (or a lock found free: Redisson
+// answers 1 then) wakes the waiter heading the queue, on its own channel.
+func (s *Server) rFairUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+	key := string(keys[0])
+	rkeys, latchTTL := []string{key}, "0"
+	if rs.LatchKey > 0 {
+		if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
+			return redcon.AppendError(dst, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
+		}
+		rkeys = append(rkeys, rLatchKey(key, string(keys[rs.LatchKey])))
+		latchTTL = msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL))
+	}
+	ch := string(keys[3])
+	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), redcon.AppendInt(nil, 1), func() { s.rFairWakeNext(key, ch) })
+}
+
+// rFairWakeNext wakes the waiter heading key's queue (a hint: a waiter not
+// woken tries again at the TTL it was answered). A head that does not
+// take the lock (its process died) keeps its place until its entry
+// expires: the wake-up is then passed on to the next head, up to
+// fairFollow times, while the lock stays free.
+func (s *Server) rFairWakeNext(key, ch string) { s.rFairFollow(key, ch, "", fairFollow) }
+
+// fairFollow bounds the heads a release's wake-up is passed on to.
+const fairFollow = 8
+
+func (s *Server) rFairFollow(key, ch, woken string, left int) {
+	if left == 0 || s.shutting.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.tr.MasterTimeout(0))
+	fr, e := s.rFairRead(ctx, fairKeysOf(key), "")
+	cancel()
+	if e != nil || fr.value != "" || fr.head == "" {
+		return // held again (or unknown, or nobody waits)
+	}
+	if fr.head != woken {
+		s.wakeMsg(ch+":"+fr.head, "0")
+	}
+	time.AfterFunc(time.Duration(fr.life)*time.Millisecond+20*time.Millisecond, func() { s.rFairFollow(key, ch, fr.head, left-1) })
+}
+
+// rFairForceUnlock is RLock's forceUnlock (opt-in, tokenless), then the
+// next waiter's wake-up.
+func (s *Server) rFairForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
+	key, ch := string(keys[0]), string(keys[3])
+	return s.rForceUnlockHold(ctx, dst, key, func() { s.rFairWakeNext(key, ch) })
+}
