@@ -175,6 +175,9 @@ type fairRead struct {
 	ticket int64
 	head   string
 	life   int64 // ms left of the head's place (the longest any master reports)
+	// disagree: the masters that answered hold no value at a quorum (a
+	// change under way); the error reply says so.
+	disagree bool
 }
 
 func (s *Server) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairRead, []byte) {
@@ -208,7 +211,7 @@ func (s *Server) rFairRead(ctx context.Context, fk fairKeys, owner string) (fair
 		}
 	}
 	if !agreed {
-		return fairRead{}, redcon.AppendError(nil, msgDisagree)
+		return fairRead{disagree: true}, redcon.AppendError(nil, msgDisagree)
 	}
 	for t, n := range tickets {
 		if tk, ok := parseDigits(t); ok && n >= q {
@@ -277,7 +280,12 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 	fk := fairKeysOf(key)
 	no := func() []byte { return redcon.AppendInt(dst, 1) } // tryLock(): not acquired
 	fr, e := s.rFairRead(ctx, fk, owner)
-	if e != nil {
+	switch {
+	case fr.disagree && rs.Kind == rFairTry:
+		return no() // a change under way: not acquired (never a guess that grants)
+	case fr.disagree:
+		return redcon.AppendInt(dst, min(int64(fairPoll), life.Milliseconds()/2))
+	case e != nil:
 		return append(dst, e...)
 	}
 	if cur, ok := parseHold(fr.value); ok && cur.owner == owner {

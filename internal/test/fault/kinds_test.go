@@ -89,6 +89,10 @@ var kindScenarios = []kindScenario{
 	// to 200 ms), the others a reader's tryLock, on 4 hot keys; half the
 	// operations (a contended read's compare-and-set may be retried).
 	{name: "redisson-rwlock-via-proxy", proxy: true, share: 0.5, hold: redissonRWHold},
+	// Redisson's RFairLock through the proxy: the same clients (releases
+	// 3.20.0+) queue on 2 hot keys with tryLock(200 ms) — one try in two
+	// a tryLock(), which does not queue — re-enter one time in three.
+	{name: "redisson-fairlock-via-proxy", proxy: true, share: 0.3, hold: redissonFairHold},
 	// Reentrant: a holder re-enters (one script per master, raising the
 	// TTL) and leaves once inside; the checker counts the raised validity.
 	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
@@ -369,6 +373,53 @@ func redissonRWHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	return entered, nil
 }
 
+// redissonFairHold is one Redisson thread's turn on a fair lock.
+func redissonFairHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+	key := hotKey(rng, "kinds:redisson-fair", 2)
+	thread := int64(w)
+	c := k.redisson(rng, w)
+	var t0 time.Time
+	var err error
+	if rng.IntN(2) == 0 {
+		t0 = time.Now()
+		var ok bool
+		if ok, err = c.FairTryLock(k.ctx, key, thread, ttl); err == nil && !ok {
+			err = engine.ErrNotAcquired
+		}
+	} else {
+		t0, err = c.FairLockAt(k.ctx, key, thread, ttl, 200*time.Millisecond)
+		if errors.Is(err, redissonwire.ErrGaveUp) {
+			err = engine.ErrNotAcquired // waited its share: busy
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	drift := ttl/100 + 2*time.Millisecond
+	id := k.ids.Add(1)
+	count := 1
+	entered := k.chk.Enter(key, id, t0.Add(ttl-drift), 0)
+	if entered {
+		k.ops.Add(1)
+		if rng.IntN(3) == 0 {
+			t1 := time.Now()
+			if ok, _, err := k.redisson(rng, w).FairTryLockWait(k.ctx, key, thread, ttl, time.Second); ok && err == nil {
+				count++
+				k.ops.Add(1)
+				k.chk.Extend(key, id, t1.Add(ttl-drift))
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		k.chk.Leave(key, id)
+	}
+	for range count {
+		if _, err := k.redisson(rng, w).FairUnlock(k.ctx, key, thread, ttl); err != nil {
+			break
+		}
+	}
+	return entered, nil
+}
+
 // kindSteps: two masters stopped and continued, then restartSteps.
 func kindSteps(rng *rand.Rand) []step {
 	a := rng.IntN(5)
@@ -427,7 +478,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		p1 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
 		p2 := proctest.StartProxy(t, nil, set.Addrs(), flags...)
 		profs := redissonwire.Profiles
-		if strings.Contains(ks.name, "rwlock") {
+		if strings.Contains(ks.name, "rwlock") || strings.Contains(ks.name, "fairlock") {
 			profs = redissonwire.RWProfiles // 3.20.0+
 		}
 		for i := range redissonClients {
@@ -523,7 +574,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		}
 	}
 	most := cr.MaxInside
-	if ks.name == "reentrant" || ks.name == "lockall" || ks.name == "redisson-rlock-via-proxy" {
+	if ks.name == "reentrant" || ks.name == "lockall" || ks.name == "redisson-rlock-via-proxy" || ks.name == "redisson-fairlock-via-proxy" {
 		most = 1
 	}
 	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,
