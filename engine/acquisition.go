@@ -85,6 +85,7 @@ type acquisition struct {
 
 	done   func(*Lock, error) // TryLockAsync's; nil: the result goes to res, err and ch
 	stop   func() bool        // TryLockAsync's context watch (watch)
+	ctx    context.Context    // the watched context (watch), nil when none
 	pooled bool
 	ch     chan struct{} // receives one value with the result (finish)
 	res    *Lock
@@ -107,9 +108,19 @@ func newAcquisition(e *Engine, done func(*Lock, error)) *acquisition {
 // outlive it). Called before the fan-out: the decision cannot come first.
 func (a *acquisition) watch(ctx context.Context) {
 	if a.done != nil && ctx.Done() != nil {
-		a.stop = context.AfterFunc(ctx, func() { a.cancel(ctx.Err()) })
+		a.ctx = ctx
+		a.stop = context.AfterFunc(ctx, func() {
+			if h := watchHook.Load(); h != nil {
+				(*h)()
+			}
+			a.cancel(ctx.Err())
+		})
 	}
 }
+
+// watchHook, when a test sets it, runs in the watch's goroutine before it
+// cancels the acquisition (a goroutine the runtime may start late).
+var watchHook atomic.Pointer[func()]
 
 // free returns a collected acquisition to the pool.
 func (a *acquisition) free() {
@@ -136,6 +147,13 @@ func (a *acquisition) step(o *op) {
 
 // decided: the acquire op is decided (a quorum granted, or it cannot).
 func (a *acquisition) decided() {
+	if a.ctx != nil && a.ctx.Err() != nil {
+		// The context ended before the decision, and the watch's
+		// goroutine has not run yet: the attempt ends with ctx's error
+		// all the same (TestTryLockAsyncCancel, under load).
+		a.cancel(a.ctx.Err())
+		return
+	}
 	if !a.won.CompareAndSwap(false, true) {
 		return // cancelled first
 	}

@@ -58,3 +58,55 @@ func TestCancelledAcquisitionNotReused(t *testing.T) {
 	}
 	l.Unlock(context.Background())
 }
+
+// TestAsyncCancelBeforeLateWatch: TryLockAsync's context ends before the
+// decision, but the goroutine of its context watch runs late (the
+// runtime's choice; a loaded CI machine): the attempt still ends with the
+// context's error, not with a lock. Before, the decision won the race
+// with the watch and returned a lock the caller had cancelled
+// (TestTryLockAsyncCancel failed so in a CI run).
+func TestAsyncCancelBeforeLateWatch(t *testing.T) {
+	set := mastertest.Start(t, 5)
+	e, err := New(Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	hook := func() { <-release }
+	watchHook.Store(&hook)
+	t.Cleanup(func() { watchHook.Store(nil) })
+	ms := set.Masters()
+	for _, i := range []int{2, 3, 4} {
+		if err := ms[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type res struct {
+		l   *Lock
+		err error
+	}
+	ch := make(chan res, 1)
+	e.TryLockAsync(ctx, "late-watch", 10*time.Second, func(l *Lock, err error) { ch <- res{l, err} })
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	for _, i := range []int{2, 3, 4} {
+		if err := ms[i].Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the quorum answers meanwhile
+	close(release)
+	select {
+	case r := <-ch:
+		if r.l != nil || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("cancelled before the decision: lock %v, %v; want context.Canceled", r.l != nil, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("done not called")
+	}
+}

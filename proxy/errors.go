@@ -31,6 +31,7 @@ const (
 	msgSetNoTTL     = "ERR redlock proxy: SET NX without PX or EX: a lock without a TTL would never be released if its holder died; send SET key value NX PX milliseconds (a lock library's timeout)"
 	msgBadExpire    = "ERR invalid expire time in 'set' command"
 	msgFenceKey     = "ERR redlock proxy: that key is the masters' fencing counter; clients may not touch it (REDLOCK.LOCK returns fencing tokens)"
+	msgReservedKey  = "ERR redlock proxy: keys beginning redlock:fair:, redlock:leader: or redlock:rlatch: are kept beside locks (fair lock queues, leader records, unlock latches); clients may not touch them"
 	msgMemory       = "ERR redlock proxy: client memory limit reached: requests and replies held for all clients together exceed --max-client-memory (raise it, or send fewer commands at once)"
 	msgScriptsOff   = "other scripts are disabled (start the proxy with --allow-scripts to run them on every master)"
 )

@@ -547,22 +547,9 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				}
 				return outcome{granted: true, text: r}
 			}
-			unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-				keys := []string{key, "redisson_lock__channel:" + key}
-				argv := []string{"0", ms(ttl), owner}
-				if rs.LatchArg > 0 {
-					keys = append(keys, "redisson_unlock_latch:"+key+":0123456789abcdef0123456789abcdef")
-				}
-				for len(argv) < rs.Argc {
-					if len(argv) == rs.LatchArg {
-						argv = append(argv, "10000")
-					} else {
-						argv = append(argv, "publish")
-					}
-				}
-				r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
-				return outcome{granted: r == ":0\r\n", text: r}
-			}
+			unlock := nestedUnlock(rs, func(key, owner string, ttl time.Duration) ([]string, []string, string) {
+				return []string{key, "redisson_lock__channel:" + key}, []string{"0", ms(ttl), owner}, "redisson_unlock_latch:" + key
+			})
 			entries = append(entries, ruleEntry{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA})
 		case rForceUnlock:
 			// Not a grant: it ends the hold.
@@ -628,22 +615,9 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 			{name: rs.Name + " re-entry", method: "rTable", take: write, keep: write, na: keepNA},
 		}
 	case rRWUnlockWrite:
-		unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-			keys := []string{key, "redisson_rwlock:{" + key + "}"}
-			argv := []string{"1", ms(ttl), owner + ":write"}
-			if rs.LatchKey > 0 {
-				keys = append(keys, "redisson_unlock_latch:{"+key+"}:0123456789abcdef0123456789abcdef")
-			}
-			for len(argv) < rs.Argc {
-				if len(argv) == rs.LatchArg {
-					argv = append(argv, "10000")
-				} else {
-					argv = append(argv, "publish")
-				}
-			}
-			r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
-			return outcome{granted: r == ":0\r\n", text: r}
-		}
+		unlock := nestedUnlock(rs, func(key, owner string, ttl time.Duration) ([]string, []string, string) {
+			return []string{key, "redisson_rwlock:{" + key + "}"}, []string{"1", ms(ttl), owner + ":write"}, "redisson_unlock_latch:{" + key + "}"
+		})
 		return []ruleEntry{{name: rs.Name + " nested", method: "rTable", take: twice(write), keep: unlock, na: keepNA}}
 	}
 	// The read renewals.
@@ -670,6 +644,28 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 			}})
 	}
 	return out
+}
+
+// nestedUnlock is the keep of a nested-unlock row: rs's unlock with the
+// keys and arguments base returns, then (as the release sends them) the
+// latch key (latch + ":<request id>"), the publish command and the
+// latch's TTL; 0 (held, its lease reset) is the grant.
+func nestedUnlock(rs *rScript, base func(key, owner string, ttl time.Duration) (keys, argv []string, latch string)) func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+	return func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+		keys, argv, latch := base(key, owner, ttl)
+		if rs.LatchArg > 0 {
+			keys = append(keys, latch+":0123456789abcdef0123456789abcdef")
+		}
+		for len(argv) < rs.Argc {
+			if len(argv) == rs.LatchArg {
+				argv = append(argv, "10000")
+			} else {
+				argv = append(argv, "publish")
+			}
+		}
+		r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
+		return outcome{granted: r == ":0\r\n", text: r}
+	}
 }
 
 // fairRuleEntries are the rows of a Redisson RFairLock script: its two
@@ -725,22 +721,9 @@ func fairRuleEntries(rs *rScript) []ruleEntry {
 		}
 		return outcome{granted: true, text: r}
 	}
-	unlock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-		keys := append(fairKeys(key), "redisson_lock__channel:{"+key+"}")
-		argv := []string{"0", ms(ttl), owner, now()}
-		if rs.LatchKey > 0 {
-			keys = append(keys, "redisson_unlock_latch:{"+key+"}:0123456789abcdef0123456789abcdef")
-		}
-		for len(argv) < rs.Argc {
-			if len(argv) == rs.LatchArg {
-				argv = append(argv, "10000")
-			} else {
-				argv = append(argv, "publish")
-			}
-		}
-		r := x.cmd(x.t, inst, append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)...)
-		return outcome{granted: r == ":0\r\n", text: r}
-	}
+	unlock := nestedUnlock(rs, func(key, owner string, ttl time.Duration) ([]string, []string, string) {
+		return append(fairKeys(key), "redisson_lock__channel:{"+key+"}"), []string{"0", ms(ttl), owner, now()}, "redisson_unlock_latch:{" + key + "}"
+	})
 	return []ruleEntry{{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA}}
 }
 

@@ -137,8 +137,28 @@ func (c *client) cmdRedlockLock(args [][]byte) *call {
 // fenceCheck refuses script keys that name the fencing counter.
 func (c *client) fenceCheck(keys [][]byte) *call {
 	for _, k := range keys {
-		if c.s.isFenceKey(k) {
-			return errCall(msgFenceKey)
+		if cl := c.s.reservedKey(k); cl != nil {
+			return cl
+		}
+	}
+	return nil
+}
+
+// reservedPrefixes name the keys the engine and the proxy keep beside a
+// lock (a fair lock's queue, an election's leader record, an unlock
+// latch): a client that took a lock on one could block that lock's
+// commands (a fair lock's queue held as a string answers WRONGTYPE).
+var reservedPrefixes = []string{"redlock:fair:", "redlock:leader:", "redlock:rlatch:"}
+
+// reservedKey refuses a key that is a fencing counter or one of the
+// side keys kept beside a lock (nil: a client's key).
+func (s *Server) reservedKey(k []byte) *call {
+	if s.isFenceKey(k) {
+		return errCall(msgFenceKey)
+	}
+	for _, p := range reservedPrefixes {
+		if len(k) >= len(p) && string(k[:len(p)]) == p {
+			return errCall(msgReservedKey)
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -307,8 +308,9 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 			return no()
 		}
 		if fr.ticket > 0 {
-			// Keep the place: the entry's life runs from this try.
-			s.rBestEffort(key, scripts.FairRegister, []string{fk.counter, fk.queue, fk.expiry}, []string{owner, strconv.FormatInt(fr.ticket, 10), msArg(life)})
+			// Keep the place: the entry's life runs from this try (not
+			// waited for: the answer does not depend on it).
+			go s.rBestEffort(key, scripts.FairRegister, []string{fk.counter, fk.queue, fk.expiry}, []string{owner, strconv.FormatInt(fr.ticket, 10), msArg(life)})
 		}
 		ttl := int64(fairPoll)
 		if fr.value != "" {
@@ -327,7 +329,10 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 		[]string{v1, msArg(lease), waiter, ticket, msArg(life)}, isOne)
 	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
 		if waiter != "" {
-			s.rFairLeave(key, owner) // granted: its entry would head the queue
+			// Granted: its entry would head the queue. Not waited for
+			// (validity is checked last); sent on the key's connection
+			// to each master, after the acquire.
+			go s.rFairLeave(key, owner)
 		}
 		return redcon.AppendNull(dst)
 	}
@@ -353,42 +358,109 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 // answers 1 then) wakes the waiter heading the queue, on its own channel.
 func (s *Server) rFairUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
 	key := string(keys[0])
-	rkeys, latchTTL := []string{key}, "0"
-	if rs.LatchKey > 0 {
-		if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
-			return redcon.AppendError(dst, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
-		}
-		rkeys = append(rkeys, rLatchKey(key, string(keys[rs.LatchKey])))
-		latchTTL = msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL))
+	rkeys, latchTTL, bad := s.unlockKeys(rs, keys, argv)
+	if bad != nil {
+		return append(dst, bad...)
 	}
 	ch := string(keys[3])
-	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), redcon.AppendInt(nil, 1), func() { s.rFairWakeNext(key, ch) })
+	released := false
+	r := s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), redcon.AppendInt(nil, 1), func() { released = true })
+	if released {
+		s.rFairWakeNext(key, ch)
+	}
+	return r
 }
 
 // rFairWakeNext wakes the waiter heading key's queue (a hint: a waiter not
 // woken tries again at the TTL it was answered). A head that does not
 // take the lock (its process died) keeps its place until its entry
 // expires: the wake-up is then passed on to the next head, up to
-// fairFollow times, while the lock stays free.
-func (s *Server) rFairWakeNext(key, ch string) { s.rFairFollow(key, ch, "", fairFollow) }
-
-// fairFollow bounds the heads a release's wake-up is passed on to.
-const fairFollow = 8
-
-func (s *Server) rFairFollow(key, ch, woken string, left int) {
-	if left == 0 || s.shutting.Load() {
+// fairFollow times, while the lock stays free — one such chain per lock
+// at a time, at most maxFairChains in all (state kept by this proxy only
+// to send hints: it decides nothing, and a restart loses only hints).
+func (s *Server) rFairWakeNext(key, ch string) {
+	f := &s.fairChains
+	f.mu.Lock()
+	if f.m == nil {
+		f.m = map[string]*time.Timer{}
+	}
+	t, busy := f.m[key]
+	switch {
+	case busy && t == nil:
+		// A chain of this lock is reading right now: one wake-up.
+		f.mu.Unlock()
+		s.rFairFollow(key, ch, "", 1, false)
+		return
+	case busy:
+		t.Stop() // this release starts the lock's chain again
+	case len(f.m) >= maxFairChains:
+		f.mu.Unlock()
+		s.rFairFollow(key, ch, "", 1, false) // too many chains: one wake-up
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.tr.MasterTimeout(0))
+	f.m[key] = nil
+	f.mu.Unlock()
+	s.rFairFollow(key, ch, "", fairFollow, true)
+}
+
+// fairChains are the wake-up chains under way (rFairWakeNext).
+type fairChains struct {
+	mu sync.Mutex
+	m  map[string]*time.Timer // lock key → the chain's next step (nil: running)
+}
+
+// stop ends every chain (Server.Close).
+func (f *fairChains) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, t := range f.m {
+		if t != nil {
+			t.Stop()
+		}
+		delete(f.m, k)
+	}
+}
+
+const (
+	fairFollow    = 8    // heads a release's wake-up is passed on to
+	maxFairChains = 1024 // chains under way at once
+)
+
+func (s *Server) rFairFollow(key, ch, woken string, left int, chain bool) {
+	end := func() {
+		if chain {
+			s.fairChains.mu.Lock()
+			delete(s.fairChains.m, key)
+			s.fairChains.mu.Unlock()
+		}
+	}
+	if left == 0 || s.shutting.Load() {
+		end()
+		return
+	}
+	// The read's broadcast waits up to the per-master timeout from when it
+	// is sent: the context allows for that and more.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*s.tr.MasterTimeout(0))
 	fr, e := s.rFairRead(ctx, fairKeysOf(key), "")
 	cancel()
 	if e != nil || fr.value != "" || fr.head == "" {
-		return // held again (or unknown, or nobody waits)
+		end() // held again (or unknown, or nobody waits)
+		return
 	}
 	if fr.head != woken {
 		s.wakeMsg(ch+":"+fr.head, "0")
 	}
-	time.AfterFunc(time.Duration(fr.life)*time.Millisecond+20*time.Millisecond, func() { s.rFairFollow(key, ch, fr.head, left-1) })
+	if !chain {
+		return
+	}
+	s.fairChains.mu.Lock()
+	defer s.fairChains.mu.Unlock()
+	if _, ok := s.fairChains.m[key]; !ok {
+		return // stopped
+	}
+	s.fairChains.m[key] = time.AfterFunc(time.Duration(fr.life)*time.Millisecond+20*time.Millisecond, func() {
+		s.rFairFollow(key, ch, fr.head, left-1, true)
+	})
 }
 
 // rFairForceUnlock is RLock's forceUnlock (opt-in, tokenless), then the

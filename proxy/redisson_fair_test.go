@@ -21,22 +21,7 @@ import (
 // queued and blocks the next one only until its place expires, and
 // forceUnlock.
 func TestRedissonFairLock(t *testing.T) {
-	mod := func(c *Config) { c.AllowTokenlessWrites = true } // forceUnlock
-	e1 := startEnv(t, 5, mod)
-	e2 := startEnvOn(t, e1.set, mod)
-	top := t
-	for i, prof := range redissonwire.RWProfiles {
-		t.Run(prof.Name, func(t *testing.T) {
-			first, second := &e1, &e2
-			if i%2 == 1 {
-				first, second = second, first
-			}
-			redissonFairAcrossProxies(t, prof, "fair-"+strings.ReplaceAll(prof.Name, " ", ""), func() string { return (*first).addr }, (*second).addr, func() {
-				(*first).srv.Close()
-				*first = startEnvOn(top, e1.set, mod)
-			}, e1)
-		})
-	}
+	eachAcrossProxies(t, "fair-", redissonFairAcrossProxies)
 }
 
 func redissonFairAcrossProxies(t *testing.T, prof redissonwire.Profile, name string, p1 func() string, p2 string, restart func(), e *env) {

@@ -378,15 +378,12 @@ func (s *Server) rReenter(ctx context.Context, dst []byte, rs *rScript, key stri
 }
 
 func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
-	key := string(keys[0])
-	rkeys, latchTTL := []string{key}, "0"
+	rkeys, latchTTL := []string{string(keys[0])}, "0"
 	if rs.LatchArg > 0 {
-		if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
-			// The latch key would not share the lock's slot.
-			return redcon.AppendError(dst, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
+		var bad []byte
+		if rkeys, latchTTL, bad = s.unlockLatch(keys[0], keys[2], argv[rs.LatchArg]); bad != nil {
+			return append(dst, bad...)
 		}
-		rkeys = append(rkeys, rLatchKey(key, string(keys[2])))
-		latchTTL = msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL))
 	}
 	ch := string(keys[1])
 	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), nil, func() { s.wake(ch) })

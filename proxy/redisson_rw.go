@@ -411,17 +411,26 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 	return redcon.AppendInt(dst, rwBusyTTL)
 }
 
-// rwLatch returns the keys of an unlock (the lock, and the latch the
-// masters keep for it) and the latch's TTL argument.
-func (s *Server) rwLatch(rs *rScript, keys, argv [][]byte) ([]string, string, []byte) {
-	key := string(keys[0])
+// unlockKeys returns the keys of a read-write or fair lock's unlock (the
+// lock, and the latch the masters keep for it, when the script has one)
+// and the latch's TTL argument.
+func (s *Server) unlockKeys(rs *rScript, keys, argv [][]byte) ([]string, string, []byte) {
 	if rs.LatchKey == 0 {
-		return []string{key}, "0", nil
+		return []string{string(keys[0])}, "0", nil
 	}
+	return s.unlockLatch(keys[0], keys[rs.LatchKey], argv[rs.LatchArg])
+}
+
+// unlockLatch returns an unlock's keys — the lock, and where the masters
+// keep the latch the client named (rLatchKey) — and the latch's TTL
+// argument (ms, at most maxLatchTTL); or the error reply when the latch
+// could not share the lock's slot.
+func (s *Server) unlockLatch(lock, latch, ttl []byte) ([]string, string, []byte) {
+	key := string(lock)
 	if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
 		return nil, "", redcon.AppendError(nil, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
 	}
-	return []string{key, rLatchKey(key, string(keys[rs.LatchKey]))}, msArg(min(millis(argv[rs.LatchArg]), maxLatchTTL)), nil
+	return []string{key, rLatchKey(key, string(latch))}, msArg(min(millis(ttl), maxLatchTTL)), nil
 }
 
 func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
@@ -431,7 +440,7 @@ func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 	if write {
 		owner, msg, lease = string(argv[2]), "1", millis(argv[1])
 	}
-	rkeys, latchTTL, bad := s.rwLatch(rs, keys, argv)
+	rkeys, latchTTL, bad := s.unlockKeys(rs, keys, argv)
 	if bad != nil {
 		return bad
 	}

@@ -19,7 +19,15 @@ import (
 // across proxies ("0" for a reader's unlock, "1" for a writer's), and
 // forceUnlock.
 func TestRedissonRWLock(t *testing.T) {
-	mod := func(c *Config) { c.AllowTokenlessWrites = true } // forceUnlock
+	eachAcrossProxies(t, "rw-", redissonRWAcrossProxies)
+}
+
+// eachAcrossProxies runs body for every release of RWProfiles through two
+// proxies on the same five masters (with --allow-tokenless-writes, for
+// forceUnlock); restart replaces the first proxy (the two take turns) by
+// a new server on the same masters.
+func eachAcrossProxies(t *testing.T, prefix string, body func(t *testing.T, prof redissonwire.Profile, name string, p1 func() string, p2 string, restart func(), e *env)) {
+	mod := func(c *Config) { c.AllowTokenlessWrites = true }
 	e1 := startEnv(t, 5, mod)
 	e2 := startEnvOn(t, e1.set, mod)
 	top := t
@@ -29,9 +37,9 @@ func TestRedissonRWLock(t *testing.T) {
 			if i%2 == 1 {
 				first, second = second, first
 			}
-			redissonRWAcrossProxies(t, prof, "rw-"+strings.ReplaceAll(prof.Name, " ", ""), func() string { return (*first).addr }, (*second).addr, func() {
+			body(t, prof, prefix+strings.ReplaceAll(prof.Name, " ", ""), func() string { return (*first).addr }, (*second).addr, func() {
 				(*first).srv.Close()
-				*first = startEnvOn(top, e1.set, mod)
+				*first = startEnvOn(top, e1.set, mod) // lives on after this subtest
 			}, e1)
 		})
 	}

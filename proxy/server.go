@@ -276,11 +276,13 @@ type Server struct {
 	cancel  context.CancelFunc
 
 	shutting atomic.Bool
-	nextID   atomic.Int64
-	clients  atomic.Int64
-	mem      atomic.Int64   // bytes charged to MaxClientMemory
-	wg       sync.WaitGroup // serve loops and client goroutines
-	close    sync.Once
+	// fairChains are the fair locks' wake-up chains (redisson_fair.go).
+	fairChains fairChains
+	nextID     atomic.Int64
+	clients    atomic.Int64
+	mem        atomic.Int64   // bytes charged to MaxClientMemory
+	wg         sync.WaitGroup // serve loops and client goroutines
+	close      sync.Once
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -557,6 +559,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeEngines() {
+	s.fairChains.stop()
 	if s.wakes != nil {
 		s.wakes.close()
 	}

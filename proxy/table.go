@@ -146,8 +146,8 @@ func (c *client) runUnlessFence(cmd *command, args [][]byte) *call {
 	if cmd.first > 0 {
 		first, last, step := keyRange(cmd, args)
 		for i := first; i <= last; i += step {
-			if c.s.isFenceKey(args[i]) {
-				return errCall(msgFenceKey)
+			if cl := c.s.reservedKey(args[i]); cl != nil {
+				return cl
 			}
 		}
 	}

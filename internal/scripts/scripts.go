@@ -216,10 +216,10 @@ var (
 	// other holders' leases are in it) and 1; else 0.
 	RedissonRenew = load("proxy", "redisson_renew")
 	// RedissonFairRead (KEYS lock, queue, expiries — an engine FairLock's;
-	// ARGV waiter id or "") returns {lock value or "", its PTTL, the
-	// waiter's ticket if it is queued and unexpired, else "", the first
-	// unexpired waiter of the queue's first 64, else "", and the ms left
-	// of that waiter's place}. It writes nothing.
+	// ARGV waiter id or "") drops expired waiters (as FairAcquire does) and
+	// returns {lock value or "", its PTTL, the waiter's ticket if it is
+	// queued, else "", the queue's head, else "", the ms left of the
+	// head's place}.
 	RedissonFairRead = load("proxy", "redisson_fair_read")
 	// RedissonCleanup (KEYS lock; ARGV values...) deletes the lock if it
 	// holds one of the values (all unique to one attempt): 1 or 0.

@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -281,12 +280,19 @@ func (c *Client) Lock(ctx context.Context, name string, thread int64, lease time
 // LockAt is Lock, also returning when the successful tryLock was sent
 // (the start of the lock's validity).
 func (c *Client) LockAt(ctx context.Context, name string, thread int64, lease time.Duration) (time.Time, error) {
+	return c.lockLoop(ctx, Channel(name), func() (bool, int64, error) { return c.TryLock(ctx, name, thread, lease) })
+}
+
+// lockLoop is Redisson's lock(): try; when not acquired, subscribe to ch
+// and try again after each message or when the answered TTL runs out,
+// until acquired or ctx ends; then unsubscribe. It returns when the
+// successful try was sent.
+func (c *Client) lockLoop(ctx context.Context, ch string, try func() (bool, int64, error)) (time.Time, error) {
 	t0 := time.Now()
-	ok, _, err := c.TryLock(ctx, name, thread, lease)
+	ok, _, err := try()
 	if err != nil || ok {
 		return t0, err
 	}
-	ch := Channel(name)
 	w, err := c.subscribe(ctx, ch)
 	if err != nil {
 		return t0, err
@@ -296,7 +302,7 @@ func (c *Client) LockAt(ctx context.Context, name string, thread int64, lease ti
 	defer t.Stop()
 	for {
 		t0 = time.Now()
-		ok, ttl, err := c.TryLock(ctx, name, thread, lease)
+		ok, ttl, err := try()
 		if err != nil || ok {
 			return t0, err
 		}
@@ -324,41 +330,16 @@ func (c *Client) Unlock(ctx context.Context, name string, thread int64) (int64, 
 // internalLockLeaseTime): an unlock that leaves the count above zero
 // resets the lock's TTL to it.
 func (c *Client) UnlockLease(ctx context.Context, name string, thread int64, lease time.Duration) (int64, error) {
-	keys := []string{name, Channel(name)}
-	args := []string{"0", ms(lease), c.Owner(thread)}
-	latch := ""
-	switch c.Prof.Unlock {
-	case "redisson-3.24.0-unlock":
-		var raw [16]byte
-		crand.Read(raw[:])
-		latch = prefixName("redisson_unlock_latch", name) + ":" + hex.EncodeToString(raw[:])
-		keys = append(keys, latch)
-		args = append(args, "publish", strconv.Itoa(16000+mrand.IntN(4001)))
-	case "redisson-3.22.0-unlock":
-		args = append(args, "publish")
-	}
+	keys, args, l := unlockTail(c.Prof.Unlock == "redisson-3.24.0-unlock", c.Prof.Unlock == "redisson-3.22.0-unlock",
+		name, []string{name, Channel(name)}, []string{"0", ms(lease), c.Owner(thread)})
 	r, err := c.eval(ctx, c.Prof.Unlock, keys, args...)
-	if latch != "" && err == nil {
-		if _, derr := c.do(ctx, "DEL", latch); derr != nil {
-			return 0, fmt.Errorf("redissonwire: DEL latch: %w", derr)
-		}
-	}
-	if err != nil {
-		return 0, err
-	}
-	if r.IsNull() {
-		return 0, ErrNotOwner
-	}
-	return r.Int, nil
+	return c.unlockReply(r, err, l)
 }
 
 // UnlockRetry replays an unlock whose reply was lost: the same latch key
 // and arguments again (3.24.0+ only); the answer is the first one's.
 func (c *Client) UnlockRetry(ctx context.Context, name string, thread int64) (first, retry resp.Reply, err error) {
-	var raw [16]byte
-	crand.Read(raw[:])
-	latch := prefixName("redisson_unlock_latch", name) + ":" + hex.EncodeToString(raw[:])
-	keys := []string{name, Channel(name), latch}
+	keys := []string{name, Channel(name), latch(name)}
 	args := []string{"0", "30000", c.Owner(thread), "publish", "17342"}
 	if first, err = c.eval(ctx, "redisson-3.24.0-unlock", keys, args...); err != nil {
 		return

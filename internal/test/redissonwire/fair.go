@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -111,18 +110,10 @@ func (c *Client) FairLockAt(ctx context.Context, name string, thread int64, leas
 // FairUnlock runs the fair lock's unlock with the lock's lease: 1
 // released (or found free), 0 still held; ErrNotOwner for nil.
 func (c *Client) FairUnlock(ctx context.Context, name string, thread int64, lease time.Duration) (int64, error) {
-	keys := append(c.fairKeys(name), Channel(name))
-	args := []string{"0", ms(lease), c.Owner(thread), now()}
-	l := ""
-	switch c.Prof.FairUnlock {
-	case "redisson-3.31.0-fairUnlock", "redisson-3.24.0-fairUnlock":
-		l = latch(name)
-		keys = append(keys, l)
-		args = append(args, "publish", strconv.Itoa(16000+mrand.IntN(4001)))
-	case "redisson-3.22.0-fairUnlock":
-		args = append(args, "publish")
-	}
-	r, err := c.eval(ctx, c.Prof.FairUnlock, keys, args...)
+	p := c.Prof.FairUnlock
+	keys, args, l := unlockTail(strings.HasPrefix(p, "redisson-3.31") || strings.HasPrefix(p, "redisson-3.24"), strings.HasPrefix(p, "redisson-3.22"),
+		name, append(c.fairKeys(name), Channel(name)), []string{"0", ms(lease), c.Owner(thread), now()})
+	r, err := c.eval(ctx, p, keys, args...)
 	return c.unlockReply(r, err, l)
 }
 

@@ -76,37 +76,7 @@ func (c *Client) RWLockAt(ctx context.Context, name string, thread int64, lease 
 	if write {
 		try = c.WriteTryLock
 	}
-	t0 := time.Now()
-	ok, _, err := try(ctx, name, thread, lease)
-	if err != nil || ok {
-		return t0, err
-	}
-	ch := RWChannel(name)
-	w, err := c.subscribe(ctx, ch)
-	if err != nil {
-		return t0, err
-	}
-	defer c.unsubscribe(ch)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		t0 = time.Now()
-		ok, ttl, err := try(ctx, name, thread, lease)
-		if err != nil || ok {
-			return t0, err
-		}
-		var tc <-chan time.Time
-		if ttl >= 0 {
-			t.Reset(time.Duration(ttl) * time.Millisecond)
-			tc = t.C
-		}
-		select {
-		case <-w.wake:
-		case <-tc:
-		case <-ctx.Done():
-			return t0, ctx.Err()
-		}
-	}
+	return c.lockLoop(ctx, RWChannel(name), func() (bool, int64, error) { return try(ctx, name, thread, lease) })
 }
 
 // latch returns a new unlock latch key of the lock (3.24.0+).
@@ -114,6 +84,21 @@ func latch(name string) string {
 	var raw [16]byte
 	crand.Read(raw[:])
 	return prefixName("redisson_unlock_latch", name) + ":" + hex.EncodeToString(raw[:])
+}
+
+// unlockTail appends what an unlock script of the release sends after
+// its common keys and arguments: with a latch (3.24.0+), the latch key,
+// the publish command and the latch's TTL; 3.22.0-3.23.5, the publish
+// command. It returns the latch key ("" for none).
+func unlockTail(withLatch, withPublish bool, name string, keys, args []string) ([]string, []string, string) {
+	switch {
+	case withLatch:
+		l := latch(name)
+		return append(keys, l), append(args, "publish", strconv.Itoa(16000+mrand.IntN(4001))), l
+	case withPublish:
+		return keys, append(args, "publish"), ""
+	}
+	return keys, args, ""
 }
 
 func (c *Client) unlockReply(r resp.Reply, err error, l string) (int64, error) {
@@ -135,17 +120,10 @@ func (c *Client) unlockReply(r resp.Reply, err error, l string) (int64, error) {
 // 3.44.0), 0 other holds remain; ErrNotOwner for nil.
 func (c *Client) ReadUnlock(ctx context.Context, name string, thread int64) (int64, error) {
 	keys := []string{name, RWChannel(name), c.timeoutPrefix(name, thread), c.keyPrefix(name, thread)}
-	args := []string{"0", c.Owner(thread)}
-	l := ""
-	switch c.Prof.RWReadUnlock {
-	case "redisson-3.44.0-rwReadUnlock", "redisson-3.24.0-rwReadUnlock":
-		l = latch(name)
-		keys = append(keys, l)
-		args = append(args, "publish", strconv.Itoa(16000+mrand.IntN(4001)))
-	case "redisson-3.22.0-rwReadUnlock":
-		args = append(args, "publish")
-	}
-	r, err := c.eval(ctx, c.Prof.RWReadUnlock, keys, args...)
+	p := c.Prof.RWReadUnlock
+	keys, args, l := unlockTail(strings.HasPrefix(p, "redisson-3.44") || strings.HasPrefix(p, "redisson-3.24"), strings.HasPrefix(p, "redisson-3.22"),
+		name, keys, []string{"0", c.Owner(thread)})
+	r, err := c.eval(ctx, p, keys, args...)
 	return c.unlockReply(r, err, l)
 }
 
@@ -153,17 +131,10 @@ func (c *Client) ReadUnlock(ctx context.Context, name string, thread int64) (int
 // unlock resets the TTL to it): 1 released, 0 still held; ErrNotOwner for nil.
 func (c *Client) WriteUnlock(ctx context.Context, name string, thread int64, lease time.Duration) (int64, error) {
 	keys := []string{name, RWChannel(name)}
-	args := []string{"1", ms(lease), c.Writer(thread)}
-	l := ""
-	switch c.Prof.RWWriteUnlock {
-	case "redisson-3.44.0-rwWriteUnlock", "redisson-3.24.0-rwWriteUnlock":
-		l = latch(name)
-		keys = append(keys, l)
-		args = append(args, "publish", strconv.Itoa(16000+mrand.IntN(4001)))
-	case "redisson-3.22.0-rwWriteUnlock":
-		args = append(args, "publish")
-	}
-	r, err := c.eval(ctx, c.Prof.RWWriteUnlock, keys, args...)
+	p := c.Prof.RWWriteUnlock
+	keys, args, l := unlockTail(strings.HasPrefix(p, "redisson-3.44") || strings.HasPrefix(p, "redisson-3.24"), strings.HasPrefix(p, "redisson-3.22"),
+		name, keys, []string{"1", ms(lease), c.Writer(thread)})
+	r, err := c.eval(ctx, p, keys, args...)
 	return c.unlockReply(r, err, l)
 }
 
