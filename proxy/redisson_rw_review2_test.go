@@ -66,7 +66,7 @@ func TestRedissonRWStress(t *testing.T) {
 	var mu sync.Mutex
 	var holds []rwStressHold
 	var wg sync.WaitGroup
-	deadline := time.Now().Add(6 * time.Second)
+	deadline := time.Now().Add(3 * time.Second)
 	const lease = 250 * time.Millisecond
 	for th := range 8 {
 		wg.Go(func() {

@@ -86,13 +86,15 @@ var kindScenarios = []kindScenario{
 	{name: "redisson-rlock-via-proxy", proxy: true, hold: redissonHold},
 	// Redisson's RReadWriteLock through the proxy: the same clients
 	// (releases 3.20.0+), one turn in four a writer's lock() (waiting up
-	// to 200 ms), the others a reader's tryLock, on 4 hot keys; half the
+	// to 200 ms), the others a reader's tryLock, on 4 hot keys; 0.3 of the
 	// operations (a contended read's compare-and-set may be retried).
-	{name: "redisson-rwlock-via-proxy", proxy: true, share: 0.5, hold: redissonRWHold},
+	{name: "redisson-rwlock-via-proxy", proxy: true, share: 0.3, hold: redissonRWHold},
 	// Redisson's RFairLock through the proxy: the same clients (releases
 	// 3.20.0+) queue on 2 hot keys with tryLock(200 ms) — one try in two
-	// a tryLock(), which does not queue — re-enter one time in three.
-	{name: "redisson-fairlock-via-proxy", proxy: true, share: 0.3, hold: redissonFairHold},
+	// a tryLock(), which does not queue — re-enter one time in three;
+	// 0.15 of the operations (a waiting try costs a read, a ticket, a
+	// queueing and the acquire).
+	{name: "redisson-fairlock-via-proxy", proxy: true, share: 0.15, hold: redissonFairHold},
 	// Reentrant: a holder re-enters (one script per master, raising the
 	// TTL) and leaves once inside; the checker counts the raised validity.
 	{name: "reentrant", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
