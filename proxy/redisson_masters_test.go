@@ -260,49 +260,58 @@ func TestRedissonUnlockAfterLease(t *testing.T) {
 // then. Against real redis-server (SIGSTOP/SIGCONT).
 func TestRedissonCountNeverUnder(t *testing.T) {
 	e := startEnv(t, 5, nil)
-	ms := e.set.Masters()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prof := redissonwire.Profiles[0]
 	a := dialAs(t, e.addr, "", prof)
 	b := dialAs(t, e.addr, "", prof)
-	pause := func(idx ...int) {
+	countNeverUnder(t, e,
+		func() (bool, error) { ok, _, err := a.TryLock(ctx, "counted", 1, 30*time.Second); return ok, err },
+		func() (int64, error) { return a.Unlock(ctx, "counted", 1) },
+		func() (bool, error) { ok, _, err := b.TryLock(ctx, "counted", 1, 30*time.Second); return ok, err })
+}
+
+// countNeverUnder takes a hold (take), re-enters it twice with masters 3
+// and 4 paused, then pauses 0 and 1 and resumes 3 and 4, and unlocks
+// until released: exactly two unlocks answer 0 before the one that
+// answers 1 (others answer the unavailable error), and another owner
+// (other) is refused until then.
+func countNeverUnder(t *testing.T, e *env, take func() (bool, error), unlock func() (int64, error), other func() (bool, error)) {
+	t.Helper()
+	ms := e.set.Masters()
+	set := func(pause bool, idx ...int) {
 		t.Helper()
 		for _, i := range idx {
-			if err := ms[i].Pause(); err != nil {
+			f := ms[i].Resume
+			if pause {
+				f = ms[i].Pause
+			}
+			if err := f(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	resume := func(idx ...int) {
-		t.Helper()
-		for _, i := range idx {
-			if err := ms[i].Resume(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(func() { resume(0, 1, 2, 3, 4) })
-	if ok, _, err := a.TryLock(ctx, "counted", 1, 30*time.Second); !ok || err != nil {
+	t.Cleanup(func() { set(false, 0, 1, 2, 3, 4) })
+	if ok, err := take(); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	pause(3, 4)
+	set(true, 3, 4)
 	for i := range 2 {
-		if ok, _, err := a.TryLock(ctx, "counted", 1, 30*time.Second); !ok || err != nil {
+		if ok, err := take(); !ok || err != nil {
 			t.Fatalf("re-entry %d with 2 of 5 masters paused: %v, %v", i+1, ok, err)
 		}
 	}
-	pause(0, 1)
-	resume(3, 4)
+	set(true, 0, 1)
+	set(false, 3, 4)
 	released, zeros, errs := false, 0, 0
 	for step := 0; !released; step++ {
 		if step == 3 {
-			resume(0, 1)
+			set(false, 0, 1)
 		}
 		if step > 40 {
 			t.Fatalf("no release after %d unlocks (%d answered 0, %d errors)", step, zeros, errs)
 		}
-		n, err := a.Unlock(ctx, "counted", 1)
+		n, err := unlock()
 		switch {
 		case err != nil && strings.Contains(err.Error(), "unavailable"):
 			errs++
@@ -317,10 +326,13 @@ func TestRedissonCountNeverUnder(t *testing.T) {
 			}
 		default:
 			zeros++
-			if ok, _, err := b.TryLock(ctx, "counted", 1, 30*time.Second); ok || (err != nil && !strings.Contains(err.Error(), "unavailable")) {
+			if ok, err := other(); ok || (err != nil && !strings.Contains(err.Error(), "unavailable")) {
 				t.Fatalf("another owner after %d unlocks of 3 holds: acquired %v, %v", zeros, ok, err)
 			}
 		}
+	}
+	if ok, err := other(); !ok || err != nil {
+		t.Fatalf("another owner after the last unlock: %v, %v", ok, err)
 	}
 	t.Logf("3 holds released by 2 unlocks answering 0 and one answering 1, %d unavailable errors on the way", errs)
 }

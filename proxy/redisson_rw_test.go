@@ -241,66 +241,13 @@ func redissonRWAcrossProxies(t *testing.T, prof redissonwire.Profile, name strin
 // would delete the lock on the stale masters at the first unlock.
 func TestRedissonRWCountNeverUnder(t *testing.T) {
 	e := startEnv(t, 5, nil)
-	ms := e.set.Masters()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prof := redissonwire.RWProfiles[0]
 	a := dialAs(t, e.addr, "", prof)
 	b := dialAs(t, e.addr, "", prof)
-	set := func(pause bool, idx ...int) {
-		t.Helper()
-		for _, i := range idx {
-			f := ms[i].Resume
-			if pause {
-				f = ms[i].Pause
-			}
-			if err := f(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(func() { set(false, 0, 1, 2, 3, 4) })
-	if ok, _, err := a.ReadTryLock(ctx, "rcounted", 1, 30*time.Second); !ok || err != nil {
-		t.Fatal(ok, err)
-	}
-	set(true, 3, 4)
-	for i := range 2 {
-		if ok, _, err := a.ReadTryLock(ctx, "rcounted", 1, 30*time.Second); !ok || err != nil {
-			t.Fatalf("read re-entry %d with 2 of 5 masters paused: %v, %v", i+1, ok, err)
-		}
-	}
-	set(true, 0, 1)
-	set(false, 3, 4)
-	released, zeros, errs := false, 0, 0
-	for step := 0; !released; step++ {
-		if step == 3 {
-			set(false, 0, 1)
-		}
-		if step > 40 {
-			t.Fatalf("no release after %d unlocks (%d answered 0, %d errors)", step, zeros, errs)
-		}
-		n, err := a.ReadUnlock(ctx, "rcounted", 1)
-		switch {
-		case err != nil && strings.Contains(err.Error(), "unavailable"):
-			errs++
-			time.Sleep(50 * time.Millisecond)
-			continue
-		case err != nil:
-			t.Fatalf("read unlock %d: %v", step, err)
-		case n == 1:
-			released = true
-			if zeros != 2 {
-				t.Fatalf("released by the unlock after %d that answered 0; the count was 3: released early", zeros)
-			}
-		default:
-			zeros++
-			if ok, _, err := b.WriteTryLock(ctx, "rcounted", 1, 30*time.Second); ok || (err != nil && !strings.Contains(err.Error(), "unavailable")) {
-				t.Fatalf("a writer after %d unlocks of 3 read holds: acquired %v, %v", zeros, ok, err)
-			}
-		}
-	}
-	if ok, _, err := b.WriteTryLock(ctx, "rcounted", 1, 30*time.Second); !ok || err != nil {
-		t.Fatalf("a writer after the last read unlock: %v, %v", ok, err)
-	}
-	t.Logf("3 read holds released by 2 unlocks answering 0 and one answering 1, %d unavailable errors on the way", errs)
+	countNeverUnder(t, e,
+		func() (bool, error) { ok, _, err := a.ReadTryLock(ctx, "rcounted", 1, 30*time.Second); return ok, err },
+		func() (int64, error) { return a.ReadUnlock(ctx, "rcounted", 1) },
+		func() (bool, error) { ok, _, err := b.WriteTryLock(ctx, "rcounted", 1, 30*time.Second); return ok, err })
 }
