@@ -366,7 +366,7 @@ func (s *Server) rFairUnlock(ctx context.Context, dst []byte, rs *rScript, keys,
 	released := false
 	r := s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), redcon.AppendInt(nil, 1), func() { released = true })
 	if released {
-		s.rFairWakeNext(key, ch)
+		go s.rFairWakeNext(key, ch) // a hint: the reply does not wait for its read
 	}
 	return r
 }
@@ -467,5 +467,5 @@ func (s *Server) rFairFollow(key, ch, woken string, left int, chain bool) {
 // next waiter's wake-up.
 func (s *Server) rFairForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
 	key, ch := string(keys[0]), string(keys[3])
-	return s.rForceUnlockHold(ctx, dst, key, func() { s.rFairWakeNext(key, ch) })
+	return s.rForceUnlockHold(ctx, dst, key, func() { go s.rFairWakeNext(key, ch) })
 }
