@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -20,32 +21,42 @@ const doUnlockTimeout = 5 * time.Second
 // lock ends watches it. [LockFrom] gives fn the lock (its fencing token
 // with [WithFencing], its validity).
 //
-// Do returns the wait's error when the lock was not taken; fn's error
-// when fn failed; otherwise the loss (matching [ErrLockLost]) when the
-// lock had ended by the time fn returned — the work may have run without
-// mutual exclusion from then on —; otherwise nil. A release that fails
-// after fn is not an error: the lock then expires by its TTL.
+// Do returns the wait's error when the lock was not taken; otherwise,
+// when the lock's validity had ended by the time fn returned — read from
+// the clock at that moment, not from the watchdog having noticed — the
+// loss (matching [ErrLockLost]), joined with fn's error when fn failed
+// too: the work may have run without mutual exclusion from then on;
+// otherwise fn's error, or nil. A release that fails after fn is not an
+// error: the lock then expires by its TTL. When fn panics, the lock is
+// released and the panic goes on up the caller's stack.
 func (e *Engine) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
 	l, err := e.Lock(ctx, key, ttl, append([]Option{WithAutoExtend(0)}, opts...)...)
 	if err != nil {
 		return err
 	}
 	fctx, cancel := l.Context(context.WithValue(ctx, lockKey{}, l))
-	ferr := fn(fctx)
-	var lost error
-	select {
-	case <-l.Done():
-		lost = l.Err()
-	default:
-	}
-	cancel()
-	uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
-	_ = l.Unlock(uctx)
-	ucancel()
-	if ferr != nil {
+	defer func() {
+		cancel()
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
+		_ = l.Unlock(uctx)
+		ucancel()
+	}()
+	return outcome(fn(fctx), l.Err())
+}
+
+// outcome is what Do and Lead return for fn's error ferr and the lock's
+// state lost (Lock.Err, read when fn returned): the loss wins, so that a
+// caller who checks only for ErrLockLost never mistakes work done after
+// the validity ended for work done under the lock.
+func outcome(ferr, lost error) error {
+	switch {
+	case lost == nil:
 		return ferr
+	case ferr == nil:
+		return lost
+	default:
+		return errors.Join(lost, ferr)
 	}
-	return lost
 }
 
 // lockKey is the context key of the Lock that Do holds.

@@ -485,30 +485,24 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 // while leader — client-go's leaderelection OnStartedLeading, with
 // OnStoppedLeading being fn's return: fn's context is cancelled when the
 // leadership is lost (its cause matches [ErrLockLost]) or ctx ends, and
-// the leadership is resigned when fn returns. Lead returns the campaign's
-// error when it did not lead; fn's error when fn failed; otherwise the
-// loss (matching [ErrLockLost]) when the leadership had ended by the time
-// fn returned; otherwise nil. Run it in a loop to campaign again after a
-// loss.
+// the leadership is resigned when fn returns (or panics: the panic then
+// goes on up the caller's stack). Lead returns the campaign's error when
+// it did not lead; otherwise, when the leadership's validity had ended by
+// the time fn returned — read from the clock then, not from the watchdog
+// having noticed — the loss (matching [ErrLockLost]), joined with fn's
+// error when fn failed too; otherwise fn's error, or nil. Run it in a
+// loop to campaign again after a loss.
 func (el *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) error {
 	ld, err := el.Campaign(ctx, value)
 	if err != nil {
 		return err
 	}
 	fctx, cancel := ld.Context(ctx)
-	ferr := fn(fctx, ld)
-	var lost error
-	select {
-	case <-ld.Done():
-		lost = ld.Err()
-	default:
-	}
-	cancel()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
-	_ = ld.Resign(rctx)
-	rcancel()
-	if ferr != nil {
-		return ferr
-	}
-	return lost
+	defer func() {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
+		_ = ld.Resign(rctx)
+		rcancel()
+	}()
+	return outcome(fn(fctx, ld), ld.Err())
 }
