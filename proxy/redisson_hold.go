@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -70,6 +71,28 @@ func (h rHold) next(d int64) rHold {
 	h.count += d
 	h.rand = rRand()
 	return h
+}
+
+// latchRand is the random part of the value an unlock with a latch (one
+// client request) writes over v: derived from both, so that every run of
+// the same request — Redisson resends it when a reply is late, through
+// any connection or proxy — computes the same change, and the masters
+// apply it once (RedissonCAS). A change without a latch takes rRand.
+func latchRand(v, latchKey string) string {
+	h := sha256.Sum256([]byte(v + "\x00" + latchKey))
+	return hex.EncodeToString(h[:8])
+}
+
+// latchCount is how many of reps hold a latch value (RedissonRead's third
+// element).
+func latchCount(reps []enginex.MasterReply) int {
+	n := 0
+	for _, r := range reps {
+		if replyErr(r) == nil && r.Reply.Type == resp.TypeArray && len(r.Reply.Elems) > 2 && r.Reply.Elems[2].Text() != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func rRand() string {
@@ -435,6 +458,9 @@ func (s *Server) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, la
 		// at most MaxTTL, no vote from a quarantined master, 0 only
 		// within the lease's validity, checked last).
 		nx := cur.next(-1)
+		if len(rkeys) > 1 {
+			nx.rand = latchRand(cur.value(), rkeys[1])
+		}
 		t1 := time.Now()
 		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{cur.value(), nx.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
 		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {

@@ -487,9 +487,10 @@ type rwResult struct {
 // (lease: a write unlock's, which a nested one keeps the TTL above).
 // deleted: an earlier try's delete reached some masters, so a lock now
 // free at a quorum was released by this unlock. first: the first try —
-// only it answers from a latch (an earlier request's: the latches later
-// tries find may be this request's own, left by a change that reached too
-// few masters).
+// it answers from a latch on any master (an earlier run of this request
+// answered); a later try answers from a latch only at a quorum (on fewer
+// masters it may be this try's own change, which reached too few: the
+// masters make it at most once each, so the try completes it).
 func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted, first bool) (rwResult, rwOutcome) {
 	key := rkeys[0]
 	fail := func(reps []enginex.MasterReply, err error) (rwResult, rwOutcome) {
@@ -510,8 +511,16 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 	}
 	v, latch, ok := s.rAgreed(reps)
 	switch {
-	case latch != "" && first:
-		// A retried unlock: the first one's answer (as RLock's, redisson_hold.go).
+	case latch != "" && (first || latchCount(reps) >= s.eng.Quorum()):
+		// A resent unlock: the first run's answer (as RLock's,
+		// redisson_hold.go). On a later try, a latch at a quorum means
+		// this request's change stands at a quorum — made by this run's
+		// earlier try or by another run of the same request (a resend
+		// through another proxy, running at the same time): answering it
+		// is the one decrement (issue #41: two runs each decremented a
+		// write hold of count 2). On fewer masters the change is made
+		// where the latch is (RedissonCAS makes it at most once per
+		// master) and this try completes it on the others.
 		n, _ := strconv.ParseInt(latch, 10, 64)
 		return rwResult{reply: redcon.AppendInt(nil, n)}, rwDone
 	case !ok:
@@ -534,6 +543,10 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 		return rwResult{reply: redcon.AppendNull(nil)}, rwDone // not this owner's
 	}
 	next := st.with(owner, -1)
+	if len(rkeys) > 1 {
+		// Every run of this request writes the same value (latchRand).
+		next.rand = latchRand(v, rkeys[1])
+	}
 	q := s.eng.Quorum()
 	switch {
 	case write && st.owners[i].count > 1:

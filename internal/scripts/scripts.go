@@ -204,7 +204,11 @@ var (
 	// ms when lower, never lowered — or set to ms with "exact", as
 	// Redisson's nested unlock resets the lease; a value without a TTL is
 	// never written) or deletes it, sets or deletes the latch, and returns
-	// 1; else 0 and writes nothing.
+	// 1; else 0 and writes nothing. With a latch value, a change is made
+	// at most once per master per latch (one client request): where the
+	// latch is already set, it writes nothing and returns 1 if the lock
+	// holds the new value (or none, for a delete) under the same latch
+	// value — a duplicate run of the same request — else 0.
 	RedissonCAS = load("proxy", "redisson_cas")
 	// RedissonRead (KEYS lock[, latch]) returns {value or "", PTTL[,
 	// latch value or ""]}.
