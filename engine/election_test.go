@@ -192,17 +192,31 @@ func TestElectionObserve(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Observe promises the most recent state, never an older one
+			// after a newer: what it sent is want in order, possibly with
+			// states skipped (a poll delayed past a 300 ms state on a busy
+			// machine), ending with the last state.
 			var observed []string
-			for len(observed) < len(want) {
+			for len(observed) == 0 || observed[len(observed)-1] != want[len(want)-1] {
 				select {
 				case l := <-got:
 					observed = append(observed, l)
 				case <-time.After(5 * time.Second):
-					t.Fatalf("observed %q, want %q", observed, want)
+					t.Fatalf("observed %q, want the last state %q seen", observed, want[len(want)-1])
 				}
 			}
-			if fmt.Sprint(observed) != fmt.Sprint(want) {
-				t.Fatalf("observed %q, want %q", observed, want)
+			i := 0
+			for _, o := range observed {
+				for i < len(want) && want[i] != o {
+					i++
+				}
+				if i == len(want) {
+					t.Fatalf("observed %q: not the states %q in order (an older one after a newer, one sent twice, or one never proclaimed)", observed, want)
+				}
+				i++
+			}
+			if len(observed) < len(want) {
+				t.Logf("observed %d of %d states (the rest held briefly on a busy machine): %q", len(observed), len(want), observed)
 			}
 			cancel()
 			waitClosed(t, got, 5*time.Second, "after its context ended")
