@@ -37,6 +37,39 @@ type keyState struct {
 	last    int64     // the fenced holder that entered last
 	fence   int64     // highest fencing token among holders that entered
 	storage int64     // highest token the storage accepted
+	// storageBy is when the holder whose token the storage holds entered
+	// (its Lock returned); lastStart when the last fenced holder's
+	// acquisition started.
+	storageBy, lastStart time.Time
+	// recent are the fenced entries of the last recentFor, in entry
+	// order; older is the highest token of those dropped from it.
+	recent []fenceEntry
+	older  int64
+	// entered is when each recent fenced holder entered.
+	entered map[int64]time.Time
+}
+
+// fenceEntry is a fenced holder's entry: when its Lock returned, its token.
+type fenceEntry struct {
+	at    time.Time
+	fence int64
+}
+
+// recentFor bounds how far back a holder's acquisition may have started
+// before it entered (far more than any acquisition here takes).
+const recentFor = 30 * time.Second
+
+// before returns the highest token among the fenced holders that entered
+// before start (or at it): the holders fencing must order this one after.
+func (k *keyState) before(start time.Time) int64 {
+	hi := k.older
+	for _, e := range k.recent {
+		if e.at.After(start) {
+			break
+		}
+		hi = max(hi, e.fence)
+	}
+	return hi
 }
 
 // Result is what a Checker saw.
@@ -45,10 +78,17 @@ type Result struct {
 	Fenced           int // of which with a fencing token
 	Skipped          int // holders that had less than Margin validity left
 	Overlaps         int // entries while another valid holder was inside
-	OrderViolations  int // fenced holders whose token was not above every earlier holder's
+	OrderViolations  int // fenced holders whose token was not above that of every holder that entered before its acquisition started
 	StaleRejected    int // writes by holders past their validity refused by the storage
-	StaleAccepted    int // writes by holders past their validity accepted after a newer holder entered
-	LegitRejected    int // entry writes of valid holders the storage refused
+	StaleAccepted    int // writes by holders past their validity accepted after a newer holder, whose acquisition started after the writer entered, entered
+	LegitRejected    int // entry writes of valid holders the storage refused for a token of a holder that entered before their acquisition started
+	// Unordered counts pairs of fenced holders fencing does not order:
+	// the later one's acquisition started before the earlier one entered
+	// (their acquisitions overlapped) and its token is lower — possible
+	// only when an assumption failed (an overlap: two holders at once),
+	// counted with the storage's answers it explains (an entry write
+	// refused, a stale write accepted); not a violation of fencing.
+	Unordered int
 	FirstViolation   string
 	violationsLogged int
 }
@@ -64,6 +104,17 @@ func (c *Checker) Enter(key string, id int64, until time.Time, fence int64) bool
 // EnterWrite is Enter, also reporting whether the storage accepted the
 // entry write of a fenced holder that entered.
 func (c *Checker) EnterWrite(key string, id int64, until time.Time, fence int64) (entered, accepted bool) {
+	return c.EnterFrom(key, id, time.Now(), until, fence)
+}
+
+// EnterFrom is EnterWrite for a holder whose acquisition started at
+// start. Fencing orders a holder after every holder that entered before
+// start — the paused-holder case it exists for — whatever assumption
+// failed; a holder whose acquisition overlapped an earlier holder's entry
+// is ordered only while the assumptions hold (docs/safety.md, fencing):
+// its lower token is Unordered, not an order violation. EnterWrite takes
+// the entry as the start: every earlier holder must be ordered.
+func (c *Checker) EnterFrom(key string, id int64, start, until time.Time, fence int64) (entered, accepted bool) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -86,17 +137,31 @@ func (c *Checker) EnterWrite(key string, id int64, until time.Time, fence int64)
 	}
 	if fence != 0 {
 		c.r.Fenced++
-		if fence <= k.fence {
+		if hi := k.before(start); fence <= hi {
 			c.r.OrderViolations++
-			c.violation("fencing token %d of holder %d on %s is not above the earlier %d", fence, id, key, k.fence)
+			c.violation("fencing token %d of holder %d on %s is not above the earlier %d", fence, id, key, hi)
+		} else if fence <= k.fence {
+			c.r.Unordered++
 		}
 		k.fence = max(k.fence, fence)
-		k.last = id
-		if fence < k.storage {
+		k.last, k.lastStart = id, start
+		switch {
+		case fence >= k.storage:
+			k.storage, k.storageBy, accepted = fence, now, true
+		case !k.storageBy.After(start):
 			c.r.LegitRejected++
-		} else {
-			k.storage, accepted = fence, true
+		default:
+			c.r.Unordered++ // refused for an overlapping holder's higher token
 		}
+		for len(k.recent) > 0 && now.Sub(k.recent[0].at) > recentFor {
+			k.older = max(k.older, k.recent[0].fence)
+			k.recent = k.recent[1:]
+		}
+		k.recent = append(k.recent, fenceEntry{at: now, fence: fence})
+		if k.entered == nil || len(k.entered) > 4096 {
+			k.entered = map[int64]time.Time{}
+		}
+		k.entered[id] = now
 	}
 	k.holder, k.until = id, until
 	return true, accepted
@@ -134,7 +199,17 @@ func (c *Checker) StaleWrite(key string, id, fence int64) bool {
 		return false
 	}
 	k.storage = fence
+	at, known := k.entered[id]
+	if known {
+		k.storageBy = at
+	}
 	if k.last != id {
+		if known && at.After(k.lastStart) {
+			// The newer holder's acquisition overlapped this one's entry:
+			// an assumption failed (two holders at once).
+			c.r.Unordered++
+			return true
+		}
 		// Accepted although a newer fenced holder entered: its token was
 		// not above.
 		c.r.StaleAccepted++

@@ -84,6 +84,28 @@ func TestCheckerSeesViolations(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("overlapping acquisitions are not ordered", func(t *testing.T) {
+		// Holder 2's acquisition started before holder 1 entered: with an
+		// assumption failed (both valid at once) fencing does not order
+		// them — unordered, not a violation of fencing; holder 3's started
+		// after holder 1 entered: its lower token is one.
+		var c Checker
+		start2 := time.Now()
+		c.Enter("k", 1, later, 20)
+		c.Leave("k", 1)
+		c.EnterFrom("k", 2, start2, later, 15)
+		c.Leave("k", 2)
+		if !c.StaleWrite("k", 1, 20) {
+			t.Fatal("storage refused the highest token")
+		}
+		if r := c.Result(); r.OrderViolations != 0 || r.StaleAccepted != 0 || r.LegitRejected != 0 || r.Unordered != 3 {
+			t.Fatalf("overlapping pair: %+v; want 3 unordered (the token, the refused entry write, the accepted stale write), no violation", r)
+		}
+		c.EnterFrom("k", 3, time.Now(), later, 18)
+		if r := c.Result(); r.OrderViolations != 1 || r.LegitRejected != 1 {
+			t.Fatalf("a later acquisition with a lower token: %+v; want an order violation and its refused write", r)
+		}
+	})
 	t.Run("margin", func(t *testing.T) {
 		c := Checker{Margin: time.Second}
 		if c.Enter("k", 1, time.Now().Add(500*time.Millisecond), 0) {
