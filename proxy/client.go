@@ -54,6 +54,9 @@ type client struct {
 	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
 	msgs  atomic.Pointer[msgQueue]
 	shard map[string]bool
+	// resp3: the connection asked for RESP3 (HELLO 3). Set by the reader
+	// (HELLO, RESET); read by publish, which builds its push frames.
+	resp3 atomic.Bool
 
 	// Owned by the reader goroutine:
 	direct bool // the command being dispatched runs on the reader (pool.go)
@@ -90,6 +93,7 @@ type call struct {
 	bb         *bytebufferpool.ByteBuffer // out's pooled buffer, if any (call.release)
 	size       int64                      // bytes of the request, held with len(out) until the writer took the reply
 	closeAfter bool                       // QUIT, protocol error, panic: close after writing
+	resp3      bool                       // an asynchronous reply goes out in RESP3 (built in RESP2: resp.ToRESP3)
 	a          *asyncState                // asynchronous commands only (pool.go)
 }
 

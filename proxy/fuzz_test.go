@@ -52,6 +52,10 @@ func FuzzServe(f *testing.F) {
 		"SSUBSCRIBE redisson_lock__channel:{k} redisson_lock__channel:{j}\r\nSUNSUBSCRIBE redisson_lock__channel:{k}\r\nRESET\r\n",
 		"HEXISTS k o:1\r\nHGET k o:1\r\nWAIT 0 0\r\nWAITAOF 0 0 0\r\nINFO ALL\r\nGET redisson_lock_token:{k}\r\nDEL redisson_unlock_latch:{k}:a\r\n",
 		"SET k tok NX PX 1000\r\nSET k tok IFEQ tok PX 2000\r\nDELEX k IFEQ tok\r\nDELIFEQ k tok\r\nDELEX k IFNE x\r\nSET k a IFEQ b EX 1\r\n",
+		// RESP3: its replies (nulls, maps, pushes), then back to RESP2.
+		"HELLO 3\r\nSET k v NX PX 1000\r\nSET k w NX PX 1000\r\nGET x\r\nCONFIG GET x\r\nCOMMAND DOCS\r\nHELLO\r\nRESET\r\nGET x\r\n",
+		"HELLO 3 AUTH default x SETNAME n\r\nCLIENT TRACKING ON OPTIN\r\nCLIENT CACHING YES\r\nCLIENT TRACKING ON BCAST\r\nCLIENT TRACKING OFF\r\nHELLO 4\r\n",
+		"HELLO 3\r\nSUBSCRIBE redisson_lock__channel:{k}\r\nPING\r\nPING x\r\nGET k\r\nUNSUBSCRIBE\r\nUNSUBSCRIBE\r\nHELLO 2\r\nUNSUBSCRIBE\r\n",
 	} {
 		f.Add([]byte(s))
 	}

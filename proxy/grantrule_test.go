@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"unicode"
 	"bufio"
 	"context"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 
@@ -379,7 +379,9 @@ func engineEntries() []ruleEntry {
 		o.fence = term
 		return o
 	}
-	workCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 30*time.Second) }
+	workCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 30*time.Second)
+	}
 	return []ruleEntry{
 		{name: "Engine.Do", method: "Engine.Do", acquire: true, fenced: true, holdWith: plainHolder,
 			take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
@@ -1580,7 +1582,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Engine.NewSemaphore": "no master traffic", "Engine.Quorum": "a read", "Engine.Stats": "a read",
 		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.QuarantineOutlook": "a read",
 		"Engine.WaitReady": "waits for connections",
-		"Lock.Context": "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
+		"Lock.Context":     "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
 		"Lock.FencingToken": "a read", "Lock.Key": "a read", "Lock.Remaining": "a read", "Lock.Token": "a read",
 		"Lock.Unlock": "releases", "Lock.UnlockAsync": "releases (Unlock's asynchronous form)", "Lock.Until": "a read", "Lock.Valid": "a read",
 		"LockSet.Context": "a view", "LockSet.Done": "a view", "LockSet.Err": "a view", "LockSet.Locks": "a read",

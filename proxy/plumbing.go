@@ -69,14 +69,16 @@ func (c *client) cmdAuth(args [][]byte) *call {
 // cmdHello answers HELLO [2 [AUTH user pass] [SETNAME name]] in RESP2;
 // HELLO 3 gets NOPROTO so clients (go-redis) fall back to RESP2.
 func (c *client) cmdHello(args [][]byte) *call {
+	proto3 := c.resp3.Load()
 	if len(args) >= 2 {
 		v, ok := resp.ParseInt(args[1])
 		if !ok {
 			return errCall("ERR Protocol version is not an integer or out of range")
 		}
-		if v != 2 {
+		if v != 2 && v != 3 {
 			return errCall(msgNoProto)
 		}
+		proto3 = v == 3
 	}
 	name, setName := "", false
 	for i := 2; i < len(args); i++ {
@@ -105,13 +107,21 @@ func (c *client) cmdHello(args [][]byte) *call {
 	if setName {
 		c.name = name
 	}
-	out := redcon.AppendArray(nil, 14)
+	// The protocol switches with this reply: RESP3's is a map.
+	c.resp3.Store(proto3)
+	var out []byte
+	proto := int64(2)
+	if proto3 {
+		out, proto = resp.AppendMapHeader(nil, 7), 3
+	} else {
+		out = redcon.AppendArray(nil, 14)
+	}
 	out = redcon.AppendBulkString(out, "server")
 	out = redcon.AppendBulkString(out, "redis")
 	out = redcon.AppendBulkString(out, "version")
 	out = redcon.AppendBulkString(out, serverVersion)
 	out = redcon.AppendBulkString(out, "proto")
-	out = redcon.AppendInt(out, 2)
+	out = redcon.AppendInt(out, proto)
 	out = redcon.AppendBulkString(out, "id")
 	out = redcon.AppendInt(out, c.id)
 	out = redcon.AppendBulkString(out, "mode")
@@ -121,6 +131,33 @@ func (c *client) cmdHello(args [][]byte) *call {
 	out = redcon.AppendBulkString(out, "modules")
 	out = redcon.AppendArray(out, 0)
 	return reply(out)
+}
+
+// msgNoCaching refuses client-side caching (CLIENT CACHING, and CLIENT
+// TRACKING in a mode that tracks every read).
+const msgNoCaching = "ERR redlock proxy: client-side caching is not served: a lock's state is what a quorum of masters holds now, and a cached read of it would be stale; turn the client's cache off (rueidis: DisableCache, or use Do, not DoCache)"
+
+// clientTracking answers CLIENT TRACKING. Only OFF and ON OPTIN are
+// accepted — rueidis sends ON OPTIN when it connects with RESP3 and drops
+// the connection if it is refused: in OPTIN mode nothing is tracked until
+// CLIENT CACHING YES, which is refused, so no invalidation is ever owed.
+// Any other mode (every read tracked, BCAST, REDIRECT) is refused.
+func (c *client) clientTracking(args [][]byte) *call {
+	if len(args) < 3 {
+		return arityErr("client|tracking")
+	}
+	switch lower(args[2]) {
+	case "off":
+		if len(args) == 3 {
+			return reply(redcon.AppendOK(nil))
+		}
+	case "on":
+		if len(args) == 4 && lower(args[3]) == "optin" {
+			return reply(redcon.AppendOK(nil))
+		}
+		return errCall(msgNoCaching)
+	}
+	return errCall(msgSyntax)
 }
 
 func (c *client) cmdClient(args [][]byte) *call {
@@ -155,6 +192,10 @@ func (c *client) cmdClient(args [][]byte) *call {
 		return reply(redcon.AppendOK(nil))
 	case "id":
 		return reply(redcon.AppendInt(nil, c.id))
+	case "tracking":
+		return c.clientTracking(args)
+	case "caching":
+		return errCall(msgNoCaching)
 	}
 	return errCall("ERR unknown or unsupported command 'CLIENT " + sub(args) + "'")
 }
@@ -201,9 +242,14 @@ func (c *client) cmdCommand(args [][]byte) *call {
 	switch lower(args[1]) {
 	case "count":
 		return reply(redcon.AppendInt(nil, int64(commandCount)))
-	case "docs", "info":
+	case "docs":
 		// No documentation is served: an empty reply lets redis-cli and
-		// clients proceed without hints.
+		// clients proceed without hints (a map in RESP3).
+		if c.resp3.Load() {
+			return reply([]byte("%0\r\n"))
+		}
+		return reply([]byte("*0\r\n"))
+	case "info":
 		return reply([]byte("*0\r\n"))
 	}
 	return errCall("ERR unknown or unsupported command 'COMMAND " + sub(args) + "'")
@@ -213,6 +259,9 @@ func (c *client) cmdCommand(args [][]byte) *call {
 // probe it); everything else is unsupported.
 func (c *client) cmdConfig(args [][]byte) *call {
 	if len(args) >= 3 && lower(args[1]) == "get" {
+		if c.resp3.Load() {
+			return reply([]byte("%0\r\n")) // RESP3's CONFIG GET is a map
+		}
 		return reply([]byte("*0\r\n"))
 	}
 	return errCall("ERR unknown or unsupported command 'CONFIG " + sub(args) + "'")
@@ -226,6 +275,7 @@ func (c *client) cmdReset(args [][]byte) *call {
 	c.unsubscribeAll()
 	c.name, c.lib = "", ""
 	c.authed = c.s.cfg.RequirePass == ""
+	c.resp3.Store(false) // RESET returns to RESP2, as in Redis
 	return reply([]byte("+RESET\r\n"))
 }
 

@@ -193,6 +193,9 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 					cl.bb = nil
 				}
 			}
+			if cl.resp3 {
+				out = toRESP3(out)
+			}
 			cl.out = out
 			c.hold(cl.replyBytes(), false)
 			cl.a.mu.Lock()
@@ -272,6 +275,9 @@ func (c *client) runOne(cl *call) (next []*call) {
 			c.panicked("command", p)
 			cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
 			cl.closeAfter = true
+		}
+		if cl.resp3 {
+			cl.out = toRESP3(cl.out)
 		}
 		c.hold(cl.replyBytes(), false)
 		cl.a.run = nil

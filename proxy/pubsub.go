@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // Pub/sub for lock wake-ups. A client library that waits for a lock
@@ -92,7 +94,12 @@ func (s *Server) publish(ch, msg string) int {
 		if c.shard[ch] {
 			kind = "smessage"
 		}
-		frame := redcon.AppendArray(nil, 3)
+		var frame []byte
+		if c.resp3.Load() {
+			frame = resp.AppendPushHeader(nil, 3) // out-of-band in RESP3
+		} else {
+			frame = redcon.AppendArray(nil, 3)
+		}
 		frame = redcon.AppendBulkString(frame, kind)
 		frame = redcon.AppendBulkString(frame, ch)
 		frame = redcon.AppendBulkString(frame, msg)
@@ -161,11 +168,25 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 			c.s.hub.mu.Unlock()
 			c.s.hub.add(ch, c)
 		}
-		if cl := c.pushFrame(subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
+		if cl := c.pushFrame(c.subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
 			return cl
 		}
 	}
 	return &call{done: closedChan}
+}
+
+// subFrame is subFrame in the connection's protocol: a push in RESP3.
+func (c *client) subFrame(dst []byte, kind, ch string, n int) []byte {
+	if !c.resp3.Load() {
+		return subFrame(dst, kind, ch, n)
+	}
+	start := len(dst)
+	dst = subFrame(dst, kind, ch, n)
+	dst[start] = '>'
+	if n < 0 {
+		return append(dst[:start], toRESP3(dst[start:])...)
+	}
+	return dst
 }
 
 // subFrame appends the (un)subscribe reply [kind, ch, n] to dst (ch ""
@@ -203,22 +224,22 @@ func (c *client) cmdUnsubscribe(args [][]byte) *call {
 		}
 	}
 	if c.sub == nil {
-		// Never subscribed: the replies are ordinary ones.
+		// Never subscribed: the replies are ordinary ones (pushes in RESP3).
 		if len(chans) == 0 {
-			return reply(subFrame(nil, kind, "", -1))
+			return reply(c.subFrame(nil, kind, "", -1))
 		}
 		var out []byte
 		for _, ch := range chans {
-			out = subFrame(out, kind, ch, 0)
+			out = c.subFrame(out, kind, ch, 0)
 		}
 		return reply(out)
 	}
 	if len(chans) == 0 {
-		return c.pushFrame(subFrame(nil, kind, "", -len(c.sub.chans)-1))
+		return c.pushFrame(c.subFrame(nil, kind, "", -len(c.sub.chans)-1))
 	}
 	for _, ch := range chans {
 		c.unsubscribe(ch)
-		if cl := c.pushFrame(subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
+		if cl := c.pushFrame(c.subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
 			return cl
 		}
 	}
@@ -265,6 +286,14 @@ func (c *client) pushFrame(frame []byte) *call {
 
 // pingSubscribed answers PING in subscribed mode: ["pong", message].
 func (c *client) pingSubscribed(args [][]byte) *call {
+	if c.resp3.Load() {
+		// RESP3 has no subscribed mode's PING: an ordinary reply, behind
+		// the frames queued.
+		if len(args) > 1 {
+			return c.pushFrame(redcon.AppendBulk(nil, args[1]))
+		}
+		return c.pushFrame([]byte("+PONG\r\n"))
+	}
 	frame := redcon.AppendArray(nil, 2)
 	frame = redcon.AppendBulkString(frame, "pong")
 	if len(args) > 1 {

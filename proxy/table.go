@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"slices"
 	"sync/atomic"
 
@@ -89,14 +90,42 @@ func (c *client) dispatch(args [][]byte) *call {
 		// queued (messages, earlier replies), in request order.
 		cl := c.dispatchOne(args)
 		if cl.a != nil || len(cl.out) == 0 {
+			cl.resp3 = c.resp3.Load()
 			return cl
 		}
-		out := c.pushFrame(cl.out)
+		out := c.pushFrame(c.encode(cl.out))
 		out.closeAfter = out.closeAfter || cl.closeAfter
 		out.size = cl.size // what dispatch charged beyond the request
 		return out
 	}
-	return c.dispatchOne(args)
+	cl := c.dispatchOne(args)
+	// Replies are built in RESP2; a RESP3 connection gets them rewritten
+	// (its nulls), now or when an asynchronous one is done.
+	if cl.a != nil {
+		cl.resp3 = c.resp3.Load()
+	} else {
+		cl.out = c.encode(cl.out)
+	}
+	return cl
+}
+
+// encode returns out, built in RESP2, in the connection's protocol.
+func (c *client) encode(out []byte) []byte {
+	if !c.resp3.Load() {
+		return out
+	}
+	return toRESP3(out)
+}
+
+// toRESP3 returns out in RESP3: out itself when it holds no RESP2 null,
+// else a copy rewritten (out may be shared, as constant replies are; the
+// copy is shorter, so what out was charged covers it).
+func toRESP3(out []byte) []byte {
+	if !bytes.Contains(out, []byte("-1\r\n")) {
+		return out
+	}
+	out, _ = resp.AppendRESP3(nil, out)
+	return out
 }
 
 func (c *client) dispatchOne(args [][]byte) *call {

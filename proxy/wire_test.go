@@ -100,7 +100,7 @@ func TestCommands(t *testing.T) {
 		{"ping", []string{"PING"}, "+PONG\r\n"},
 		{"ping msg", []string{"ping", "hi"}, "$2\r\nhi\r\n"},
 		{"echo", []string{"ECHO", "x y"}, "$3\r\nx y\r\n"},
-		{"hello 3", []string{"HELLO", "3"}, "-NOPROTO*"},
+		{"hello 4", []string{"HELLO", "4"}, "-NOPROTO*"},
 		{"hello 2", []string{"HELLO", "2", "SETNAME", "me"}, "*14\r\n*"},
 		{"client getname", []string{"CLIENT", "GETNAME"}, "$2\r\nme\r\n"},
 		{"client setinfo", []string{"CLIENT", "SETINFO", "LIB-NAME", "x"}, "+OK\r\n"},
