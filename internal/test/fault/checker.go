@@ -74,21 +74,21 @@ func (k *keyState) before(start time.Time) int64 {
 
 // Result is what a Checker saw.
 type Result struct {
-	Entries          int // holders that entered the critical section
-	Fenced           int // of which with a fencing token
-	Skipped          int // holders that had less than Margin validity left
-	Overlaps         int // entries while another valid holder was inside
-	OrderViolations  int // fenced holders whose token was not above that of every holder that entered before its acquisition started
-	StaleRejected    int // writes by holders past their validity refused by the storage
-	StaleAccepted    int // writes by holders past their validity accepted after a newer holder, whose acquisition started after the writer entered, entered
-	LegitRejected    int // entry writes of valid holders the storage refused for a token of a holder that entered before their acquisition started
+	Entries         int // holders that entered the critical section
+	Fenced          int // of which with a fencing token
+	Skipped         int // holders that had less than Margin validity left
+	Overlaps        int // entries while another valid holder was inside
+	OrderViolations int // fenced holders whose token was not above that of every holder that entered before its acquisition started
+	StaleRejected   int // writes by holders past their validity refused by the storage
+	StaleAccepted   int // writes by holders past their validity accepted after a newer holder, whose acquisition started after the writer entered, entered
+	LegitRejected   int // entry writes of valid holders the storage refused for a token of a holder that entered before their acquisition started
 	// Unordered counts pairs of fenced holders fencing does not order:
 	// the later one's acquisition started before the earlier one entered
 	// (their acquisitions overlapped) and its token is lower — possible
 	// only when an assumption failed (an overlap: two holders at once),
 	// counted with the storage's answers it explains (an entry write
 	// refused, a stale write accepted); not a violation of fencing.
-	Unordered int
+	Unordered        int
 	FirstViolation   string
 	violationsLogged int
 }
