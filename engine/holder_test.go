@@ -57,3 +57,25 @@ func TestHolder(t *testing.T) {
 		t.Fatalf("answered %d granted %d; want 3, 2", qe.Answered, qe.Granted)
 	}
 }
+
+// Holder, like Leader, decides within ctx's deadline: with one of five
+// masters stopped, a read whose ctx is shorter than the per-master
+// timeout names the holder instead of returning ctx's error.
+//
+// Found by the adversarial review of engine.Election (issue #34): it
+// failed on the first version.
+func TestHolderWithinContext(t *testing.T) {
+	cfg := functional
+	cfg.MasterTimeout = 2 * time.Second
+	v := newEnv(t, 5, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := v.mustLock(keyName(t), 10*time.Second)
+	v.waitHeld(l.Key(), l.Token())
+	v.pause(4)
+	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer rcancel()
+	if h, err := v.e.Holder(rctx, l.Key()); err != nil || h.Token != l.Token() {
+		t.Fatalf("Holder with 4 of 5 masters answering within 300ms: %+v, %v; want the holder", h, err)
+	}
+}

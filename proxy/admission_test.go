@@ -125,3 +125,149 @@ func TestAdmissionLimit(t *testing.T) {
 		t.Fatalf("limit %v below the minimum %d", a2.limit, minAdmit)
 	}
 }
+
+// TestLoopInFlightStarvation: MaxInFlight is shared by every
+// client. A goroutine-path client (here one that subscribed and
+// unsubscribed, which moves it off the loop) pipelining without pause
+// waits for slots in the channel's queue; a loop client only polls for a
+// free slot every millisecond, so the goroutine-path reader takes every
+// freed slot first. The goroutine path (both clients on goroutines) is
+// FIFO: the victim waits for about one command.
+//
+// Found by the event loop's first review (a helper's adversarial read of
+// commit 34f6669): it failed on the loop before its fix.
+func TestLoopInFlightStarvation(t *testing.T) {
+	for _, m := range loopModes {
+		t.Run(m.name, func(t *testing.T) {
+			e := startEnv(t, 1, func(c *Config) {
+				c.EventLoops = m.loops
+				c.MaxInFlight = 1
+				c.QueueTimeout = 5 * time.Second
+			})
+			att := dialRaw(t, e.addr)
+			if got := att.cmd("SUBSCRIBE", "redisson_lock__channel:{x}"); !strings.HasPrefix(got, "*3") {
+				t.Fatalf("SUBSCRIBE: %q", got)
+			}
+			if got := att.cmd("UNSUBSCRIBE", "redisson_lock__channel:{x}"); !strings.HasPrefix(got, "*3") {
+				t.Fatalf("UNSUBSCRIBE: %q", got)
+			}
+			stop := make(chan struct{})
+			done := make(chan struct{}, 2)
+			var batch []byte
+			for i := range 200 {
+				batch = append(batch, "GET st:"...)
+				batch = append(batch, byte('a'+i%26), byte('a'+i/26))
+				batch = append(batch, "\r\n"...)
+			}
+			go func() { // the attacker's writer
+				defer func() { done <- struct{}{} }()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					att.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+					if _, err := att.nc.Write(batch); err != nil {
+						return
+					}
+				}
+			}()
+			go func() { // the attacker's reader
+				defer func() { done <- struct{}{} }()
+				buf := make([]byte, 64<<10)
+				for {
+					att.nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+					if _, err := att.nc.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+			time.Sleep(200 * time.Millisecond)
+			v := dialRaw(t, e.addr)
+			var worst time.Duration
+			for range 10 {
+				start := time.Now()
+				if got := v.cmd("GET", "st:victim"); got != "$-1\r\n" {
+					t.Errorf("victim GET: %q after %v (no reply within the 5 s read deadline: starved)", got, time.Since(start).Round(time.Millisecond))
+					break
+				}
+				worst = max(worst, time.Since(start))
+				time.Sleep(50 * time.Millisecond)
+			}
+			close(stop)
+			att.nc.Close()
+			<-done
+			<-done
+			t.Logf("victim's worst GET latency: %v", worst)
+			if worst > time.Second {
+				t.Fatalf("victim starved: a GET waited %v for an in-flight slot", worst)
+			}
+		})
+	}
+}
+
+// TestOverloadBurstsNotRefused: short pipelined bursts separated by idle
+// gaps, each answered far within the 1s QueueTimeout, are never refused
+// -BUSY. (The admission once estimated waits from completions per
+// wall-clock window, idle gaps included: the estimate fell to the average
+// load, and bursts were refused as "would wait about 1s"; found by
+// review.)
+func TestOverloadBurstsNotRefused(t *testing.T) {
+	e := startEnv(t, 5, nil)
+	rc := dialRaw(t, e.addr)
+	const n = 400
+	total := 0
+	for round := range 5 {
+		var req []byte
+		for i := range n {
+			req = resp.AppendCommandStrings(req, "SET", fmt.Sprint("burst:", round, ":", i), "v", "NX", "PX", "30000")
+		}
+		t0 := time.Now()
+		rc.send(string(req))
+		busy, example := 0, ""
+		for range n {
+			r := rc.read()
+			if strings.HasPrefix(r, "-BUSY") {
+				busy++
+				example = r
+			}
+		}
+		el := time.Since(t0)
+		total += busy
+		t.Logf("round %d: burst of %d answered in %v, %d -BUSY %s", round, n, el, busy, strings.TrimSpace(example))
+		time.Sleep(400 * time.Millisecond)
+	}
+	if total > 0 {
+		t.Errorf("%d commands refused -BUSY although every burst was answered well within the 1s queue timeout", total)
+	}
+}
+
+// TestQueuedNotSentAfterClose: SET NX PX commands waiting in the
+// admission queue when Close begins never reach the masters (as runOne's
+// commands send nothing once the server's context ended; found by
+// review).
+func TestQueuedNotSentAfterClose(t *testing.T) {
+	e := startEnv(t, 5, func(c *Config) { c.QueueTimeout = 30 * time.Second })
+	ms := e.set.Masters()
+	const n = 200
+	stopAndPipeline(t, e, "afterclose:", n)
+	time.Sleep(50 * time.Millisecond) // 64 admitted (on the stopped masters), the rest queued
+	closed := make(chan struct{})
+	go func() { e.srv.Close(); close(closed) }()
+	time.Sleep(20 * time.Millisecond) // Close began: the server's context is cancelled
+	for _, m := range ms {
+		m.Resume()
+	}
+	<-closed
+	time.Sleep(100 * time.Millisecond)
+	held := 0
+	for i := 64; i < n; i++ {
+		if e.holding(t, fmt.Sprint("afterclose:", i), "v") >= e.quorum() {
+			held++
+		}
+	}
+	if held > 0 {
+		t.Errorf("%d commands that were queued when Close began were granted on a quorum of masters afterwards", held)
+	}
+}

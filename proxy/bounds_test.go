@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +182,52 @@ func TestUnauthenticatedBounds(t *testing.T) {
 			t.Fatalf("a half-sent request kept the connection %v", d)
 		}
 	})
+}
+
+// TestRedissonRWBounds: a read-write lock's value is bounded (owners, and
+// their bytes: long owner names are refused before 256 of them fit), and
+// a batched read renewal names at most 512 owners (each is searched for
+// in its lock's value on every master).
+func TestRedissonRWBounds(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	c := dialRaw(t, e.addr)
+	read := rSHA(t, "redisson-3.20.0-rwReadTryLock")
+	long := strings.Repeat("o", 200)
+	refused := 0
+	for i := range 120 {
+		o := long + strconv.Itoa(i)
+		r := c.cmd("EVALSHA", read, "2", "bounded", "{bounded}:"+o+":rwlock_timeout", "30000", o, o+":write")
+		switch {
+		case r == "$-1\r\n":
+		case strings.Contains(r, "KiB"):
+			refused++
+		default:
+			t.Fatalf("reader %d: %q", i, r)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("120 readers with 200-byte names all joined: the value is not bounded")
+	}
+	if v := e.masters[0].Get(context.Background(), "bounded").Val(); len(v) > maxRWValue {
+		t.Fatalf("a value of %d bytes", len(v))
+	}
+	task := rSHA(t, "redisson-4.4.0-rwReadLockTask")
+	renewal := func(counts ...int) []string {
+		keys, argv := []string{}, []string{"30000"}
+		for l, n := range counts {
+			k := "lock" + strconv.Itoa(l)
+			keys = append(keys, k, "{"+k+"}")
+			argv = append(argv, strconv.Itoa(n))
+			for i := range n {
+				argv = append(argv, "o:"+strconv.Itoa(i))
+			}
+		}
+		return append(append([]string{"EVALSHA", task, strconv.Itoa(len(keys))}, keys...), argv...)
+	}
+	if r := c.cmd(renewal(200, 200, 112)...); strings.Contains(r, "shape") {
+		t.Fatalf("a renewal naming 512 owners: %q", r)
+	}
+	if r := c.cmd(renewal(200, 200, 113)...); !strings.Contains(r, "shape") {
+		t.Fatalf("a renewal naming 513 owners: %q", r)
+	}
 }

@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
+	"github.com/redlock-dev/redlock/resp"
 )
 
 // env is a proxy in front of real local masters, plus direct clients to
@@ -162,4 +166,94 @@ func startRelays(t *testing.T, targets []string) ([]*relay.Relay, []string) {
 		relays, addrs = append(relays, r), append(addrs, r.Addr())
 	}
 	return relays, addrs
+}
+
+// loopModes are the two paths a scenario of the event loop's tests runs
+// on: the loop (EventLoops: 1) and the goroutine path (EventLoops: -1),
+// the reference behaviour.
+var loopModes = []struct {
+	name  string
+	loops int
+}{{"loop", 1}, {"goroutines", -1}}
+
+// waitClosedRaw reads from nc until it is closed (true) or d passes (false).
+func waitClosedRaw(nc net.Conn, d time.Duration) (closed bool, extra int) {
+	nc.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		n, err := nc.Read(buf)
+		extra += n
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return false, extra
+			}
+			return true, extra
+		}
+	}
+}
+
+// sendEchos writes n pipelined ECHOs of 8000 bytes to nc from a goroutine
+// (their replies fill a small receive buffer: the proxy's writes block),
+// the write bounded by d.
+func sendEchos(nc net.Conn, n int, d time.Duration) {
+	arg := strings.Repeat("x", 8000)
+	var req []byte
+	for range n {
+		req = append(req, "*2\r\n$4\r\nECHO\r\n$8000\r\n"...)
+		req = append(req, arg...)
+		req = append(req, "\r\n"...)
+	}
+	go func() {
+		nc.SetWriteDeadline(time.Now().Add(d))
+		nc.Write(req)
+	}()
+}
+
+// dialSmallRcv dials addr with a small receive buffer (set before the
+// connection, so the window stays small).
+func dialSmallRcv(t *testing.T, addr string, size int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, size)
+		})
+		return nil
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// readAllReplies reads RESP replies from a until it is closed or d passes.
+func readAllReplies(a *rawConn, d time.Duration) (got []string, closed bool) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		a.nc.SetReadDeadline(end)
+		r, err := a.rd.ReadReply()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return got, false
+			}
+			return got, true
+		}
+		got = append(got, string(resp.AppendReply(nil, r)))
+	}
+	return got, false
+}
+
+// slowAsync makes every asynchronous command take d more (a stand-in for
+// a slow master); it is undone when t ends.
+func slowAsync(t *testing.T, d time.Duration) {
+	hook := func(where string, _ [][]byte) {
+		if where == "async" {
+			time.Sleep(d)
+		}
+	}
+	testHook.Store(&hook)
+	t.Cleanup(func() { testHook.Store(nil) })
 }

@@ -58,3 +58,41 @@ func TestPanicContained(t *testing.T) {
 		t.Fatalf("INFO: %q", got)
 	}
 }
+
+// TestLoopPanicLosesEarlierReply: a panic while dispatching one
+// command of a pipeline closes the connection, but the replies of the
+// commands before it are still written first, in order.
+//
+// Found by the event loop's first review (a helper's adversarial read of
+// commit 34f6669): it failed on the loop before its fix.
+func TestLoopPanicLosesEarlierReply(t *testing.T) {
+	hook := func(where string, args [][]byte) {
+		if where == "dispatch" && len(args) == 2 && string(args[1]) == "boom" {
+			panic("review: test panic in dispatch")
+		}
+	}
+	testHook.Store(&hook)
+	defer testHook.Store(nil)
+	for _, m := range loopModes {
+		t.Run(m.name, func(t *testing.T) {
+			e := startEnv(t, 1, func(c *Config) { c.EventLoops = m.loops })
+			a := dialRaw(t, e.addr)
+			if got := a.cmd("PING"); got != "+PONG\r\n" {
+				t.Fatalf("PING: %q", got)
+			}
+			a.send("PING first\r\nECHO boom\r\n")
+			var got []string
+			for {
+				r := a.read()
+				if r == "" {
+					break
+				}
+				got = append(got, r)
+			}
+			want := []string{"$5\r\nfirst\r\n", "-ERR redlock proxy internal error; closing the connection\r\n"}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Fatalf("replies %q, want %q", got, want)
+			}
+		})
+	}
+}

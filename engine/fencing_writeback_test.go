@@ -1,7 +1,9 @@
 package engine_test
 
-// Regressions found by the adversarial review of TryLockAsync (the
-// acquisition as a callback chain): each failed before its fix.
+// A fencing write-back that fails while acquire answers are still out: the
+// attempt is not granted (a lock whose token was never written back, whose
+// keys the cleanup deleted), and a blocking TryLock still returns by its
+// context's end.
 
 import (
 	"context"
@@ -48,6 +50,9 @@ func (o *delObserver) MasterReply(master int, _ time.Duration, err error) {
 // deleted before its write-back: the write-back fails (1 of 5) and is
 // fully answered at once. Resuming 3 and 4 lets the acquire's last answers
 // arrive, which starts the cleanup (releases on 1..4: a quorum).
+//
+// Found by the adversarial review of TryLockAsync (the acquisition as a
+// callback chain): it failed before its fix.
 func TestFenceOpNotReusedAsCleanup(t *testing.T) {
 	if os.Getenv("REVIEW_KEEP_PROCS") == "" {
 		prev := runtime.GOMAXPROCS(1) // one P: the pool's next Get is its last Put (not needed, it only makes it likelier)
@@ -111,6 +116,9 @@ func TestFenceOpNotReusedAsCleanup(t *testing.T) {
 // third failure, nothing delivers. The blocking TryLock never returns,
 // although its ctx ends after 2 s (finish waits on a.ch after cancel
 // lost the race to the decision).
+//
+// Found by the adversarial review of TryLockAsync (the acquisition as a
+// callback chain): it failed before its fix.
 func TestFenceOpReuseNoHang(t *testing.T) {
 	prev := runtime.GOMAXPROCS(1)
 	defer runtime.GOMAXPROCS(prev)
@@ -168,61 +176,4 @@ func TestFenceOpReuseNoHang(t *testing.T) {
 		}
 	}
 	t.Logf("%d returned, %d hung", returned, hung)
-}
-
-// pauseOnRefusal stops master 4 when the armed acquisition attempt ends
-// refused, then (on its own goroutine, 50 ms later) runs after.
-type pauseOnRefusal struct {
-	engine.NopObserver
-	armed atomic.Bool
-	v     atomic.Pointer[env]
-	after atomic.Value // func()
-}
-
-func (o *pauseOnRefusal) Acquire(ev engine.AcquireEvent) {
-	if ev.Result != engine.AcquireGranted && o.armed.CompareAndSwap(true, false) {
-		o.v.Load().set.Masters()[4].Pause()
-		f := o.after.Load().(func())
-		go func() { time.Sleep(50 * time.Millisecond); f() }()
-	}
-}
-
-// TestHandOffCollectedLate: the FIFO hand-off's attempt (begun by
-// Unlock in waitRoom.released with the waiter elsewhere) is now judged at
-// its decision, on the master's reader (acquisition.judge); the waiter
-// collects it with finish whenever it comes back to its loop, and finish
-// returns a.res without looking at the clock. Before ff74085 finish ran
-// the verdict when the waiter collected the attempt. Here the waiter is in
-// holdLeft (its PTTL broadcast waits for a stopped master, 1 s) when the
-// holder unlocks; the hand-off attempt of a 300 ms lock is granted at
-// once, and Lock returns it about a second later, long expired.
-func TestHandOffCollectedLate(t *testing.T) {
-	obs := &pauseOnRefusal{}
-	cfg := functional // MasterTimeout 1 s
-	cfg.Observer = obs
-	v := newEnv(t, 5, cfg)
-	obs.v.Store(v)
-	t.Cleanup(func() { v.set.Masters()[4].Resume() })
-	ctx := context.Background()
-	key := keyName(t)
-
-	holder := v.mustLock(key, 10*time.Second)
-	obs.after.Store(func() { holder.Unlock(context.Background()) })
-	obs.armed.Store(true)
-
-	start := time.Now()
-	l, err := v.e.Lock(ctx, key, 300*time.Millisecond)
-	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	defer l.Unlock(ctx)
-	t.Logf("Lock returned after %v: Valid %v, Remaining %v", took, l.Valid(), l.Remaining())
-	if !l.Valid() {
-		t.Errorf("Lock returned a lock that is not valid at return (Remaining %v, TTL 300ms, returned after %v): grant rule (c)", l.Remaining(), took)
-		if l2, err := v.e.TryLock(ctx, key, 5*time.Second); err == nil {
-			t.Errorf("and another TryLock of the key succeeds at once (token %q)", l2.Token())
-			l2.Unlock(ctx)
-		}
-	}
 }

@@ -1,8 +1,8 @@
 package proxy
 
-// Found by the adversarial review of the proxy's RReadWriteLock (each
-// failed before its fix): a renewal that lowered the TTL other holders
-// relied on, and an unlock's retry that answered from its own latch.
+// A Redisson read-write lock's TTL is only ever raised — by a renewal, a
+// read unlock's "TTL as it is", a write re-entry through a proxy with a
+// shorter --max-ttl — so no hold is cut short for the other holders.
 
 import (
 	"context"
@@ -21,6 +21,9 @@ import (
 // here) keeps A: its renewal pexpires only B's own timeout keys, and B's
 // unlock sets the lock's TTL to the longest remaining reader timeout
 // (A's ~5 s).
+//
+// Found by the adversarial review of the proxy's RReadWriteLock: it failed
+// before its fix.
 func TestRedissonRWRenewalKeepsOtherReaders(t *testing.T) {
 	e := startEnv(t, 3, nil)
 	prof := redissonwire.Profiles[0] // 4.7: rwReadLockTask 4.4.0
@@ -58,74 +61,6 @@ func TestRedissonRWRenewalKeepsOtherReaders(t *testing.T) {
 	}
 }
 
-// TestRedissonRWUnlockOwnLatch: the last reader A's unlock
-// (3.24.0+, with the unlock latch) compare-and-deletes the value; the
-// delete lands on master 1 only, because another reader B's join (through
-// another proxy, whose own write to master 1 is slow) changed masters 2
-// and 3 first — B is granted there. The unlock's retry read its own
-// latch "1" from master 1 and answered 1, "released", with no change at
-// the quorum: masters 2 and 3 still listed A, whose watchdog Redisson
-// had cancelled. Now only the first try answers from a latch: the retry
-// sees {A,B} at the quorum, removes A and answers 0 (what Redisson
-// answers when B's join came first), and the answer's latch is written
-// on every master.
-func TestRedissonRWUnlockOwnLatch(t *testing.T) {
-	set := startEnv(t, 3, nil).set
-	relays, raddrs := startRelays(t, set.Addrs())
-	e := startEnvOn(t, set, func(c *Config) {
-		c.EngineConfig.Addrs = raddrs
-		c.EngineConfig.MasterTimeout = 3 * time.Second
-	})
-	prof := redissonwire.Profiles[0] // 3.44.0 read unlock: the latch
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	name := "rwreview-latch"
-	a := dialAs(t, e.addr, "", prof)
-	if ok, _, err := a.ReadTryLock(ctx, name, 1, 30*time.Second); !ok || err != nil {
-		t.Fatalf("A's read tryLock: %v %v", ok, err)
-	}
-	v0 := e.masters[0].Get(ctx, name).Val()
-	st, ok := parseRW(v0)
-	if !ok {
-		t.Fatalf("value %q", v0)
-	}
-	withB := st.with("other-proxy-client:7", 1).value()
-
-	const d = 200 * time.Millisecond
-	relays[1].SetDelay(d)
-	relays[2].SetDelay(d)
-	type res struct {
-		n   int64
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		n, err := a.ReadUnlock(ctx, name, 1)
-		done <- res{n, err}
-	}()
-	// A's read reaches masters 2 and 3 at +d, its delete at about +3d:
-	// B's join lands on them in between.
-	time.Sleep(d * 3 / 2)
-	for _, m := range e.masters[1:] {
-		if cur := m.Get(ctx, name).Val(); cur != v0 {
-			t.Fatalf("master holds %q before the join; want A's value", cur)
-		}
-		m.Set(ctx, name, withB, 30*time.Second)
-	}
-	r := <-done
-	relays[1].SetDelay(0)
-	relays[2].SetDelay(0)
-	var vals []string
-	for _, m := range e.masters {
-		vals = append(vals, m.Get(ctx, name).Val())
-	}
-	n, _ := a.RWHoldCount(ctx, name, 1, false)
-	t.Logf("A's unlock answered %d, %v; masters now %q; A's hold count at the quorum: %d", r.n, r.err, vals, n)
-	if r.err == nil && r.n == 1 && n > 0 {
-		t.Fatalf("A's read unlock answered 1 (released, from its own latch on one master) while a quorum still lists A (hold count %d): the unlock did nothing at the quorum", n)
-	}
-}
-
 // TestRedissonRWOwnReadRenewalKeepsWrite: the same cause with two
 // writers. Writer W takes the write lock with an explicit lease of 6 s (no
 // watchdog); its own thread takes a read hold with the watchdog, whose
@@ -135,6 +70,9 @@ func TestRedissonRWUnlockOwnLatch(t *testing.T) {
 // (Redisson's own scripts do the same on one Redis — its read renewal
 // pexpires the hash — but safety.md claims a writer's value "holds till
 // at least the end of W's validity on every master of Q".)
+//
+// Found by the adversarial review of the proxy's RReadWriteLock: it failed
+// before its fix.
 func TestRedissonRWOwnReadRenewalKeepsWrite(t *testing.T) {
 	e := startEnv(t, 3, nil)
 	prof := redissonwire.Profiles[0]
@@ -165,5 +103,45 @@ func TestRedissonRWOwnReadRenewalKeepsWrite(t *testing.T) {
 	}
 	if left := wLease - time.Since(t0); ok && left > time.Second {
 		t.Fatalf("a second writer was granted while W's write hold (lease %v) still had %v left: two writers", wLease, left.Round(time.Millisecond))
+	}
+}
+
+// TestRedissonRWReentryNeverLowers: two proxies of the same masters whose
+// --max-ttl differ (a rolling configuration change). W takes the write
+// lock through P1 with a 6 s lease; its re-entry through P2 (max-ttl
+// 1.5 s) with a 1 s lease set the TTL "exact" to min(pttl+lease, P2's
+// MaxTTL) = 1.5 s, lowering it, and a second writer was granted while W's
+// first hold still had ~4 s of its lease. Now a re-entry only raises.
+//
+// Found by the second adversarial review of the proxy's RReadWriteLock: it
+// failed before a re-entry only raised the TTL.
+func TestRedissonRWReentryNeverLowers(t *testing.T) {
+	set := startEnv(t, 3, nil).set
+	p1 := startEnvOn(t, set, func(c *Config) { c.EngineConfig.MaxTTL = 30 * time.Second })
+	p2 := startEnvOn(t, set, func(c *Config) { c.EngineConfig.MaxTTL = 1500 * time.Millisecond })
+	prof := redissonwire.RWProfiles[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w1 := dialAs(t, p1.addr, "", prof)
+	w1b := dialAs(t, p2.addr, w1.ID, prof)
+	w2 := dialAs(t, p1.addr, "", prof)
+	name := "rwreview2-reentry-cap"
+	t0 := time.Now()
+	const lease = 6 * time.Second
+	if ok, _, err := w1.WriteTryLock(ctx, name, 1, lease); !ok || err != nil {
+		t.Fatalf("W's write tryLock: %v %v", ok, err)
+	}
+	if ok, _, err := w1b.WriteTryLock(ctx, name, 1, time.Second); !ok || err != nil {
+		t.Fatalf("W's re-entry through P2: %v %v", ok, err)
+	}
+	pttl, _ := w1.TTL(ctx, name)
+	t.Logf("PTTL after the re-entry: %d ms", pttl)
+	time.Sleep(1700 * time.Millisecond)
+	ok, _, err := w2.WriteTryLock(ctx, name, 1, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := lease - time.Since(t0); ok && left > time.Second {
+		t.Fatalf("a second writer was granted while W's write hold (lease %v, through P1) still had %v left: the re-entry through P2 lowered the TTL to P2's max-ttl", lease, left.Round(time.Millisecond))
 	}
 }
