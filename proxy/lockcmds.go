@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func (c *client) cmdSet(args [][]byte) *call {
 				return errCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = c.s.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++
@@ -57,20 +58,45 @@ func (c *client) cmdSet(args [][]byte) *call {
 }
 
 // setExpire reads SET's PX milliseconds or EX seconds (opt "px", "ex");
-// bad is the reply when it is not a positive integer in range.
-func setExpire(opt string, arg []byte) (ttl time.Duration, bad *call) {
-	n, ok := resp.ParseInt(arg)
-	if !ok {
-		return 0, errCall(msgNotInteger)
-	}
+// bad is the reply when the proxy does not take it (clientTTL).
+func (s *Server) setExpire(opt string, arg []byte) (ttl time.Duration, bad *call) {
 	unit := time.Millisecond
 	if opt == "ex" {
 		unit = time.Second
 	}
-	if n <= 0 || n > int64(1<<62)/int64(unit) {
-		return 0, errCall(msgBadExpire)
+	ttl, msg := s.clientTTL(arg, unit, msgBadExpire)
+	if msg != "" {
+		return 0, errCall(msg)
 	}
-	return time.Duration(n) * unit, nil
+	return ttl, nil
+}
+
+// maxClientMs is the largest TTL in milliseconds handed to the engine
+// (its nanoseconds fit a time.Duration): far above any MaxTTL.
+const maxClientMs = int64(1<<62) / int64(time.Millisecond)
+
+// clientTTL reads a TTL a client sent, n in unit (ms or s), as Redis
+// would, and returns it, or the error message: not an integer, Redis's
+// own; n ≤ 0, or so large that Redis itself refuses it (its expiry in
+// Unix milliseconds past int64), invalid (Redis's message for the
+// command); any TTL Redis takes, however large, is passed on, and one over
+// --max-ttl gets the --max-ttl refusal (the engine's, or here when it does
+// not fit a time.Duration).
+func (s *Server) clientTTL(arg []byte, unit time.Duration, invalid string) (time.Duration, string) {
+	n, ok := resp.ParseInt(arg)
+	if !ok {
+		return 0, msgNotInteger
+	}
+	perMs := int64(unit / time.Millisecond)
+	if n <= 0 || n > math.MaxInt64/perMs || n*perMs > math.MaxInt64-time.Now().UnixMilli() {
+		return 0, invalid
+	}
+	ms := n * perMs
+	if ms > maxClientMs {
+		cfg := s.eng.Config()
+		return 0, fmt.Sprintf("ERR redlock proxy: invalid argument: ttl %d ms is longer than the maximum TTL %v: raise %s, or use a shorter TTL", ms, cfg.MaxTTL, cfg.Names.MaxTTL)
+	}
+	return time.Duration(ms) * time.Millisecond, ""
 }
 
 // acquire runs a quorum acquisition of key args[1] with the client's value
@@ -124,14 +150,11 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 // the unavailable error. Release and extend as for SET NX PX (the
 // compare-and-delete / compare-and-pexpire scripts on key and value).
 func (c *client) cmdRedlockLock(args [][]byte) *call {
-	ms, ok := resp.ParseInt(args[3])
-	if !ok {
-		return errCall(msgNotInteger)
+	ttl, msg := c.s.clientTTL(args[3], time.Millisecond, "ERR invalid expire time in 'redlock.lock' command")
+	if msg != "" {
+		return errCall(msg)
 	}
-	if ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
-		return errCall("ERR invalid expire time in 'redlock.lock' command")
-	}
-	return c.acquire(args, time.Duration(ms)*time.Millisecond, true)
+	return c.acquire(args, ttl, true)
 }
 
 // fenceCheck refuses script keys that name the fencing counter.
@@ -213,7 +236,7 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 func (s *Server) engineErr(err error) []byte {
 	if errors.Is(err, engine.ErrBadArgument) {
 		s.clientLog.warn(s.log, "proxy: command failed", []any{"err", err})
-		return redcon.AppendError(nil, "ERR "+strings.TrimPrefix(err.Error(), "engine: "))
+		return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
 	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
 	var qe *engine.QuorumError
@@ -308,6 +331,12 @@ func (c *client) cmdPTTL(args [][]byte) *call {
 	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pttl(ctx, key) })
 }
 
+// cmdTTL is PTTL's answer in seconds, rounded as Redis rounds it.
+func (c *client) cmdTTL(args [][]byte) *call {
+	key, s := args[1], c.s
+	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.ttl(ctx, key) })
+}
+
 // cmdCountKeys runs EXISTS and DEL.
 func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
@@ -326,14 +355,11 @@ func (c *client) cmdPExpire(args [][]byte) *call {
 	if !c.s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("PEXPIRE", "compare-and-pexpire (extend)"))
 	}
-	ms, ok := resp.ParseInt(args[2])
-	if !ok {
-		return errCall(msgNotInteger)
+	ttl, msg := c.s.clientTTL(args[2], time.Millisecond, "ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
+	if msg != "" {
+		return errCall(msg)
 	}
-	if ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
-		return errCall("ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
-	}
-	key, s := args[1], c.s
+	key, s, ms := args[1], c.s, ttl.Milliseconds()
 	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pexpire(ctx, key, ms) })
 }
 
@@ -377,9 +403,12 @@ func (c *client) cmdEval(args [][]byte) *call {
 		return errCall(msgRedissonKind(what))
 	}
 	if ls := libBySHA[sha]; ls != nil {
-		if !ls.fits(keys, argv) {
+		if why := ls.misfit(keys, argv); why != "" {
 			if !c.s.cfg.AllowScripts {
-				return errCall("ERR redlock proxy: " + ls.Name + " called in a shape its library never sends (or with more than 64 keys, a value over 512 bytes, or a token length under 16 or over the value's); " + msgScriptsOff)
+				if strings.HasPrefix(why, "called") {
+					why += "; " + msgScriptsOff
+				}
+				return errCall("ERR redlock proxy: " + ls.Name + ": " + why)
 			}
 			return c.passthrough(ls.script, keys, argv)
 		}

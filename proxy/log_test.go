@@ -179,7 +179,7 @@ func TestEveryFailureLogged(t *testing.T) {
 	}{
 		{context.DeadlineExceeded, "ERR redlock proxy: command timed out"},
 		{engine.ErrClosed, msgShuttingDown},
-		{fmt.Errorf("%w: empty key", engine.ErrBadArgument), "ERR invalid argument: empty key"},
+		{fmt.Errorf("%w: empty key", engine.ErrBadArgument), "ERR redlock proxy: invalid argument: empty key"},
 		{fmt.Errorf("%w: 1/3 masters", engine.ErrLockLost), "ERR redlock proxy: lock lost"},
 	} {
 		before := strings.Count(logs.String(), `msg="proxy: command failed"`)

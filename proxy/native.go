@@ -60,7 +60,7 @@ func (c *client) setIfEq(args [][]byte) *call {
 				return errCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = c.s.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -38,11 +39,10 @@ func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
 			})
 		}
 	}
-	ms, ok := resp.ParseInt(argv[ls.TTLArg])
-	if !ok || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+	ttl, msg := s.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
+	if msg != "" {
 		return nil // runLib answers the error
 	}
-	ttl := time.Duration(ms) * time.Millisecond
 	return func(done func(replyFunc)) {
 		l := s.tr.Attach(string(keys[0]), string(token), ttl)
 		l.ExtendAsync(ttl, func(err error) {
@@ -87,11 +87,12 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	token := argv[ls.TokenArg]
 	var ttl time.Duration
 	if ls.TTLArg >= 0 {
-		ms, ok := resp.ParseInt(argv[ls.TTLArg])
-		if !ok || ms <= 0 || ms > int64(1<<62)/int64(time.Millisecond) {
+		var msg string
+		if ttl, msg = s.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid"); msg == "invalid" || msg == msgNotInteger {
 			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)")
+		} else if msg != "" {
+			return redcon.AppendError(nil, msg)
 		}
-		ttl = time.Duration(ms) * time.Millisecond
 	}
 	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
 		l := s.tr.Attach(string(keys[0]), string(token), ttl)
@@ -411,6 +412,16 @@ func (s *Server) pttl(ctx context.Context, key []byte) []byte {
 		return redcon.AppendInt(nil, -1)
 	}
 	return redcon.AppendInt(nil, -2)
+}
+
+// ttl answers TTL: pttl's answer in seconds, rounded to the nearest as
+// Redis does; -1 and -2 (and errors) as pttl's.
+func (s *Server) ttl(ctx context.Context, key []byte) []byte {
+	out := s.pttl(ctx, key)
+	if n, ok := resp.ParseInt(bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(":")), []byte("\r\n"))); ok && out[0] == ':' && n > 0 {
+		return redcon.AppendInt(nil, (n+500)/1000)
+	}
+	return out
 }
 
 // countKeys answers EXISTS and DEL: the number of keys for which a quorum

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"fmt"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/scripts"
@@ -71,18 +72,32 @@ type libScript struct {
 // for SET NX PX too) and a multi-key script names at most maxScriptKeys
 // keys: a lock value is what GET answers every client with, and a
 // recognised script must not write more than a lock's worth per key.
-func (ls *libScript) fits(keys, argv [][]byte) bool {
+func (ls *libScript) fits(keys, argv [][]byte) bool { return ls.misfit(keys, argv) == "" }
+
+// misfit says why a call of ls is not served as a lock operation ("": it
+// is).
+func (ls *libScript) misfit(keys, argv [][]byte) string {
 	ok := len(keys) > 0 && len(keys) <= maxScriptKeys && (ls.MultiKey || len(keys) == 1) &&
 		ls.TokenArg < len(argv) && len(argv[ls.TokenArg]) <= maxTokenLen &&
 		ls.TTLArg < len(argv) && (!ls.AddOrReplace || len(argv) >= 3)
-	if ok && ls.PrefixArg > 0 {
-		ok = ls.PrefixArg < len(argv)
-		if ok {
-			n, isInt := resp.ParseInt(argv[ls.PrefixArg])
-			ok = isInt && n >= minOverridePrefix && n <= int64(len(argv[ls.TokenArg]))
+	if !ok {
+		return "called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes)"
+	}
+	if ls.PrefixArg > 0 {
+		if ls.PrefixArg >= len(argv) {
+			return "called in a shape its library never sends"
+		}
+		n, isInt := resp.ParseInt(argv[ls.PrefixArg])
+		switch {
+		case !isInt || n > int64(len(argv[ls.TokenArg])):
+			return "called in a shape its library never sends (a token length over the value's)"
+		case n < minOverridePrefix:
+			return fmt.Sprintf("a token (Options.Token) of %d bytes is refused: the token is what tells a lock's holder from every other client, "+
+				"and one under %d bytes may be another client's too (two holders of one lock); leave Options.Token unset (16 random bytes) "+
+				"or set one of at least %d bytes", n, minOverridePrefix, minOverridePrefix)
 		}
 	}
-	return ok
+	return ""
 }
 
 // Bounds of a recognised script call (see fits).

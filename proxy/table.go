@@ -29,6 +29,7 @@ var commandTable = []*command{
 	{name: "set", arity: -3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdSet},
 	{name: "get", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdGet},
 	{name: "pttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdPTTL},
+	{name: "ttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdTTL},
 	{name: "exists", arity: -2, first: 1, last: -1, step: 1, flags: []string{"readonly"}, run: (*client).cmdCountKeys},
 	{name: "del", arity: -2, first: 1, last: -1, step: 1, flags: []string{"write"}, run: (*client).cmdCountKeys},
 	{name: "delex", arity: -2, first: 1, last: 1, step: 1, flags: []string{"write", "fast"}, run: (*client).cmdDelIfEq},
