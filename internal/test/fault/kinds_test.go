@@ -468,7 +468,8 @@ func kindSteps(rng *rand.Rand) []step {
 // readers never with a writer (read-write) — the Redisson rows with the
 // retry nemesis resending their clients' requests (retry_test.go). Then
 // the retry burst (a count-2 hold's nested unlock resent at once through
-// both proxies), a fixed number of trials.
+// both proxies) and paused Do/Lead holders (paused_test.go), each a fixed
+// number of trials.
 func TestFaultKinds(t *testing.T) {
 	target := envInt("REDLOCK_FAULT_KIND_OPS", defaultKindOps)
 	seed := uint64(envInt("REDLOCK_FAULT_SEED", defaultSeed))
@@ -484,6 +485,7 @@ func TestFaultKinds(t *testing.T) {
 	}
 	t.Log(b.String())
 	t.Run("retry-burst", func(t *testing.T) { checkRetryBurst(t, seed+90) })
+	t.Run("paused-do-lead", func(t *testing.T) { checkPaused(t, seed+91) })
 }
 
 func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
