@@ -39,7 +39,7 @@ import (
 
 const (
 	retryShare   = 0.15                  // of the requests sent twice
-	retryTimeout = 60 * time.Millisecond // the client's timeout: a late copy comes within it
+	retryTimeout = 25 * time.Millisecond // the client's timeout: a late copy comes within it
 	// nestedStay is how long a holder stays inside after a nested unlock
 	// (count 2 → 1): long enough for a waiter woken by a release that
 	// should not have happened to be granted.
@@ -56,11 +56,17 @@ type retryNemesis struct {
 	acquires, renewals, unlocks      atomic.Int64 // of which copies of each request kind
 	unlatched                        atomic.Int64 // unlocks without a latch: not resent
 	extraGrants                      atomic.Int64 // copies of acquisitions granted (re-entries)
-	differ                           atomic.Int64 // latched unlocks whose copies answered differently: violations
-	levelLost, finalNil, extraLevel  atomic.Int64 // unlock answers off the harness's count
+	// actedAgain: latched unlocks of a hold with levels left whose
+	// copies answered differently — one decremented, another did not
+	// answer that (a second decrement): violations. notKept: latched
+	// unlocks of a last level whose copies answered differently (a copy
+	// found the lock free or another's and answered so, not the first's
+	// answer): reported.
+	actedAgain, notKept             atomic.Int64
+	levelLost, finalNil, extraLevel atomic.Int64 // unlock answers off the harness's count
 
-	mu        sync.Mutex
-	firstDiff string
+	mu                      sync.Mutex
+	firstDiff, firstNotKept string
 }
 
 func newRetryNemesis() *retryNemesis {
@@ -75,11 +81,13 @@ func (n *retryNemesis) group(g [4]*redissonwire.Client) {
 }
 
 // retryCall is one hold's state for the nemesis, carried by its context:
-// the worker's rng (the seed fixes the choices) and the levels copies of
-// its acquisitions were granted.
+// the worker's rng (the seed fixes the choices), the levels copies of its
+// acquisitions were granted, and the levels the thread holds when it
+// sends an unlock.
 type retryCall struct {
-	rng   *rand.Rand
-	extra int
+	rng    *rand.Rand
+	extra  int
+	levels int
 }
 
 type retryKey struct{}
@@ -209,40 +217,47 @@ func (n *retryNemesis) resend(ctx context.Context, c *redissonwire.Client, r red
 		first, dup, ferr, cerr = dup, first, cerr, ferr // the copy's reply is the one taken
 	}
 	if kind == reqUnlock && !sameAnswer(first, dup, ferr, cerr) {
-		n.differ.Add(1)
+		what := fmt.Sprintf("%s on %s (latch %s) of a hold with %d levels answered %s and %s (late by %v, via the other proxy %v)",
+			r.Script, r.Keys[0], r.Latch(), rc.levels, first, dup, lateBy, viaOther)
 		n.mu.Lock()
-		if n.firstDiff == "" {
-			n.firstDiff = fmt.Sprintf("%s on %s (latch %s) answered %s and %s (late by %v, via the other proxy %v): not the first's answer",
-				r.Script, r.Keys[0], r.Latch(), first, dup, lateBy, viaOther)
+		if rc.levels > 1 {
+			n.actedAgain.Add(1)
+			if n.firstDiff == "" {
+				n.firstDiff = what
+			}
+		} else {
+			n.notKept.Add(1)
+			if n.firstNotKept == "" {
+				n.firstNotKept = what
+			}
 		}
 		n.mu.Unlock()
 	}
 	return first, ferr
 }
 
-// violations returns the nemesis's own violations: latched unlocks whose
-// copies answered differently — a copy that did not answer the first's
-// answer acted again (a second decrement), or at least told the client
-// something else than the request it repeats.
-func (n *retryNemesis) violations() int64 { return n.differ.Load() }
+// violations returns the nemesis's own violations: latched unlocks that
+// acted again.
+func (n *retryNemesis) violations() int64 { return n.actedAgain.Load() }
 
 func (n *retryNemesis) String() string {
 	if n == nil {
 		return "retry nemesis off"
 	}
-	return fmt.Sprintf("retry nemesis: %d copies sent (%d at once, %d late; %d via the other proxy): %d acquisitions (%d granted: re-entries), %d renewals, %d latched unlocks (%d answered differently); %d unlocks without a latch (not resent); unlock answers off the count: %d nested released, %d last nil, %d last still held",
+	return fmt.Sprintf("retry nemesis: %d copies sent (%d at once, %d late; %d via the other proxy): %d acquisitions (%d granted: re-entries), %d renewals, %d latched unlocks (%d acted again; %d of a last level answered differently); %d unlocks without a latch (not resent); unlock answers off the count: %d nested released, %d last nil, %d last still held",
 		n.sent.Load(), n.concurrent.Load(), n.late.Load(), n.viaOther.Load(), n.acquires.Load(), n.extraGrants.Load(), n.renewals.Load(),
-		n.unlocks.Load(), n.differ.Load(), n.unlatched.Load(), n.levelLost.Load(), n.finalNil.Load(), n.extraLevel.Load())
+		n.unlocks.Load(), n.actedAgain.Load(), n.notKept.Load(), n.unlatched.Load(), n.levelLost.Load(), n.finalNil.Load(), n.extraLevel.Load())
 }
 
 // nestedUnlock is a holder's unlock of one level of count (> 1) while it
 // is inside, after which it stays: were a copy of it to act twice, the
 // lock would be free now, and a waiter granted while this holder is still
 // inside an overlap. It returns the levels left.
-func (k *kindRun) nestedUnlock(count int, unlock func() (int64, error)) int {
+func (k *kindRun) nestedUnlock(call *retryCall, count int, unlock func() (int64, error)) int {
 	if count < 2 {
 		return count
 	}
+	call.levels = count
 	n, err := unlock()
 	switch {
 	case errors.Is(err, redissonwire.ErrNotOwner):
@@ -261,8 +276,9 @@ func (k *kindRun) nestedUnlock(count int, unlock func() (int64, error)) int {
 // held by this thread" (held0: not a read lock's unlock, whose 0 means
 // other holds remain), one more when the last answers 0 (a level more
 // than counted, which would otherwise hold the lock to its lease).
-func (k *kindRun) release(count int, held0 bool, unlock func() (int64, error)) {
+func (k *kindRun) release(call *retryCall, count int, held0 bool, unlock func() (int64, error)) {
 	for i := 0; i < count; i++ {
+		call.levels = count - i
 		n, err := unlock()
 		switch {
 		case errors.Is(err, redissonwire.ErrNotOwner):
