@@ -261,8 +261,9 @@ func (k *kindRun) nestedUnlock(call *retryCall, count int, unlock func() (int64,
 	n, err := unlock()
 	switch {
 	case errors.Is(err, redissonwire.ErrNotOwner):
+		// Nothing is left to unlock; the holder, not told, stays inside.
 		k.nemCount(func(n *retryNemesis) { n.levelLost.Add(1) })
-		count = 1 // the client does not know: it stays
+		count = 1
 	case err != nil:
 		return count // unknown: the remaining unlocks find out
 	case n != 0:
