@@ -32,11 +32,14 @@ type Checker struct {
 }
 
 type keyState struct {
-	holder  int64     // inside now (0: nobody)
-	until   time.Time // the holder's validity deadline
-	last    int64     // the fenced holder that entered last
-	fence   int64     // highest fencing token among holders that entered
-	storage int64     // highest token the storage accepted
+	holder int64     // inside now (0: nobody)
+	until  time.Time // the holder's validity deadline
+	// overtaken: holders still inside past their validity when another
+	// entered (the one that entered first after each).
+	overtaken map[int64]int64
+	last      int64 // the fenced holder that entered last
+	fence     int64 // highest fencing token among holders that entered
+	storage   int64 // highest token the storage accepted
 	// storageBy is when the holder whose token the storage holds entered
 	// (its Lock returned); lastStart when the last fenced holder's
 	// acquisition started.
@@ -88,7 +91,13 @@ type Result struct {
 	// only when an assumption failed (an overlap: two holders at once),
 	// counted with the storage's answers it explains (an entry write
 	// refused, a stale write accepted); not a violation of fencing.
-	Unordered        int
+	Unordered int
+	// LostReportedOK counts calls that reported work done under the lock
+	// (Do or Lead returning nil) although another holder entered after
+	// their validity ended and before they returned (Reported).
+	LostReportedOK int
+	// LostReported counts such calls that reported the loss.
+	LostReported     int
 	FirstViolation   string
 	violationsLogged int
 }
@@ -134,6 +143,11 @@ func (c *Checker) EnterFrom(key string, id int64, start, until time.Time, fence 
 	if k.holder != 0 && now.Before(k.until) {
 		c.r.Overlaps++
 		c.violation("overlap on %s: holder %d entered while %d is inside, valid for %v more", key, id, k.holder, k.until.Sub(now))
+	} else if k.holder != 0 && k.holder != id {
+		if k.overtaken == nil {
+			k.overtaken = map[int64]int64{}
+		}
+		k.overtaken[k.holder] = id
 	}
 	if fence != 0 {
 		c.r.Fenced++
@@ -185,6 +199,33 @@ func (c *Checker) Leave(key string, id int64) {
 	if k := c.keys[key]; k != nil && k.holder == id {
 		k.holder = 0
 	}
+}
+
+// Reported records the outcome that the call holder id of key ran in
+// (Engine.Do, Election.Lead) returned before id left: ok when it reported
+// the work done under the lock (nil). Another holder that entered after
+// id's validity ended and before this makes ok a violation — the work
+// ran without mutual exclusion and the call said it did not — and not ok
+// a loss reported. It returns whether another holder entered so.
+func (c *Checker) Reported(key string, id int64, ok bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.keys[key]
+	if k == nil {
+		return false
+	}
+	other, overtaken := k.overtaken[id]
+	if !overtaken {
+		return false
+	}
+	delete(k.overtaken, id)
+	if ok {
+		c.r.LostReportedOK++
+		c.violation("holder %d's call on %s returned success although holder %d entered after its validity ended, before it returned", id, key, other)
+	} else {
+		c.r.LostReported++
+	}
+	return true
 }
 
 // StaleWrite is a write to the storage by holder id of key with fencing
@@ -241,9 +282,10 @@ func (c *Checker) violation(format string, args ...any) {
 
 // Violations returns the number of safety violations in r: overlaps,
 // fencing order violations, stale writes accepted after a newer holder,
-// and valid holders refused by the storage.
+// valid holders refused by the storage, and calls that reported success
+// after their lock was lost to another holder.
 func (r Result) Violations() int {
-	return r.Overlaps + r.OrderViolations + r.StaleAccepted + r.LegitRejected
+	return r.Overlaps + r.OrderViolations + r.StaleAccepted + r.LegitRejected + r.LostReportedOK
 }
 
 // Crowd checks locks that admit several holders at once: a semaphore (at

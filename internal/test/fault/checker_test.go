@@ -106,6 +106,31 @@ func TestCheckerSeesViolations(t *testing.T) {
 			t.Fatalf("a later acquisition with a lower token: %+v; want an order violation and its refused write", r)
 		}
 	})
+	t.Run("success reported after the loss", func(t *testing.T) {
+		var c Checker
+		c.Enter("k", 1, time.Now().Add(5*time.Millisecond), 0) // Do's fn: paused past its validity
+		time.Sleep(10 * time.Millisecond)
+		c.Enter("k", 2, later, 0) // another holder takes the key
+		if !c.Reported("k", 1, true) {
+			t.Fatal("holder 2's entry not seen")
+		}
+		c.Leave("k", 1)
+		c.Leave("k", 2)
+		c.Enter("k", 3, time.Now().Add(5*time.Millisecond), 0)
+		c.Enter("k", 4, later, 0) // an overlap, not a loss: 3 was valid
+		c.Leave("k", 4)
+		if c.Reported("k", 3, true) {
+			t.Error("holder 3 counted as overtaken while valid")
+		}
+		c.Enter("k", 5, time.Now().Add(time.Millisecond), 0)
+		time.Sleep(3 * time.Millisecond)
+		c.Enter("k", 6, later, 0)
+		c.Reported("k", 5, false) // the loss reported: no violation
+		r := c.Result()
+		if r.LostReportedOK != 1 || r.LostReported != 1 || r.Overlaps != 1 || r.Violations() != 2 {
+			t.Fatalf("%+v", r)
+		}
+	})
 	t.Run("margin", func(t *testing.T) {
 		c := Checker{Margin: time.Second}
 		if c.Enter("k", 1, time.Now().Add(500*time.Millisecond), 0) {

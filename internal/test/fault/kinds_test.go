@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +54,8 @@ type kindRun struct {
 	// Redisson clients (proxy scenarios): rc[2i] and rc[2i+1] are one
 	// client (one id) connected to the first and the second proxy.
 	rc []*redissonwire.Client
+	// nem resends the Redisson clients' requests (nil: off).
+	nem *retryNemesis
 }
 
 // redisson returns a connection of worker w's Redisson client, to either
@@ -265,160 +268,187 @@ var kindScenarios = []kindScenario{
 const redissonClients = 24
 
 // redissonHold is one Redisson thread's turn: lock() (subscribe, then
-// retry on each wake-up or at the holder's TTL) on a hot key, re-enter one
-// time in two, unlock to zero — each command through either of two
-// proxies on the same masters. The validity counts
-// from when the successful tryLock was sent, less the proxy's drift
-// allowance.
+// retry on each wake-up or at the holder's TTL) on a hot key; inside, one
+// time in four the watchdog's renewal, one time in two a re-entry — then
+// an unlock of one level while still inside (nestedUnlock) —; then unlock
+// to zero — each command through either of two proxies on the same
+// masters, and resent by the retry nemesis. The validity counts from when
+// the successful tryLock was sent, less the proxy's drift allowance.
 func redissonHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	key := hotKey(rng, "kinds:redisson", hotKeys)
+	ctx, call := k.nem.call(k.ctx, rng)
 	c := k.redisson(rng, w)
 	thread := int64(w)
-	lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
+	// With the lock's lease, as Redisson sends its internalLockLeaseTime:
+	// a nested unlock resets the TTL to it (an extension, at most MaxTTL).
+	unlock := func() (int64, error) { return k.redisson(rng, w).UnlockLease(ctx, key, thread, ttl) }
+	lctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	t0, err := c.LockAt(lctx, key, thread, ttl)
 	waited := errors.Is(lctx.Err(), context.DeadlineExceeded)
 	cancel()
+	count := call.grants() // levels granted to copies of its tries
 	if err != nil {
+		k.release(call, count, true, unlock)
 		if waited && k.ctx.Err() == nil {
 			return false, engine.ErrNotAcquired // waited its share: busy
 		}
 		return false, err
 	}
+	count++
 	drift := ttl/100 + 2*time.Millisecond
 	id := k.ids.Add(1)
-	count := 1
 	entered := k.chk.Enter(key, id, t0.Add(ttl-drift), 0)
 	if entered {
 		k.ops.Add(1)
+		if rng.IntN(4) == 0 {
+			t1 := time.Now()
+			if res, err := k.redisson(rng, w).Renew(ctx, ttl, []string{key}, []int64{thread}); err == nil && len(res) == 1 && res[0] == 1 {
+				k.chk.Extend(key, id, t1.Add(ttl-drift))
+			}
+		}
 		if rng.IntN(2) == 0 {
 			t1 := time.Now()
-			if ok, _, err := k.redisson(rng, w).TryLock(k.ctx, key, thread, ttl); ok && err == nil {
+			if ok, _, err := k.redisson(rng, w).TryLock(ctx, key, thread, ttl); ok && err == nil {
 				count++
 				k.ops.Add(1)
 				k.chk.Extend(key, id, t1.Add(ttl-drift))
 			}
 		}
+		count = k.nestedUnlock(call, count+call.grants(), unlock)
 		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 		k.chk.Leave(key, id)
 	}
-	for range count {
-		// With the lock's lease, as Redisson sends its internalLockLeaseTime:
-		// a nested unlock resets the TTL to it (an extension, at most MaxTTL).
-		if _, err := k.redisson(rng, w).UnlockLease(k.ctx, key, thread, ttl); err != nil {
-			break
-		}
-	}
+	k.release(call, count+call.grants(), true, unlock)
 	return entered, nil
 }
 
 // redissonRWHold is one Redisson thread's turn on a read-write lock: a
 // writer's lock() or a reader's tryLock, through either proxy; inside,
-// one time in three a re-entry (a reader's re-entry, or the writer's
-// re-entry of its write lock); then unlock to zero. A read hold's
-// validity counts from its tryLock (a re-entry raises the TTL to the
-// lease, never lowers it).
+// one time in four the watchdog's renewal, one time in three a re-entry
+// (a reader's re-entry, or the writer's re-entry of its write lock) and
+// then an unlock of one level while still inside (nestedUnlock); then
+// unlock to zero. A read hold's validity counts from its tryLock (a
+// re-entry raises the TTL to the lease, never lowers it; the crowd keeps
+// an entry's first deadline).
 func redissonRWHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	key := hotKey(rng, "kinds:redisson-rw", 4)
 	thread := int64(w)
 	write := rng.IntN(4) == 0
+	ctx, call := k.nem.call(k.ctx, rng)
+	unlock := func() (int64, error) {
+		if write {
+			return k.redisson(rng, w).WriteUnlock(ctx, key, thread, ttl)
+		}
+		return k.redisson(rng, w).ReadUnlock(ctx, key, thread)
+	}
 	var t0 time.Time
 	var err error
 	if write {
-		lctx, cancel := context.WithTimeout(k.ctx, 200*time.Millisecond)
+		lctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		t0, err = k.redisson(rng, w).RWLockAt(lctx, key, thread, ttl, true)
 		waited := errors.Is(lctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil && waited && k.ctx.Err() == nil {
-			return false, engine.ErrNotAcquired // waited its share: busy
+			err = engine.ErrNotAcquired // waited its share: busy
 		}
 	} else {
 		t0 = time.Now()
 		var ok bool
-		ok, _, err = k.redisson(rng, w).ReadTryLock(k.ctx, key, thread, ttl)
+		ok, _, err = k.redisson(rng, w).ReadTryLock(ctx, key, thread, ttl)
 		if err == nil && !ok {
 			err = engine.ErrNotAcquired
 		}
 	}
+	count := call.grants()
 	if err != nil {
+		k.release(call, count, write, unlock)
 		return false, err
 	}
+	count++
 	drift := ttl/100 + 2*time.Millisecond
 	id := k.ids.Add(1)
-	count := 1
 	entered := k.crowd.Enter(key, id, t0.Add(ttl-drift), write, 0)
 	if entered {
 		k.ops.Add(1)
+		if rng.IntN(4) == 0 {
+			if write {
+				k.redisson(rng, w).WriteRenew(ctx, key, thread, ttl)
+			} else {
+				k.redisson(rng, w).ReadRenew(ctx, key, thread, ttl)
+			}
+		}
 		if rng.IntN(3) == 0 {
 			try := k.redisson(rng, w).ReadTryLock
 			if write {
 				try = k.redisson(rng, w).WriteTryLock
 			}
-			if ok, _, err := try(k.ctx, key, thread, ttl); ok && err == nil {
+			if ok, _, err := try(ctx, key, thread, ttl); ok && err == nil {
 				count++
 				k.ops.Add(1)
 			}
 		}
+		count = k.nestedUnlock(call, count+call.grants(), unlock)
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
 		k.crowd.Leave(key, id)
 	}
-	for range count {
-		var err error
-		if write {
-			_, err = k.redisson(rng, w).WriteUnlock(k.ctx, key, thread, ttl)
-		} else {
-			_, err = k.redisson(rng, w).ReadUnlock(k.ctx, key, thread)
-		}
-		if err != nil {
-			break
-		}
-	}
+	k.release(call, count+call.grants(), write, unlock)
 	return entered, nil
 }
 
-// redissonFairHold is one Redisson thread's turn on a fair lock.
+// redissonFairHold is one Redisson thread's turn on a fair lock: a
+// tryLock() or a waiting tryLock; inside, one time in four the watchdog's
+// renewal, one time in three a re-entry and then an unlock of one level
+// while still inside (nestedUnlock); then unlock to zero.
 func redissonFairHold(k *kindRun, rng *rand.Rand, w int) (bool, error) {
 	key := hotKey(rng, "kinds:redisson-fair", 2)
 	thread := int64(w)
+	ctx, call := k.nem.call(k.ctx, rng)
+	unlock := func() (int64, error) { return k.redisson(rng, w).FairUnlock(ctx, key, thread, ttl) }
 	c := k.redisson(rng, w)
 	var t0 time.Time
 	var err error
 	if rng.IntN(2) == 0 {
 		t0 = time.Now()
 		var ok bool
-		if ok, err = c.FairTryLock(k.ctx, key, thread, ttl); err == nil && !ok {
+		if ok, err = c.FairTryLock(ctx, key, thread, ttl); err == nil && !ok {
 			err = engine.ErrNotAcquired
 		}
 	} else {
-		t0, err = c.FairLockAt(k.ctx, key, thread, ttl, 200*time.Millisecond)
+		t0, err = c.FairLockAt(ctx, key, thread, ttl, 200*time.Millisecond)
 		if errors.Is(err, redissonwire.ErrGaveUp) {
 			err = engine.ErrNotAcquired // waited its share: busy
 		}
 	}
+	count := call.grants()
 	if err != nil {
+		k.release(call, count, true, unlock)
 		return false, err
 	}
+	count++
 	drift := ttl/100 + 2*time.Millisecond
 	id := k.ids.Add(1)
-	count := 1
 	entered := k.chk.Enter(key, id, t0.Add(ttl-drift), 0)
 	if entered {
 		k.ops.Add(1)
+		if rng.IntN(4) == 0 {
+			t1 := time.Now()
+			if res, err := k.redisson(rng, w).Renew(ctx, ttl, []string{key}, []int64{thread}); err == nil && len(res) == 1 && res[0] == 1 {
+				k.chk.Extend(key, id, t1.Add(ttl-drift))
+			}
+		}
 		if rng.IntN(3) == 0 {
 			t1 := time.Now()
-			if ok, _, err := k.redisson(rng, w).FairTryLockWait(k.ctx, key, thread, ttl, time.Second); ok && err == nil {
+			if ok, _, err := k.redisson(rng, w).FairTryLockWait(ctx, key, thread, ttl, time.Second); ok && err == nil {
 				count++
 				k.ops.Add(1)
 				k.chk.Extend(key, id, t1.Add(ttl-drift))
 			}
 		}
+		count = k.nestedUnlock(call, count+call.grants(), unlock)
 		time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
 		k.chk.Leave(key, id)
 	}
-	for range count {
-		if _, err := k.redisson(rng, w).FairUnlock(k.ctx, key, thread, ttl); err != nil {
-			break
-		}
-	}
+	k.release(call, count+call.grants(), true, unlock)
 	return entered, nil
 }
 
@@ -435,7 +465,11 @@ func kindSteps(rng *rand.Rand) []step {
 // TestFaultKinds runs each lock kind's holders through kindSteps against
 // real masters and checks each kind's guarantee: one holder per key
 // (reentrant, LockAll), at most the permits (semaphore), writers alone and
-// readers never with a writer (read-write).
+// readers never with a writer (read-write) — the Redisson rows with the
+// retry nemesis resending their clients' requests (retry_test.go). Then
+// the retry burst (a count-2 hold's nested unlock resent at once through
+// both proxies) and paused Do/Lead holders (paused_test.go), each a fixed
+// number of trials.
 func TestFaultKinds(t *testing.T) {
 	target := envInt("REDLOCK_FAULT_KIND_OPS", defaultKindOps)
 	seed := uint64(envInt("REDLOCK_FAULT_SEED", defaultSeed))
@@ -450,6 +484,8 @@ func TestFaultKinds(t *testing.T) {
 		})
 	}
 	t.Log(b.String())
+	t.Run("retry-burst", func(t *testing.T) { checkRetryBurst(t, seed+90) })
+	t.Run("paused-do-lead", func(t *testing.T) { checkPaused(t, seed+91) })
 }
 
 func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
@@ -483,20 +519,30 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		if strings.Contains(ks.name, "rwlock") || strings.Contains(ks.name, "fairlock") {
 			profs = redissonwire.RWProfiles // 3.20.0+
 		}
+		// Each client has two more connections, one to each proxy, for
+		// the retry nemesis's copies. REDLOCK_FAULT_NO_RETRY=1 turns it
+		// off (to compare; never in CI).
+		noRetry := os.Getenv("REDLOCK_FAULT_NO_RETRY") == "1"
+		k.nem = newRetryNemesis()
 		for i := range redissonClients {
 			prof := profs[i%len(profs)]
-			c1, err := redissonwire.Dial(ctx, p1.Addr, prof)
-			if err != nil {
-				t.Fatal(err)
+			var g [4]*redissonwire.Client
+			for j, addr := range []string{p1.Addr, p2.Addr, p1.Addr, p2.Addr} {
+				c, err := redissonwire.Dial(ctx, addr, prof)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Close)
+				if j > 0 {
+					c.ID = g[0].ID
+				}
+				if !noRetry {
+					c.Resend = k.nem.resend
+				}
+				g[j] = c
 			}
-			c2, err := redissonwire.Dial(ctx, p2.Addr, prof)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c2.ID = c1.ID
-			t.Cleanup(c1.Close)
-			t.Cleanup(c2.Close)
-			k.rc = append(k.rc, c1, c2)
+			k.nem.group(g)
+			k.rc = append(k.rc, g[0], g[1])
 		}
 		restartProxy = step{0.45, "restart proxy 1 (a new process, same address)", func(f *fixture) {
 			addr := p1.Addr
@@ -558,6 +604,18 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	}
 	if cr.Violations() != 0 {
 		t.Errorf("%d permits exceeded, %d readers with a writer; first: %s", cr.Excess, cr.Mixed, cr.FirstViolation)
+	}
+	if k.nem != nil {
+		t.Logf("%s: %v", ks.name, k.nem)
+		if k.nem.sent.Load() == 0 && os.Getenv("REDLOCK_FAULT_NO_RETRY") != "1" {
+			t.Error("the retry nemesis sent no copy")
+		}
+		if v := k.nem.violations(); v != 0 {
+			t.Errorf("%d latched unlocks of a hold with levels left acted again (their copies answered differently); first: %s", v, k.nem.firstDiff)
+		}
+		if k.nem.firstNotKept != "" {
+			t.Logf("first latched unlock of a last level whose copies answered differently: %s", k.nem.firstNotKept)
+		}
 	}
 	if n := k.ops.Load(); n < int64(target) {
 		t.Errorf("only %d operations of %d within %v", n, target, limit)

@@ -15,8 +15,13 @@ func redlockProxy(t *testing.T, masters []string, flags ...string) string {
 	return proctest.StartProxy(t, nil, masters, flags...).Addr
 }
 
-// TestMain removes the built binary after the tests.
+// TestMain removes the built binary after the tests; with
+// REDLOCK_FAULT_PAUSED_CHILD set, this binary is a paused holder's
+// process instead (paused_test.go).
 func TestMain(m *testing.M) {
+	if os.Getenv(pausedChildEnv) != "" {
+		os.Exit(pausedChild())
+	}
 	code := m.Run()
 	proctest.Cleanup()
 	os.Exit(code)

@@ -26,7 +26,8 @@ type soakRun struct {
 
 // soakRuns lists every scenario of the fault suite: process faults through
 // the engine and the proxy (TestFault), every lock kind and Redisson
-// through two proxy processes (TestFaultKinds), partitions
+// through two proxy processes with the retry nemesis, the retry burst and
+// the paused Do/Lead holders (TestFaultKinds), partitions
 // (TestFaultPartition) and master clock jumps with the clock check on
 // (TestFaultClockJump).
 func soakRuns() []soakRun {
@@ -51,6 +52,15 @@ func soakRuns() []soakRun {
 			return ops, 1, v // its restarts and stops are not counted: one
 		}})
 	}
+	// The retry burst and the paused Do/Lead holders (TestFaultKinds):
+	// a trial counts as an operation and as a fault.
+	runs = append(runs, soakRun{"kind/retry-burst", func(t *testing.T, seed uint64) (int, int, int) {
+		n, v := checkRetryBurst(t, seed)
+		return n, n, v
+	}}, soakRun{"kind/paused-do-lead", func(t *testing.T, seed uint64) (int, int, int) {
+		n, v := checkPaused(t, seed)
+		return n, n, v
+	}})
 	for _, sc := range partScenarios {
 		runs = append(runs, soakRun{sc.name, func(t *testing.T, seed uint64) (int, int, int) {
 			netns.Require(t)

@@ -101,6 +101,14 @@ type Client struct {
 	ID   string
 	addr string
 
+	// Resend, when set, carries each script call of the client instead
+	// of [Client.Send]: it sends r as many times as it likes — on c, or
+	// on another Client with the same ID (another connection, another
+	// proxy), at once or later — and returns the reply the client acts
+	// on: a client's retries (Redisson's retryAttempts after its
+	// timeout). An unlock's latch DEL follows its return.
+	Resend func(ctx context.Context, c *Client, r Request) (resp.Reply, error)
+
 	mu sync.Mutex // one command at a time on cmd
 	nc net.Conn
 	rd *resp.Reader
@@ -195,9 +203,38 @@ func (c *Client) do(ctx context.Context, args ...string) (resp.Reply, error) {
 	return r.Clone(), nil
 }
 
-// eval runs a script as this release sends it: EVALSHA (NOSCRIPT: SCRIPT
-// LOAD, then EVALSHA again) with the script cache, EVAL without.
+// Request is one script call as the client makes it: the script (a file
+// name in scripts/), its keys and its arguments.
+type Request struct {
+	Script     string
+	Keys, Args []string
+}
+
+// Latch returns the unlock latch key r carries (an unlock of 3.24.0+, the
+// request id that makes its retries act once), or "".
+func (r Request) Latch() string {
+	for _, k := range r.Keys {
+		if strings.HasPrefix(k, "redisson_unlock_latch:") {
+			return k
+		}
+	}
+	return ""
+}
+
+// eval makes a script call: through Resend when it is set, else Send.
 func (c *Client) eval(ctx context.Context, script string, keys []string, args ...string) (resp.Reply, error) {
+	r := Request{Script: script, Keys: keys, Args: args}
+	if c.Resend != nil {
+		return c.Resend(ctx, c, r)
+	}
+	return c.Send(ctx, r)
+}
+
+// Send sends r once on c's connection as this release does: EVALSHA
+// (NOSCRIPT: SCRIPT LOAD, then EVALSHA again) with the script cache, EVAL
+// without.
+func (c *Client) Send(ctx context.Context, req Request) (resp.Reply, error) {
+	script, keys, args := req.Script, req.Keys, req.Args
 	text := Script(script)
 	tail := append(append([]string{strconv.Itoa(len(keys))}, keys...), args...)
 	if !c.Prof.ScriptCache {
