@@ -440,6 +440,11 @@ func (s *Server) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, la
 	}
 	if v == "" && free != nil {
 		released()
+		if len(rkeys) > 1 {
+			// As Redisson's script: the latch is set for a free lock too,
+			// so that a resend answers the same, not nil.
+			s.rSetLatch(key, rkeys[1], "1", latchTTL)
+		}
 		return append(dst, free...)
 	}
 	cur, isHold := parseHold(v)

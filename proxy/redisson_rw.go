@@ -455,7 +455,12 @@ func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, ar
 			if r.wake {
 				s.wakeMsg(ch, msg)
 			}
-			if attempt > 0 && len(rkeys) > 1 && len(r.reply) > 1 && r.reply[0] == ':' {
+			switch {
+			case r.free && len(rkeys) > 1:
+				// As Redisson's script: a resend answers 1 (not nil, as it
+				// would once another client took the lock).
+				s.rSetLatch(key, rkeys[1], "1", latchTTL)
+			case attempt > 0 && len(rkeys) > 1 && len(r.reply) > 1 && r.reply[0] == ':':
 				// Earlier tries may have left their latches on some
 				// masters: the answer's latch goes on every master, so
 				// that a retry of this request answers what it was told.
@@ -481,6 +486,9 @@ const (
 type rwResult struct {
 	reply []byte
 	wake  bool // publish the unlock's message
+	// free: answered for a lock free at a quorum — Redisson's script then
+	// sets the latch to 1 as well, so that a resend answers 1.
+	free bool
 }
 
 // rwUnlockOnce is one try of an unlock: a quorum read, then the change
@@ -528,11 +536,12 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 	case v == "" && deleted:
 		return rwResult{reply: redcon.AppendInt(nil, 1), wake: true}, rwDone
 	case v == "":
-		// Free: Redisson publishes and answers 1 (nil from 3.44.0).
+		// Free: Redisson publishes, sets the latch to 1 and answers 1
+		// (nil from 3.44.0).
 		if rs.FreeNil {
-			return rwResult{reply: redcon.AppendNull(nil), wake: true}, rwDone
+			return rwResult{reply: redcon.AppendNull(nil), wake: true, free: true}, rwDone
 		}
-		return rwResult{reply: redcon.AppendInt(nil, 1), wake: true}, rwDone
+		return rwResult{reply: redcon.AppendInt(nil, 1), wake: true, free: true}, rwDone
 	}
 	st, isRW := parseRW(v)
 	i := -1

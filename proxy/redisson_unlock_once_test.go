@@ -159,3 +159,39 @@ func TestResentUnlockActsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestResentUnlockOfFreeLock: an unlock that finds the lock free answers
+// 1 and, as Redisson's own script does, sets its latch: resent after
+// another client took the lock, it answers 1 again — not nil, which
+// Redisson turns into IllegalMonitorStateException (seen by the retry
+// nemesis, read-write and fair rows).
+func TestResentUnlockOfFreeLock(t *testing.T) {
+	x := startRuleRun(t, "", nil)
+	writeTry, writeUnlock := rSHA(t, "redisson-3.20.0-rwWriteTryLock"), rSHA(t, "redisson-3.24.0-rwWriteUnlock")
+	fairTry, fairUnlock := rSHA(t, "redisson-3.31.0-fairTryLock"), rSHA(t, "redisson-3.31.0-fairUnlock")
+	now := func() string { return strconv.FormatInt(time.Now().UnixMilli(), 10) }
+	for _, tc := range []struct {
+		name          string
+		unlock, other []string
+	}{
+		{"read-write write",
+			[]string{"EVALSHA", writeUnlock, "3", "free:{rw}", "redisson_rwlock:{free:{rw}}", "redisson_unlock_latch:{free:{rw}}:00ff", "1", "9000", "me-0123456789:1:write", "publish", "10000"},
+			[]string{"EVALSHA", writeTry, "1", "free:{rw}", "9000", "other-0123456789:1:write"}},
+		{"fair",
+			[]string{"EVALSHA", fairUnlock, "5", "free:{f}", "redisson_lock_queue:{free:{f}}", "redisson_lock_timeout:{free:{f}}", "redisson_lock__channel:{free:{f}}", "redisson_unlock_latch:{free:{f}}:00ff", "0", "9000", "me-0123456789:1", now(), "publish", "10000"},
+			[]string{"EVALSHA", fairTry, "3", "free:{f}", "redisson_lock_queue:{free:{f}}", "redisson_lock_timeout:{free:{f}}", "9000", "other-0123456789:1", now(), "300000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x.t = t
+			if r := x.cmd(t, 0, tc.unlock...); r != ":1\r\n" {
+				t.Fatalf("unlock of a free lock: %q; want :1", r)
+			}
+			if r := x.cmd(t, 1, tc.other...); r != "$-1\r\n" {
+				t.Fatalf("another owner's tryLock: %q", r)
+			}
+			if r := x.cmd(t, 1, tc.unlock...); r != ":1\r\n" {
+				t.Errorf("the unlock resent after another owner took the lock: %q; want :1 (its latch)", r)
+			}
+		})
+	}
+}
