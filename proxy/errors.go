@@ -28,7 +28,7 @@ const (
 	msgMaxClients   = "ERR max number of clients reached"
 	msgShuttingDown = "ERR proxy shutting down"
 	msgSetForm      = "ERR redlock proxy: only SET key value NX PX milliseconds | NX EX seconds (a lock acquisition) is supported"
-	msgSetNoTTL     = "ERR redlock proxy: SET NX without PX or EX: a lock without a TTL would never be released if its holder died; send SET key value NX PX milliseconds (a lock library's timeout)"
+	msgSetNoTTL     = "ERR redlock proxy: SET NX without PX or EX: a lock without a TTL would never be released if its holder died; send SET key value NX PX milliseconds (give the lock a timeout: redis-py Lock(timeout=seconds), go-redis SetNX with an expiration)"
 	msgBadExpire    = "ERR invalid expire time in 'set' command"
 	msgFenceKey     = "ERR redlock proxy: that key is the masters' fencing counter; clients may not touch it (REDLOCK.LOCK returns fencing tokens)"
 	msgReservedKey  = "ERR redlock proxy: keys beginning redlock:fair:, redlock:leader: or redlock:rlatch: are kept beside locks (fair lock queues, leader records, unlock latches); clients may not touch them"

@@ -1597,7 +1597,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Leadership.Resign":   "releases (Lock.Unlock)",
 		"Leadership.Proclaim": "writes the leader record where the election's lock key holds the leader's token; grants and extends nothing",
 		// proxy commands
-		"get": "a quorum read", "pttl": "a quorum read", "ttl": "a quorum read (PTTL's, in seconds)", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
+		"setnx": "refused (a lock without a TTL)", "get": "a quorum read", "pttl": "a quorum read", "ttl": "a quorum read (PTTL's, in seconds)", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
 		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
 		"eval":    "runs the scripts of libTable and rTable (rows), others only with --allow-scripts",
 		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",

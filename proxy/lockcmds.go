@@ -406,7 +406,7 @@ func (c *client) cmdEval(args [][]byte) *call {
 		if why := ls.misfit(keys, argv); why != "" {
 			if !c.s.cfg.AllowScripts {
 				if strings.HasPrefix(why, "called") {
-					why += "; " + msgScriptsOff
+					return errCall("ERR redlock proxy: " + ls.Name + " " + why + "; " + msgScriptsOff)
 				}
 				return errCall("ERR redlock proxy: " + ls.Name + ": " + why)
 			}

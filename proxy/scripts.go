@@ -89,12 +89,14 @@ func (ls *libScript) misfit(keys, argv [][]byte) string {
 		}
 		n, isInt := resp.ParseInt(argv[ls.PrefixArg])
 		switch {
-		case !isInt || n > int64(len(argv[ls.TokenArg])):
-			return "called in a shape its library never sends (a token length over the value's)"
+		case !isInt:
+			return "called in a shape its library never sends"
 		case n < minOverridePrefix:
 			return fmt.Sprintf("a token (Options.Token) of %d bytes is refused: the token is what tells a lock's holder from every other client, "+
 				"and one under %d bytes may be another client's too (two holders of one lock); leave Options.Token unset (16 random bytes) "+
 				"or set one of at least %d bytes", n, minOverridePrefix, minOverridePrefix)
+		case n > int64(len(argv[ls.TokenArg])):
+			return "called in a shape its library never sends (a token length over the value's)"
 		}
 	}
 	return ""

@@ -27,6 +27,7 @@ type command struct {
 var commandTable = []*command{
 	// Lock commands (lockcmds.go).
 	{name: "set", arity: -3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: (*client).cmdSet},
+	{name: "setnx", arity: 3, first: 1, last: 1, step: 1, flags: []string{"write"}, run: func(*client, [][]byte) *call { return errCall(msgSetNoTTL) }},
 	{name: "get", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdGet},
 	{name: "pttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdPTTL},
 	{name: "ttl", arity: 2, first: 1, last: 1, step: 1, flags: []string{"readonly"}, run: (*client).cmdTTL},

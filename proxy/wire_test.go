@@ -142,7 +142,7 @@ func TestCommands(t *testing.T) {
 		{"eval numkeys leading zero", []string{"EVAL", "return 1", "01", "a"}, "-ERR value is not an integer or out of range\r\n"},
 		{"eval refused", []string{"EVAL", "redis.call('set', 'script:x', 'y') return 7", "0"}, "-ERR redlock proxy: not a recognised lock script; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"eval flushall refused", []string{"EVAL", "return redis.call('flushall')", "0"}, "-ERR redlock proxy: not a recognised lock script*"},
-		{"lib script in a foreign shape refused", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine): called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes); other scripts are disabled (start the proxy with --allow-scripts*"},
+		{"lib script in a foreign shape refused", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine) called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes); other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"lib script with a value over 512 bytes refused", append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "1", "big:1"}, strings.Repeat("v", 513), "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
 		{"lib script with 65 keys refused", append(append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "65"}, manyKeys(65)...), "tok", "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
 		{"fcall refused", []string{"FCALL", "f", "0"}, "-ERR redlock proxy: functions are not lock scripts; other scripts are disabled (start the proxy with --allow-scripts*"},
