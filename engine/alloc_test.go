@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,13 @@ func TestAllocs(t *testing.T) {
 	for range 100 { // warm up: pools, queues, buffers
 		cycle()
 	}
-	allocs := testing.AllocsPerRun(500, cycle)
+	// Counted over the whole process: goroutines other tests left running
+	// a while add theirs. That noise only adds: the least of five batches
+	// is the cycle's.
+	allocs := math.Inf(1)
+	for range 5 {
+		allocs = min(allocs, testing.AllocsPerRun(100, cycle))
+	}
 	if n := failed.Load(); n != 0 {
 		t.Fatalf("%d cycles failed", n)
 	}

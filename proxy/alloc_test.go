@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ func testAllocs(t *testing.T, loops int) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	const warm, runs = 200, 1000
-	reqs := make([][]byte, warm+runs+1)
+	const warm, runs = 200, 1000        // runs: five batches
+	reqs := make([][]byte, warm+runs+5) // AllocsPerRun runs once more per batch
 	for i := range reqs {
 		// As redis-benchmark sends it: upper-case name and options.
 		reqs[i] = fmt.Appendf(nil, "*6\r\n$3\r\nSET\r\n$12\r\nallocs:%05d\r\n$1\r\nv\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n", i)
@@ -59,7 +60,14 @@ func testAllocs(t *testing.T, loops int) {
 	for range warm {
 		do()
 	}
-	allocs := testing.AllocsPerRun(runs, do)
+	// AllocsPerRun counts the whole process's allocations: goroutines that
+	// earlier tests left running a while (wake-up chains, timers) add
+	// theirs (16 against 15 once, after the Redisson tests; issue #43).
+	// Their noise only adds: the least of five batches is the request's.
+	allocs := math.Inf(1)
+	for range 5 {
+		allocs = min(allocs, testing.AllocsPerRun(runs/5, do))
+	}
 	if failed != 0 {
 		t.Fatalf("%d of %d SETs failed", failed, next)
 	}

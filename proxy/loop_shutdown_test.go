@@ -29,8 +29,16 @@ func TestLoopShutdownWritesInFlight(t *testing.T) {
 			for i := range 100 {
 				req += "SET sd:" + m.name + string(rune('a'+i%26)) + string(rune('a'+i/26)) + " v NX PX 10000\r\n"
 			}
+			before := e.srv.Stats().Commands
 			a.send(req)
-			time.Sleep(time.Millisecond)
+			// Shutdown answers the commands the proxy has read: wait until
+			// it read all 100 (a fixed 1 ms was too short on a busy machine:
+			// "0 replies of 100", issue #43).
+			for deadline := time.Now().Add(10 * time.Second); e.srv.Stats().Commands < before+100; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the proxy read %d of the 100 commands in 10 s", e.srv.Stats().Commands-before)
+				}
+			}
 			ctx, cancel := contextWithTimeout(5 * time.Second)
 			defer cancel()
 			errc := make(chan error, 1)

@@ -481,12 +481,19 @@ func TestShutdown(t *testing.T) {
 	srv.Engine().WaitReady(ctx)
 	c := dialRaw(t, ln.Addr().String())
 	var b []byte
-	for i := range 40 { // one read: all of them are in flight
+	for i := range 40 { // one write: all of them in flight once read
 		b = resp.AppendCommandStrings(b, "SET", fmt.Sprintf("sd:%d", i), "tok", "NX", "PX", "10000")
 	}
+	cmdsBefore := srv.Stats().Commands
 	c.send(string(b))
 	if got := c.read(); got != "+OK\r\n" {
 		t.Fatalf("first reply %q", got)
+	}
+	// Shutdown answers what the proxy has read: wait until it read all 40.
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Commands < cmdsBefore+40; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy read %d of the 40 commands in 10 s", srv.Stats().Commands-cmdsBefore)
+		}
 	}
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)

@@ -492,7 +492,10 @@ func serveProxy(t *testing.T, cfg proxy.Config) string {
 func TestLockThroughProxy(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mc := dialMasters(t, set)
-	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs()}, RequirePass: "s3cret"})
+	// A per-master timeout far above the default's 9 ms for a 900 ms TTL:
+	// on a busy machine under -race the extensions through the proxy
+	// timed out and the command was ended as lost (issue #43).
+	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 150 * time.Millisecond}, RequirePass: "s3cret"})
 	t.Setenv(envProxyPassword, "s3cret")
 	dir := t.TempDir()
 	env := filepath.Join(dir, "env")

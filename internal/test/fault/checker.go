@@ -181,6 +181,15 @@ func (c *Checker) EnterFrom(key string, id int64, start, until time.Time, fence 
 	return true, accepted
 }
 
+// NewerEntered reports whether a fenced holder entered key after holder
+// id did (a paused holder waits for it before its stale write).
+func (c *Checker) NewerEntered(key string, id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := c.keys[key]
+	return k != nil && k.last != id && k.last != 0
+}
+
 // Extend records that holder id, inside key's critical section, extended
 // its lock: its validity now ends at until (if later). A holder entering
 // before then is an overlap.

@@ -427,9 +427,15 @@ func runScenario(t *testing.T, sc scenario, seed uint64, target int) row {
 					}
 					if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
 						// Paused inside the critical section past the lock's
-						// validity, then writes with its old token.
-						// Long enough for another holder to take the key.
-						time.Sleep(time.Until(h.until) + ttl/4)
+						// validity, then writes with its old token — once
+						// another holder took the key and wrote (waited
+						// for, up to 3 TTLs: a fixed ttl/4 once saw no
+						// other holder on a busy machine, and the suite
+						// no stale write to refuse; issue #43).
+						time.Sleep(time.Until(h.until))
+						for until := time.Now().Add(3 * ttl); !chk.NewerEntered(key, id) && time.Now().Before(until) && ctx.Err() == nil; {
+							time.Sleep(time.Millisecond)
+						}
 						wr := rec.Write(g, h.fence)
 						recordWrite(wr, true, chk.StaleWrite(key, id, h.fence))
 						paused.Add(1)
