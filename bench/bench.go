@@ -97,6 +97,10 @@ type Config struct {
 	// other client uses them (engine.Config.FreshMasters): they vote from
 	// their first session. Local masters the bench starts are.
 	FreshMasters bool
+	// MaxTTL is the engine's MaxTTL (engine.Config.MaxTTL), and so the
+	// restart quarantine of masters younger than it when first met
+	// (zero: the larger of TTL and engine.DefaultMaxTTL).
+	MaxTTL time.Duration
 	// DisableClockCheck turns the engine's clock check off
 	// (engine.Config.DisableClockCheck): to measure what it costs.
 	DisableClockCheck bool
@@ -110,6 +114,9 @@ type Config struct {
 	Target string
 	// ProxyAddr is the proxy's host:port (TargetProxy only).
 	ProxyAddr string
+	// ProxyConn is how the proxy is reached: its password (AUTH) and TLS
+	// (TargetProxy only); the bench sets the scripts.
+	ProxyConn conn.Config
 	// Workload is WorkloadCycle (default), WorkloadAcquire or WorkloadContended.
 	Workload string
 	// Duration of each measured phase, warm-up excluded (default 10s).
@@ -694,7 +701,7 @@ func (c Config) masterConn(scripts ...*conn.Script) conn.Config {
 // cfg.Notice, and the run is refused without a quorum or with one server
 // listed under two addresses. It returns the masters connected.
 func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) {
-	ec := engine.Config{Conn: cfg.masterConn()}
+	ec := engine.Config{Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: cfg.maxTTL(), Names: cfg.Names}
 	if err := members.Apply(&ec, addrs); err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
@@ -720,7 +727,47 @@ func probeMasters(ctx context.Context, addrs []string, cfg Config) (int, error) 
 			fmt.Fprintf(cfg.Notice, "bench: master %d unreachable: %v\n", m.Index, m.Err)
 		}
 	}
-	return up, nil
+	return up, waitVoting(ctx, e, cfg.Notice)
+}
+
+// waitVoting waits until a quorum of e's masters votes when restart
+// quarantine is what keeps it from voting — saying until when —, so that
+// no round runs into it (the engine's would count 0 cycles and its ratio
+// to a peer, which has no quarantine, would mean nothing). It returns at
+// once when a quorum votes, and ctx's error if ctx ends first.
+func waitVoting(ctx context.Context, e *engine.Engine, notice io.Writer) error {
+	said := false
+	for e.Voting() != nil {
+		at, hint := e.QuarantineOutlook()
+		if at.IsZero() {
+			return nil // not quarantine: the run reports what it meets
+		}
+		if !said {
+			said = true
+			msg := fmt.Sprintf("bench: restart quarantine: a quorum of masters votes from %s (in %v); waiting, so that no round runs into it",
+				at.Format(time.TimeOnly), time.Until(at).Round(100*time.Millisecond))
+			if hint != "" {
+				msg += " (" + hint + ")"
+			}
+			fmt.Fprintln(notice, msg)
+		}
+		t := time.NewTimer(max(time.Until(at), 10*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// maxTTL is the engines' MaxTTL.
+func (c Config) maxTTL() time.Duration {
+	if c.MaxTTL > 0 {
+		return c.MaxTTL
+	}
+	return max(c.TTL, engine.DefaultMaxTTL)
 }
 
 // phases returns the target's phase followed by the peers'.

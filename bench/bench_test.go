@@ -530,3 +530,32 @@ func TestRunNoMergePeer(t *testing.T) {
 		t.Errorf("nomerge rounds %v, want 2", r.Peers[0].RoundCyclesPerSec)
 	}
 }
+
+// TestRunWaitsForQuarantine (issue #42): on masters younger than MaxTTL,
+// not declared fresh, the bench waits until a quorum votes — saying until
+// when — instead of running rounds of 0 cycles and printing a ratio from
+// them.
+func TestRunWaitsForQuarantine(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	var notice strings.Builder
+	start := time.Now()
+	r, err := Run(t.Context(), Config{Masters: set.Addrs(), MaxTTL: 3 * time.Second, TTL: time.Second, Duration: 600 * time.Millisecond,
+		Rounds: 2, Concurrency: 4, Compare: []string{PeerRedsync}, Notice: &notice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(notice.String(), "restart quarantine: a quorum of masters votes from") {
+		t.Errorf("no notice of the wait: %q", notice.String())
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("ran in %v: it did not wait for the quarantine (3 s from the masters' start)", d)
+	}
+	for _, c := range r.Phase.RoundCyclesPerSec {
+		if c <= 0 {
+			t.Fatalf("a round of the engine without cycles: %v (ran into the quarantine)", r.Phase.RoundCyclesPerSec)
+		}
+	}
+	if r.Errors > 0 {
+		t.Errorf("%d errors; the first: %s", r.Errors, r.FirstError)
+	}
+}

@@ -34,7 +34,7 @@ type engineLocker struct {
 
 func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLocker, error) {
 	ec := engine.Config{ConnsPerMaster: cfg.ConnsPerMaster, MasterTimeout: cfg.MasterTimeout, MergeMax: cfg.MergeMax,
-		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: max(cfg.TTL, engine.DefaultMaxTTL), Names: cfg.Names,
+		Conn: cfg.masterConn(), FreshMasters: cfg.FreshMasters, MaxTTL: cfg.maxTTL(), Names: cfg.Names,
 		DisableClockCheck: cfg.DisableClockCheck}
 	if err := members.Apply(&ec, addrs); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -57,6 +57,12 @@ func newEngineLocker(ctx context.Context, addrs []string, cfg Config) (*engineLo
 	if _, err := e.WaitReady(wctx); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	// This engine judges the masters' ages itself (to the second of their
+	// uptime): it may see the quarantine end a little after the probe did.
+	if err := waitVoting(ctx, e, cfg.Notice); err != nil {
+		e.Close()
+		return nil, err
 	}
 	return &engineLocker{e: e, ttl: cfg.TTL}, nil
 }
@@ -243,7 +249,9 @@ func newProxyLocker(ctx context.Context, cfg Config) (*proxyLocker, error) {
 	l.calls.New = func() any { return &proxyCall{ch: make(chan proxyOutcome, 1)} }
 	for range max(cfg.ConnsPerMaster, 1) {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := conn.Dial(dctx, cfg.ProxyAddr, conn.Config{Scripts: []*conn.Script{scripts.Release}})
+		cc := cfg.ProxyConn
+		cc.Scripts = []*conn.Script{scripts.Release}
+		c, err := conn.Dial(dctx, cfg.ProxyAddr, cc)
 		cancel()
 		if err != nil {
 			l.close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/redlock-dev/redlock/bench"
@@ -68,6 +69,10 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 	fs.IntVar(&cfg.N, "n", bench.DefaultMasters, "number of local masters to start")
 	fs.StringVar(&cfg.Target, "target", bench.TargetEngine, "the `target` to measure: engine (embedded) or proxy (needs --proxy)")
 	fs.StringVar(&cfg.ProxyAddr, "proxy", "", "the proxy's `host:port` for --target proxy")
+	proxyPwd := fs.String("proxy-password", "", "`password` for the proxy's AUTH (or $"+envProxyPassword+", or --proxy-password-file)")
+	proxyPwdFile := fs.String("proxy-password-file", "", "read the proxy's password from this `file` (trailing newline dropped)")
+	proxyCA := fs.String("proxy-tls-ca", "", "connect to the proxy over TLS, trusting the CA certificates in this PEM `file`")
+	durationVar(fs, &cfg.MaxTTL, "max-ttl", 0, "the engine's maximum TTL, and so the restart quarantine of masters younger than it (0: the larger of --ttl and 60s)")
 	fs.StringVar(&cfg.Workload, "workload", bench.WorkloadCycle, "the `workload`: cycle (acquire+hold+release), acquire (acquire only, unique keys), contended (cycle on few keys); lock kinds, compared with --compare plain: reentrant (acquire, nested re-acquire, two unlocks), rw (read locks), semaphore (4 permits per key)")
 	durationVar(fs, &cfg.Duration, "duration", bench.DefaultDuration, "duration of each measured phase")
 	durationVar(fs, &cfg.Warmup, "warmup", 0, "load before each measured phase, not measured (0: none)")
@@ -131,6 +136,27 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 		if err := checkAddrs("proxy", []string{cfg.ProxyAddr}); err != nil {
 			return benchOptions{}, err
 		}
+		switch {
+		case *proxyPwd != "" && *proxyPwdFile != "":
+			return benchOptions{}, usageError{errors.New("--proxy-password and --proxy-password-file are exclusive")}
+		case *proxyPwdFile != "":
+			pw, err := readSecret(*proxyPwdFile)
+			if err != nil {
+				return benchOptions{}, usageError{fmt.Errorf("--proxy-password-file: %w", err)}
+			}
+			cfg.ProxyConn.Password = pw
+		default:
+			cfg.ProxyConn.Password = firstNonEmpty(*proxyPwd, os.Getenv(envProxyPassword))
+		}
+		if *proxyCA != "" {
+			tc, err := clientTLS("proxy-tls-ca", *proxyCA, "", "")
+			if err != nil {
+				return benchOptions{}, err
+			}
+			cfg.ProxyConn.TLS = tc
+		}
+	} else if *proxyPwd != "" || *proxyPwdFile != "" || *proxyCA != "" {
+		return benchOptions{}, usageError{errors.New("--proxy-password, --proxy-password-file and --proxy-tls-ca go with --proxy")}
 	}
 	if *compare != "" {
 		for _, p := range strings.Split(*compare, ",") {

@@ -17,8 +17,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/redlock-dev/redlock/bench"
+	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/proxy"
 )
 
 func TestBenchFlagValidation(t *testing.T) {
@@ -446,5 +448,45 @@ func TestBenchPlan(t *testing.T) {
 	stderr.Reset()
 	if code := run([]string{"bench", "--plan", "-5"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--plan") {
 		t.Errorf("--plan -5: exit %d, %s", code, stderr.String())
+	}
+}
+
+// TestBenchProxyPassword (issue #42): `redlock bench --target proxy`
+// measures a proxy started with --requirepass: the password from
+// $REDLOCK_PROXY_PASSWORD, --proxy-password or --proxy-password-file;
+// without it the run fails naming the proxy's refusal.
+func TestBenchProxyPassword(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 150 * time.Millisecond}, RequirePass: "s3cret-bench"})
+	args := []string{"bench", "--target", "proxy", "--proxy", addr, "--fresh-masters", "--masters", strings.Join(set.Addrs(), ","),
+		"--duration", "300ms", "--concurrency", "4", "--json", "--quiet"}
+	var stdout, stderr bytes.Buffer
+	if code := run(args, &stdout, &stderr); code == 0 {
+		t.Fatalf("no password: exit 0; want a failure")
+	} else if !strings.Contains(stderr.String(), "NOAUTH") && !strings.Contains(stderr.String(), "WRONGPASS") && !strings.Contains(stderr.String(), "uthentication") {
+		t.Errorf("no password: stderr does not name the refusal:\n%s", stderr.String())
+	}
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pwFile, []byte("s3cret-bench\n"), 0o600)
+	for name, extra := range map[string][]string{
+		"flag": {"--proxy-password", "s3cret-bench"},
+		"file": {"--proxy-password-file", pwFile},
+		"env":  nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if name == "env" {
+				t.Setenv(envProxyPassword, "s3cret-bench")
+			}
+			stdout.Reset()
+			stderr.Reset()
+			if code := run(append(append([]string{}, args...), extra...), &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+			}
+			lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &obj); err != nil || obj["cycles_per_sec"].(float64) <= 0 {
+				t.Fatalf("no cycles through the password-protected proxy: %v %s", err, lines[len(lines)-1])
+			}
+		})
 	}
 }
