@@ -133,7 +133,8 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		switch {
 		case ctx.Err() != nil:
 			return interrupted(ctx, waitInterrupted)
-		case err != nil && isErrorReply(err) && strings.HasPrefix(err.Error(), "ERR invalid argument: "):
+		case err != nil && isErrorReply(err) && (strings.HasPrefix(err.Error(), "ERR redlock proxy: invalid argument: ") || strings.HasPrefix(err.Error(), "ERR invalid argument: ")):
+			// (The second: proxies before the refusals' common prefix.)
 			// The proxy refused the request itself (a TTL over its
 			// --max-ttl): trying again cannot help.
 			return usageError{fmt.Errorf("proxy %s refused the lock: %s", o.proxyAddr, cleanError(err))}
