@@ -12,7 +12,10 @@
 // that answered nil (SET NX wrote nothing there; a release could only
 // delete a lock holding the same token). Masters that timed out are
 // included. Too few answers to tell held from free is reported as
-// [ErrUnavailable], not [ErrNotAcquired].
+// [ErrUnavailable], not [ErrNotAcquired]; a refusal retrying cannot cure
+// (an ACL user short of a command, refused credentials) from so many
+// masters that no quorum can form is [ErrMisconfigured] as well, and ends
+// every wait at once.
 //
 // Release and extend are compare-and-delete / compare-and-pexpire scripts
 // sent with EVALSHA (scripts are loaded once per connection; NOSCRIPT falls

@@ -21,6 +21,21 @@ var ErrNotAcquired = errors.New("engine: lock not acquired")
 // holder can no longer count on it).
 var ErrUnavailable = errors.New("engine: unavailable: too few masters could vote")
 
+// ErrMisconfigured is matched by the error of an operation that so many
+// masters refused for a reason retrying cannot cure — the masters' ACL
+// user lacks a command, a key or a channel the operation needs (NOPERM;
+// docs/operations.md#security has the line that runs every kind), the
+// masters refused the credentials (WRONGPASS, NOAUTH: [conn.ErrAuth]),
+// or they do not have a command (an older server) — that a quorum cannot
+// form without them. Such an error also matches [ErrUnavailable] (too few
+// masters voted) and the operation's other sentinel, and names each
+// refusing master, the command and the fix. The waits ([Engine.Lock],
+// [FairLock.Lock], [Election.Campaign], [RWLock.Lock], [RWLock.RLock],
+// [Semaphore.Acquire], [Reentrant.Lock], [Engine.LockAll], [Engine.Do],
+// [Election.Lead]) return it at once instead of trying again: the masters
+// or the configuration must change first.
+var ErrMisconfigured = errors.New("engine: misconfigured: refused by the masters (retrying cannot help)")
+
 // ErrLockLost is matched by the error of Unlock or Extend when a quorum of
 // masters no longer holds the lock's token (it expired or was taken over).
 var ErrLockLost = errors.New("engine: lock lost")
@@ -121,10 +136,13 @@ func (e *MasterError) Unwrap() error { return e.Err }
 // ErrNotAcquired, for release and extend as well as ErrLockLost) — and
 // unwraps to the per-master errors.
 type QuorumError struct {
-	Op       string // "acquire", "release", "extend"
-	Granted  int    // masters that said yes
-	Held     int    // masters that said no: the key is held (acquire), or the token is not (release, extend)
-	Answered int    // masters that answered: Granted + Held + Quarantined (not down, not timed out)
+	Op      string // "acquire", "release", "extend"
+	Granted int    // masters that said yes
+	Held    int    // masters that said no: the key is held (acquire), or the token is not (release, extend)
+	// Answered counts the masters that answered: Granted + Held +
+	// Quarantined (not down, not timed out, not refusing the command: see
+	// [ErrMisconfigured]; the error's text counts those as answered too).
+	Answered int
 	// Quarantined masters answered, but are in restart quarantine: their
 	// grants do not count (each one's [*QuarantineError] says until when).
 	Quarantined int
@@ -153,9 +171,16 @@ func (e *QuorumError) Error() string {
 	if e.unavailable {
 		s = ErrUnavailable
 	}
-	fmt.Fprintf(&b, "%v: %s: %d/%d masters answered: %d granted, %d %s", s, e.Op, e.Answered, e.Total, e.Granted, e.Held, heldWord(e.Op))
+	refused := e.refused()
+	if e.misconfigured(refused) {
+		s = ErrMisconfigured
+	}
+	fmt.Fprintf(&b, "%v: %s: %d/%d masters answered: %d granted, %d %s", s, e.Op, e.Answered+refused, e.Total, e.Granted, e.Held, heldWord(e.Op))
 	if e.Quarantined > 0 {
 		fmt.Fprintf(&b, ", %d in restart quarantine", e.Quarantined)
+	}
+	if refused > 0 {
+		fmt.Fprintf(&b, ", %d refused", refused)
 	}
 	fmt.Fprintf(&b, " (quorum %d)", e.Quorum)
 	if !e.VotesAt.IsZero() {
@@ -191,7 +216,11 @@ func writeMasters(b *strings.Builder, errs []error) {
 		who, cause, key := "", err.Error(), ""
 		var until time.Time
 		if me := (*MasterError)(nil); errors.As(err, &me) && me.Err != nil {
-			who, cause, key = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error(), me.Err.Error()
+			who, cause = fmt.Sprintf("master %d (%s)", me.Master, me.Addr), me.Err.Error()
+			if r, ok := refusalOf(me.Err); ok && r.code != "" {
+				cause = r.String() // what was refused and the fix, for the server's words
+			}
+			key = cause
 			if qe := (*QuarantineError)(nil); errors.As(me.Err, &qe) {
 				// Masters started within a second of each other end their
 				// quarantine in different seconds: one cause, the latest end.
@@ -232,10 +261,39 @@ func writeMasters(b *strings.Builder, errs []error) {
 	}
 }
 
-// Is matches the operation's sentinel, and ErrUnavailable when fewer than
-// a quorum of masters answered.
+// Is matches the operation's sentinel, ErrUnavailable when fewer than a
+// quorum of masters answered, and ErrMisconfigured when so many masters
+// refused the command for good that no quorum can form without them.
 func (e *QuorumError) Is(target error) bool {
-	return target == e.sentinel || (e.unavailable && target == ErrUnavailable)
+	switch target {
+	case e.sentinel:
+		return true
+	case ErrUnavailable:
+		return e.unavailable
+	case ErrMisconfigured:
+		return e.misconfigured(e.refused())
+	}
+	return false
+}
+
+// refused counts the masters whose failure is a refusal retrying cannot
+// cure (refusalOf).
+func (e *QuorumError) refused() int {
+	n := 0
+	for _, err := range e.Masters {
+		if me := (*MasterError)(nil); errors.As(err, &me) {
+			if _, ok := refusalOf(me.Err); ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// misconfigured reports whether refused masters leave too few for a
+// quorum.
+func (e *QuorumError) misconfigured(refused int) bool {
+	return refused > 0 && refused > e.Total-e.Quorum
 }
 
 // Unwrap returns the per-master errors.

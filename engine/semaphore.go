@@ -80,6 +80,8 @@ func (s *Semaphore) try(ctx context.Context, ttl time.Duration, co callOpts) (*L
 			return l, nil
 		}
 		switch {
+		case errors.Is(err, ErrMisconfigured):
+			return nil, err // every permit would be refused alike
 		case errors.Is(err, ErrUnavailable):
 			unavailable = err
 		case errors.Is(err, ErrNotAcquired):

@@ -153,10 +153,11 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 }
 
 // retryable reports whether Lock tries again after err: the key was held,
-// or too few masters answered (they may be back by the next try).
+// or too few masters answered (they may be back by the next try) — not
+// when too many refused the command for good (ErrMisconfigured).
 func retryable(err error) bool {
 	qe, ok := err.(*QuorumError)
-	return ok && (qe.sentinel == ErrNotAcquired || qe.unavailable)
+	return ok && (qe.sentinel == ErrNotAcquired || qe.unavailable) && !errors.Is(qe, ErrMisconfigured)
 }
 
 // holdLeft returns how long to wait before the next try on key held
@@ -420,7 +421,7 @@ func wake(w *waiter) {
 
 // retryTries is the wait of the kinds that poll (Semaphore.Acquire,
 // RWLock's RLock and Lock): it calls try until it succeeds, fails with an
-// error retry does not accept, co.maxTries tries failed (that try's
+// error retry does not accept or one matching ErrMisconfigured, co.maxTries tries failed (that try's
 // error) or ctx ends (ctx's error, wrapping the last try's), waiting
 // co.retryDelay·[1, 2) between tries (Config.RetryDelay when not set). It
 // returns the tries made.
@@ -445,7 +446,7 @@ func (e *Engine) retryTries(ctx context.Context, co callOpts, retry func(error) 
 			// previous try says why the wait failed.
 			return nil, tries, fmt.Errorf("%w (the last try: %w)", cerr, last)
 		}
-		if !retry(err) || co.maxTries > 0 && tries >= co.maxTries {
+		if !retry(err) || errors.Is(err, ErrMisconfigured) || co.maxTries > 0 && tries >= co.maxTries {
 			return nil, tries, err
 		}
 		last = err

@@ -14,9 +14,15 @@ import (
 	"github.com/redlock-dev/redlock/internal/members"
 )
 
-// exitFindings: `redlock inspect` found anomalies (or could not scan every
-// master, or stopped at --max-keys).
-const exitFindings = 3
+// Exit codes of `redlock inspect`.
+const (
+	// exitFindings: anomalies found (on what could be read).
+	exitFindings = 3
+	// exitIncomplete: no anomalies found, but not every master was read
+	// whole (unreachable, a refused command or key, a timeout, a stop at
+	// --max-keys): "no anomalies" would speak for keys nobody looked at.
+	exitIncomplete = 4
+)
 
 const inspectHelp = `redlock inspect: find leaked and broken locks on the masters.
 
@@ -28,9 +34,14 @@ Scans every master with SCAN (never KEYS) and reports lock keys that
     acquisition, or a lock that lost its quorum; a key expiring right now
     can look like this: the PTTLs are shown),
   - hold different tokens on different masters.
-It only reads (SCAN, GETRANGE of a value's first 1 KiB, PTTL). Exit
-status: 0 nothing found, 3 anomalies found (or a master could not be
-scanned, or --max-keys was reached), 2 bad usage, 1 other errors.
+It only reads (SCAN, GETRANGE of a value's first 1 KiB, PTTL: the masters'
+ACL user needs them, docs/operations.md#security). Exit status:
+  0  every master read whole, nothing found
+  3  anomalies found
+  4  nothing found, but not every master was read whole: one could not
+     be reached, timed out or refused a command or key, or --max-keys
+     was reached (the cause is printed; --json: "fully_read" per master)
+  2  bad usage;  1  other errors
 
 Examples:
   redlock inspect --masters 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
@@ -74,7 +85,7 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if errors.Is(err, inspect.ErrBadOption) {
 		return usageError{err}
 	}
-	if err != nil {
+	if err != nil && (rep == nil || !errors.Is(err, inspect.ErrAllMastersFailed)) {
 		return err
 	}
 	if *jsonOut {
@@ -86,8 +97,11 @@ func inspectCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if err := rep.WriteText(stdout); err != nil {
 		return err
 	}
-	if !rep.Healthy() {
+	switch {
+	case len(rep.Findings) > 0:
 		return exitError{exitFindings, ""}
+	case !rep.Complete():
+		return exitError{exitIncomplete, "incomplete: " + rep.Incomplete()}
 	}
 	return nil
 }

@@ -31,6 +31,11 @@ const (
 	// exitLost: the lock was lost while the command ran (an extension
 	// failed or the validity ran out); the command was terminated.
 	exitLost = 76
+	// exitConfig: the masters (or the proxy) refused the credentials, or
+	// a command, key or channel the lock needs (engine.ErrMisconfigured):
+	// retrying cannot help until the configuration changes (sysexits
+	// EX_CONFIG).
+	exitConfig = 78
 	// exitInterrupted: SIGINT before the command started (SIGTERM: 143,
 	// 128 + the signal, as a shell reports it).
 	exitInterrupted = 130
@@ -82,7 +87,10 @@ Exit codes of its own:
       validity a grant gives) was left; the command got SIGTERM, and
       SIGKILL after --grace or when the validity ended, whichever came
       first
-   2  bad usage, or the masters refused the credentials
+  78  configuration: the masters (or the proxy) refused the credentials,
+      or a command, key or channel the lock needs (the masters' ACL user:
+      docs/operations.md#security); --wait does not wait for it
+   2  bad usage
  130  interrupted by SIGINT before the command started (143: by SIGTERM)
  126/127  the command could not be run / was not found;  1  other errors
 
@@ -367,7 +375,9 @@ func acquireExit(ctx context.Context, err error, o lockOpts) error {
 	case ctx.Err() != nil:
 		return interrupted(ctx, waitInterrupted)
 	case errors.Is(err, conn.ErrAuth):
-		return usageError{fmt.Errorf("the masters refused the credentials: %w (%s)", err, credentialsHint)}
+		return exitError{exitConfig, fmt.Sprintf("the masters refused the credentials: %s (%s)", cleanError(err), credentialsHint)}
+	case errors.Is(err, engine.ErrMisconfigured):
+		return exitError{exitConfig, cleanError(err)}
 	case errors.Is(err, engine.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded) && o.wait > 0:
 		// --wait ran out while too few masters could vote: the last try
 		// says why (down, quarantined until when), not the deadline.

@@ -549,9 +549,10 @@ func TestLockThroughProxy(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("loss through the proxy not signalled within 5s")
 	}
-	// A wrong password is a usage error naming the proxy's answer.
+	// A wrong password is a configuration error naming the proxy's answer
+	// and where the password comes from.
 	t.Setenv(envProxyPassword, "wrong")
-	if code, stderr := runLock("--proxy", addr, "p:4", "--", "true"); code != 2 || !strings.Contains(stderr, "WRONGPASS") {
+	if code, stderr := runLock("--proxy", addr, "p:4", "--", "true"); code != exitConfig || !strings.Contains(stderr, "WRONGPASS") || !strings.Contains(stderr, "--proxy-password") {
 		t.Fatalf("wrong proxy password: exit %d; stderr:\n%s", code, stderr)
 	}
 }

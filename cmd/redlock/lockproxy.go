@@ -69,7 +69,7 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	cancel()
 	if err != nil {
 		if errors.Is(err, conn.ErrAuth) {
-			return nil, nil, usageError{fmt.Errorf("--proxy %s: %w", o.proxyAddr, err)}
+			return nil, nil, exitError{exitConfig, fmt.Sprintf("the proxy %s refused the password: %s (set it with --proxy-password or $%s)", o.proxyAddr, cleanError(err), envProxyPassword)}
 		}
 		return nil, nil, exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 	}

@@ -232,12 +232,12 @@ func TestLockTLSAndACL(t *testing.T) {
 				}
 				code, stderr := timedLock(t, append(args, "sec:refused", "--", "touch", ran)...)
 				t.Logf("-v=%v: exit %d; stderr:\n%s", verbose, code, stderr)
-				// Refused credentials are a usage error (2), as with
-				// --proxy; a failed TLS handshake leaves the masters
+				// Refused credentials are a configuration error (78), as
+				// with --proxy; a failed TLS handshake leaves the masters
 				// unreachable (69).
 				want := exitUnavailable
 				if tt.want == "WRONGPASS" || tt.want == "NOAUTH" {
-					want = 2
+					want = exitConfig
 				}
 				if code != want || !strings.Contains(stderr, tt.want) {
 					t.Errorf("-v=%v: exit %d, want %d and %q in stderr:\n%s", verbose, code, want, tt.want, stderr)
@@ -437,8 +437,8 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 			code int
 			want string
 		}{
-			{"wrong password", slices.Concat(proxyArgs, []string{"--proxy-password", secWrongPW}), 2, "WRONGPASS"},
-			{"no password", proxyArgs, 2, "NOAUTH"},
+			{"wrong password", slices.Concat(proxyArgs, []string{"--proxy-password", secWrongPW}), exitConfig, "WRONGPASS"},
+			{"no password", proxyArgs, exitConfig, "NOAUTH"},
 			{"no TLS", []string{"--proxy", p.addr, "--proxy-password", secProxyPW}, exitUnavailable, ""},
 		} {
 			code, stderr := timedLock(t, append(tt.args, "-v", "pk", "--", "true")...)

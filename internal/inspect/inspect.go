@@ -94,8 +94,9 @@ func (o Options) withDefaults() (Options, error) {
 // one for the keys matching o.Match, looks every key up on every master,
 // and returns the anomalies it found (see the package documentation).
 // Masters that cannot be dialled or fail are reported in
-// [Report.Masters]; Run fails only when every master failed
-// ([ErrAllMastersFailed]), when o is invalid, or with ctx.Err() when ctx
+// [Report.Masters]; Run fails only when every master failed (an error
+// matching [ErrAllMastersFailed], returned with the report that says
+// why each one failed), when o is invalid, or with ctx.Err() when ctx
 // ends first.
 func Run(ctx context.Context, addrs []string, cfg conn.Config, o Options) (*Report, error) {
 	o, err := o.withDefaults()
@@ -163,9 +164,13 @@ func Run(ctx context.Context, addrs []string, cfg conn.Config, o Options) (*Repo
 		}
 	}
 	if len(errs) == len(r.ms) {
-		return nil, fmt.Errorf("%w: %w", ErrAllMastersFailed, errors.Join(errs...))
+		return r.rep, fmt.Errorf("%w: %w", ErrAllMastersFailed, errors.Join(errs...))
 	}
 	r.rep.Keys = len(r.seen)
+	for i := range r.rep.Masters {
+		m := &r.rep.Masters[i]
+		m.FullyRead = m.Complete && !m.Failed() && !r.rep.Truncated
+	}
 	slices.SortFunc(r.rep.Findings, func(a, b Finding) int { return strings.Compare(a.Key, b.Key) })
 	slices.Sort(r.rep.NotLocks)
 	return r.rep, nil
@@ -243,6 +248,9 @@ func (r *run) scan(ctx context.Context, m *master, cursor string) (keys []string
 	cctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
 	rep, err := m.c.Exec(cctx, "SCAN", cursor, "MATCH", r.o.Match, "COUNT", strconv.Itoa(r.o.Count))
+	if re := (*resp.Error)(nil); errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOPERM") {
+		return nil, "", fmt.Errorf("SCAN refused: %w (the inspecting user needs SCAN, GETRANGE and PTTL: docs/operations.md#security)", err)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("SCAN: %w", err)
 	}
@@ -359,14 +367,23 @@ func (b *batch) Complete(tag uint64, rep resp.Reply, err error) {
 	}
 }
 
-// transportErr returns the first error of c that is the master's failure
-// (timeout, broken connection...) rather than an error reply about the key.
-func (c *cell) transportErr() error {
-	for _, err := range [2]error{c.getErr, c.pttlErr} {
-		var re *resp.Error
-		if err != nil && !errors.As(err, &re) {
-			return err
+// masterErr returns the first error of c: the master's failure
+// (timeout, broken connection...) or an error reply (a refused command or
+// key, a master loading its data...). Either way the master's state of
+// the key is unknown, and so is the rest of what it would answer: a
+// master that refuses GETRANGE for one key refuses it for all (a WRONGTYPE
+// reply is not an error here: the key is not a lock).
+func (c *cell) masterErr() error {
+	for i, err := range [2]error{c.getErr, c.pttlErr} {
+		if err == nil {
+			continue
 		}
+		cmd := [2]string{"GETRANGE", "PTTL"}[i]
+		var re *resp.Error
+		if errors.As(err, &re) && strings.HasPrefix(re.Msg, "NOPERM") {
+			return fmt.Errorf("%s refused: %w (the inspecting user needs SCAN, GETRANGE and PTTL on the keys it inspects: docs/operations.md#security)", cmd, err)
+		}
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	return nil
 }
@@ -417,7 +434,7 @@ func (r *run) lookup(ctx context.Context, keys []string) error {
 			continue
 		}
 		for j := range b.cells {
-			if err := b.cells[j].transportErr(); err != nil {
+			if err := b.cells[j].masterErr(); err != nil {
 				r.ms[i].fail(err)
 				batches[i] = nil // a failed master's answers are all unknown
 				break

@@ -486,3 +486,64 @@ func checkNoConns(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRefusedCommand: a master whose user may not run GETRANGE (or may
+// not read the keys) fails, naming the refusal, and no master counts as
+// read whole: "no finding" must not speak for keys nobody read. A run
+// that read everything says so (FullyRead, Complete).
+func TestRefusedCommand(t *testing.T) {
+	if !localmaster.Available() {
+		if os.Getenv("REDLOCK_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not on PATH and REDLOCK_REQUIRE_REDIS=1")
+		}
+		t.Skip("redis-server not on PATH")
+	}
+	rules := []string{"on", ">pw", "&*", "+scan", "+pttl", "+getrange", "+info", "+command|info", "+command|docs", "+ping"}
+	users := slices.Concat([]string{"--user", "all", "~*"}, rules,
+		[]string{"--user", "nogetrange", "~*"}, slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == "+getrange" }),
+		[]string{"--user", "fewkeys", "~lock:a*"}, rules)
+	s, err := localmaster.Start(t.Context(), localmaster.Options{N: 3, RequireReal: true, Notice: io.Discard, ExtraArgs: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addrs := s.Addrs()
+	p := newPlanter(t, addrs)
+	defer p.close()
+	p.on([]int{0}, "SET", "lock:a", "tok") // no TTL: a finding for whoever can read it
+	p.on([]int{0, 1, 2}, "SET", "lock:b", "tok", "PX", "60000")
+
+	rep, err := inspect.Run(t.Context(), addrs, conn.Config{Username: "all", Password: "pw"}, inspect.Options{})
+	if err != nil || !rep.Complete() || rep.Incomplete() != "" || len(rep.Findings) != 1 {
+		t.Fatalf("as a user that may read it all: %v, complete %v, findings %d", err, rep != nil && rep.Complete(), len(rep.Findings))
+	}
+	for _, m := range rep.Masters {
+		if !m.FullyRead {
+			t.Errorf("master %d not fully read: %+v", m.Index, m)
+		}
+	}
+	for _, tt := range []struct{ user, want string }{
+		{"nogetrange", "GETRANGE refused: NOPERM"},
+		{"fewkeys", "GETRANGE refused: NOPERM this user has no permissions to access one of the keys"},
+	} {
+		t.Run(tt.user, func(t *testing.T) {
+			rep, err := inspect.Run(t.Context(), addrs, conn.Config{Username: tt.user, Password: "pw"}, inspect.Options{})
+			if rep == nil {
+				t.Fatalf("no report: %v", err)
+			}
+			if rep.Complete() || !strings.Contains(rep.Incomplete(), tt.want) || rep.Healthy() {
+				t.Errorf("complete %v, healthy %v, incomplete %q; want not complete, naming %q", rep.Complete(), rep.Healthy(), rep.Incomplete(), tt.want)
+			}
+			for _, m := range rep.Masters {
+				if m.FullyRead || !strings.Contains(m.Error, tt.want) {
+					t.Errorf("master %d: fully read %v, error %q", m.Index, m.FullyRead, m.Error)
+				}
+			}
+			var buf bytes.Buffer
+			rep.WriteText(&buf)
+			if strings.Contains(buf.String(), "no anomalies found") || !strings.Contains(buf.String(), "INCOMPLETE") {
+				t.Errorf("text:\n%s", buf.String())
+			}
+		})
+	}
+}

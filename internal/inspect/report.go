@@ -57,13 +57,66 @@ type MasterReport struct {
 	// Complete is set when the SCAN iteration reached its end. It is not
 	// when the master failed or Run stopped at MaxKeys first.
 	Complete bool `json:"complete"`
-	// Error is why the master failed ("" if it did not): its answers after
-	// the failure, and all its keys not yet scanned, are unknown.
+	// Error is why the master failed ("" if it did not): it could not be
+	// reached, timed out, or refused a command or a key (an ACL user
+	// without SCAN, GETRANGE or PTTL). Its answers after the failure, and
+	// all its keys not yet scanned, are unknown.
 	Error string `json:"error,omitempty"`
+	// FullyRead is set when the master was read whole: its SCAN reached
+	// its end, it answered every look-up, and Run did not stop at
+	// MaxKeys. Only then does "no finding" speak for its keys.
+	FullyRead bool `json:"fully_read"`
 }
 
 // Failed reports whether the master failed during Run.
 func (m MasterReport) Failed() bool { return m.Error != "" }
+
+// Complete reports whether every master was read whole
+// ([MasterReport.FullyRead]): when it is not, an absence of findings
+// says nothing about what was not read.
+func (r *Report) Complete() bool {
+	for _, m := range r.Masters {
+		if !m.FullyRead {
+			return false
+		}
+	}
+	return true
+}
+
+// Incomplete says why r is not [Report.Complete] ("" when it is): the
+// masters not read whole, those that failed alike together, and why; a
+// stop at MaxKeys.
+func (r *Report) Incomplete() string {
+	var causes []string
+	who := map[string][]string{}
+	for _, m := range r.Masters {
+		cause := ""
+		switch {
+		case m.Failed():
+			cause = "failed: " + m.Error
+		case !m.Complete && !r.Truncated:
+			cause = "not scanned to the end"
+		default:
+			continue
+		}
+		if who[cause] == nil {
+			causes = append(causes, cause)
+		}
+		who[cause] = append(who[cause], fmt.Sprintf("%d (%s)", m.Index, m.Addr))
+	}
+	var why []string
+	for _, c := range causes {
+		w := "master "
+		if len(who[c]) > 1 {
+			w = "masters "
+		}
+		why = append(why, w+strings.Join(who[c], ", ")+" "+c)
+	}
+	if r.Truncated {
+		why = append(why, fmt.Sprintf("stopped after %d keys (MaxKeys)", r.Keys))
+	}
+	return strings.Join(why, "; ")
+}
 
 // Finding is one key with one or more anomalies.
 type Finding struct {
@@ -168,7 +221,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 
 	if len(r.Findings) == 0 {
-		fmt.Fprintln(bw, "\nno anomalies found")
+		if r.Complete() {
+			fmt.Fprintln(bw, "\nno anomalies found")
+		} else {
+			fmt.Fprintln(bw, "\nINCOMPLETE: no anomalies among the keys read, but not every master was read whole (STATUS above)")
+		}
 		return bw.Flush()
 	}
 	fmt.Fprintf(bw, "\nkeys with anomalies: %d\n", len(r.Findings))

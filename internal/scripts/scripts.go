@@ -17,8 +17,12 @@
 package scripts
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
+	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/redlock-dev/redlock/conn"
 )
@@ -249,4 +253,48 @@ func LibNames() []string {
 		names = append(names, strings.TrimSuffix(e.Name(), ".lua"))
 	}
 	return names
+}
+
+// callRE finds the command a line of Lua calls.
+var callRE = regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_|]+)['"]`)
+
+// bySHA maps the SHA1 of every embedded script, as sent (with and without
+// its final newline), to its text.
+var bySHA = sync.OnceValue(func() map[string]string {
+	m := map[string]string{}
+	for _, dir := range []string{"engine", "proxy", "lib"} {
+		ents, _ := files.ReadDir(dir)
+		for _, e := range ents {
+			b, err := files.ReadFile(dir + "/" + e.Name())
+			if err != nil {
+				continue
+			}
+			for _, src := range []string{string(b), strings.TrimSuffix(string(b), "\n")} {
+				sum := sha1.Sum([]byte(src))
+				m[hex.EncodeToString(sum[:])] = src
+			}
+		}
+	}
+	return m
+})
+
+// CommandAt returns the command (upper case) that line (1-based) of the
+// script whose SHA1 is sha calls, "" when sha is not one of this
+// package's scripts or the line calls none. A server's error about a
+// script names the script's SHA1 and line ("script: <sha>, on
+// @user_script:6"), not the command it refused.
+func CommandAt(sha string, line int) string {
+	src, ok := bySHA()[strings.ToLower(sha)]
+	if !ok || line < 1 {
+		return ""
+	}
+	lines := strings.Split(src, "\n")
+	if line > len(lines) {
+		return ""
+	}
+	m := callRE.FindStringSubmatch(lines[line-1])
+	if m == nil {
+		return ""
+	}
+	return strings.ToUpper(m[1])
 }
