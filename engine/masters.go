@@ -429,6 +429,30 @@ func (e *Engine) Voting() error {
 	return &votingError{msg: b.String(), masters: errs}
 }
 
+// VoteMargin says, when a quorum of masters votes (Voting is nil), how
+// many vote and how many more failures locking survives: "5/5 vote,
+// quorum 3: 2 more failures are tolerated", or "3/5 vote, quorum 3: one
+// more failure stops locking". It does not contact the masters.
+func (e *Engine) VoteMargin() string {
+	voting := 0
+	for _, m := range e.Status() {
+		if m.Up && !m.Quarantined {
+			voting++
+		}
+	}
+	s := fmt.Sprintf("%d/%d vote, quorum %d: ", voting, e.n, e.q)
+	switch spare := voting - e.q; {
+	case spare < 0:
+		return s + "locking is stopped"
+	case spare == 0:
+		return s + "one more failure stops locking"
+	case spare == 1:
+		return s + "1 more failure is tolerated"
+	default:
+		return s + fmt.Sprintf("%d more failures are tolerated", spare)
+	}
+}
+
 // QuarantineOutlook says when a quorum of the masters that are up votes,
 // if restart quarantine is what keeps it from voting now (zero otherwise:
 // a quorum votes now, or too few masters are up for any time to be

@@ -384,6 +384,14 @@ func Handler(reg prometheus.Gatherer) http.Handler {
 // the listener is open (its address, for ":0"), or the listen error; the
 // server shuts down in the background when ctx ends.
 func Serve(ctx context.Context, addr string, reg prometheus.Gatherer, ready func() error) (net.Addr, error) {
+	return ServeProbes(ctx, addr, reg, ready, nil)
+}
+
+// ServeProbes is [Serve] whose /readyz, when ready, also says margin()
+// ("ready: 3/5 vote, quorum 3: one more failure stops locking" for a
+// proxy's [engine.Engine.VoteMargin]): a probe that passes with no
+// failure left to spare is worth an alert.
+func ServeProbes(ctx context.Context, addr string, reg prometheus.Gatherer, ready func() error, margin func() string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -398,6 +406,10 @@ func Serve(ctx context.Context, addr string, reg prometheus.Gatherer, ready func
 				io.WriteString(w, err.Error()+"\n")
 				return
 			}
+		}
+		if margin != nil {
+			io.WriteString(w, "ready: "+margin()+"\n")
+			return
 		}
 		io.WriteString(w, "ready\n")
 	})

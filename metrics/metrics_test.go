@@ -301,7 +301,7 @@ func TestProbes(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", metrics.NewRegistry(), e.Voting)
+	addr, err := metrics.ServeProbes(ctx, "127.0.0.1:0", metrics.NewRegistry(), e.Voting, e.VoteMargin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,21 @@ func TestProbes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, m := range set.Masters()[:2] {
+	// Ready, with the margin (issue #42): all three vote, one may fail.
+	if body != "ready: 3/3 vote, quorum 2: 1 more failure is tolerated\n" {
+		t.Fatalf("/readyz with every master voting: %q; want the voting count and margin", body)
+	}
+	if err := set.Masters()[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for code, body = get("/readyz"); body != "ready: 2/3 vote, quorum 2: one more failure stops locking\n"; code, body = get("/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz with 2 of 3 masters voting: %d %q; want ready, no failure to spare", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, m := range set.Masters()[:1] {
 		if err := m.Kill(); err != nil {
 			t.Fatal(err)
 		}

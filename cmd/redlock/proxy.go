@@ -190,7 +190,7 @@ func runProxy(ctx context.Context, o proxyOptions, stdout, stderr io.Writer) err
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		addr, err := metrics.Serve(mctx, o.metricsAddr, reg, srv.Engine().Voting)
+		addr, err := metrics.ServeProbes(mctx, o.metricsAddr, reg, srv.Engine().Voting, srv.Engine().VoteMargin)
 		if err != nil {
 			return usageError{fmt.Errorf("--metrics-addr: %w", err)}
 		}
