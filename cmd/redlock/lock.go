@@ -306,6 +306,19 @@ func engineAcquire(ctx context.Context, o lockOpts, mf *masterFlags, ec engine.C
 		log.Warn(w)
 	}
 	logQuarantine(log, e)
+	if o.wait > 0 && e.Voting() != nil {
+		// Restart quarantine keeps a quorum from voting past the whole
+		// wait: say so now, not when the wait has run out.
+		if at, hint := e.QuarantineOutlook(); !at.IsZero() && time.Until(at) > o.wait {
+			e.Close()
+			msg := fmt.Sprintf("a quorum of masters votes only from %s (in %v, restart quarantine), after --wait %v ends: the wait cannot succeed",
+				at.Format(time.TimeOnly), time.Until(at).Round(time.Second), o.wait)
+			if hint != "" {
+				msg += "; " + hint
+			}
+			return nil, nil, exitError{exitUnavailable, msg}
+		}
+	}
 	opts := []engine.Option{engine.WithFencing(), engine.WithAutoExtend(o.maxHold)}
 	var l *engine.Lock
 	if o.leader {
