@@ -1580,7 +1580,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Engine.Close": "ends the engine", "Engine.Config": "a read", "Engine.Holder": "a quorum read",
 		"Engine.Masters": "a read", "Engine.NewRWLock": "no master traffic", "Engine.NewReentrant": "no master traffic",
 		"Engine.NewSemaphore": "no master traffic", "Engine.Quorum": "a read", "Engine.Stats": "a read",
-		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.QuarantineOutlook": "a read",
+		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.VoteMargin": "a read", "Engine.QuarantineOutlook": "a read",
 		"Engine.WaitReady": "waits for connections",
 		"Lock.Context":     "a view of the hold", "Lock.Done": "a view of the hold", "Lock.Err": "a view of the hold",
 		"Lock.FencingToken": "a read", "Lock.Key": "a read", "Lock.Remaining": "a read", "Lock.Token": "a read",
@@ -1606,7 +1606,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"select": "plumbing", "command": "plumbing", "wait": "plumbing", "waitaof": "plumbing", "info": "plumbing",
 		"config": "plumbing", "quit": "plumbing", "reset": "plumbing",
 		// redlock subcommands
-		"proxy": "serves the proxy's rows", "bench": "load through the engine's and the proxy's rows", "inspect": "reads", "version": "prints the version",
+		"proxy": "serves the proxy's rows", "bench": "load through the engine's and the proxy's rows", "inspect": "reads", "holder": "a quorum read", "version": "prints the version",
 	}
 	// A callable that reports an outcome is a row of its own: "it wraps a
 	// row" is no reason (a wrapper's own return is where Do and Lead lost

@@ -854,6 +854,17 @@ func aclCLI(t *testing.T, m *aclMasters, proxy string) {
 			t.Fatalf("findings %q, want %q\n%s", got, want, stdout.String())
 		}
 	})
+	t.Run("holder", func(t *testing.T) {
+		m.exec(t, 0, "SET", "acl:holder", "tok-holder", "PX", "60000")
+		m.exec(t, 1, "SET", "acl:holder", "tok-holder", "PX", "60000")
+		for _, args := range [][]string{{"acl:holder"}, {"--leader", "acl:cli:leader"}} {
+			var stdout, stderr bytes.Buffer
+			code := run(slices.Concat([]string{"holder", "--masters", m.addrs(), "--fresh-masters"}, args), &stdout, &stderr)
+			if code != 0 {
+				t.Fatalf("redlock holder %q: exit %d\n%s\n%s", args, code, stdout.String(), stderr.String())
+			}
+		}
+	})
 	t.Run("bench --plan", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := run([]string{"bench", "--fresh-masters", "--masters", m.addrs(), "--master-user", m.user, "--master-password", aclUserPW,

@@ -32,6 +32,7 @@ commands:
   lock      run a command while holding a lock:
             redlock lock KEY -- COMMAND [ARG...]
   inspect   find leaked (no TTL), minority and mismatched lock keys
+  holder    who holds a lock, or leads an election (--leader), now
   version   print the version (also --version)
 
 Run 'redlock <command> -h' for the command's flags.
@@ -60,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = lockCmd(ctx, args[1:], stdout, stderr)
 	case "inspect":
 		err = inspectCmd(ctx, args[1:], stdout, stderr)
+	case "holder":
+		err = holderCmd(ctx, args[1:], stdout)
 	case lockGuardCommand: // hidden: redlock lock's own guard (guard.go)
 		err = lockGuardCmd(args[1:], stderr)
 	case "-h", "-help", "--help", "help":

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/members"
+)
+
+const holderHelp = `redlock holder: who holds a lock, or leads an election, as a quorum of
+the masters says now (etcdctl elect -l, consul lock's holder read).
+
+usage: redlock holder [flags] KEY
+       redlock holder --leader [flags] NAME
+
+It prints the holder's token and how long a quorum still holds the key
+("KEY is free" when none does); with --leader, the election's leader:
+its value, its term (the fencing token its writes carry: $REDLOCK_TERM of
+redlock lock --leader) and its token. A lock's fencing token is not kept
+with its key: the holder has it ($REDLOCK_FENCING_TOKEN). The read is a
+snapshot. Exit status: 0 when a quorum answered (held or free), 69 when
+too few masters answered to tell, 78 when the masters refuse the user, 2
+for bad usage.
+`
+
+// holderCmd reads who holds KEY (or leads the election NAME).
+func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("holder")
+	var mf masterFlags
+	mf.register(fs, "the Redis masters")
+	var ec engine.Config
+	leader := fs.Bool("leader", false, "read the leader of the election NAME (redlock lock --leader NAME)")
+	jsonOut := fs.Bool("json", false, "print one JSON object")
+	durationVar(fs, &ec.MaxTTL, "max-ttl", engine.DefaultMaxTTL, "as redlock lock's: a master that started less than this ago does not count (restart quarantine)")
+	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty (tests)")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the masters' answers")
+	if err := parseFlagsArgs(fs, args, []string{"KEY"}, stdout, holderHelp, "timeout", "max-ttl"); err != nil {
+		return err
+	}
+	key := fs.Arg(0)
+	list := mf.list()
+	if len(list) == 0 {
+		return usageError{errors.New("--masters (or $" + envMasters + ") is required")}
+	}
+	if err := checkAddrs("masters", list); err != nil {
+		return err
+	}
+	ec.Addrs, ec.Clusters, _ = members.Parse(list)
+	if err := mf.apply(&ec.Conn); err != nil {
+		return err
+	}
+	ec.Names = flagNames
+	e, err := engine.New(ec)
+	if err != nil {
+		return usageError{err}
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	e.WaitReady(ctx)
+	out := map[string]any{"key": key}
+	var text string
+	if *leader {
+		el, err := e.NewElection(key, ec.MaxTTL)
+		if err != nil {
+			return usageError{err}
+		}
+		ld, err := el.Leader(ctx)
+		if err != nil && !errors.Is(err, engine.ErrNoLeader) {
+			return readExit(err)
+		}
+		out["leader"] = ld.Token != ""
+		if ld.Token == "" {
+			text = fmt.Sprintf("election %s has no leader", key)
+		} else {
+			out["value"], out["term"], out["token"], out["remaining_ms"] = ld.Value, ld.Term, ld.Token, ld.Remaining.Milliseconds()
+			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %v left", key, ld.Value, ld.Term, ld.Token, ld.Remaining.Round(time.Millisecond))
+		}
+	} else {
+		h, err := e.Holder(ctx, key)
+		if err != nil {
+			return readExit(err)
+		}
+		out["held"] = h.Token != ""
+		if h.Token == "" {
+			text = key + " is free"
+		} else {
+			out["token"], out["remaining_ms"] = h.Token, h.Remaining.Milliseconds()
+			text = fmt.Sprintf("%s is held by token %s, %v left", key, h.Token, h.Remaining.Round(time.Millisecond))
+		}
+	}
+	if *jsonOut {
+		b, _ := json.Marshal(out)
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintln(stdout, text)
+	}
+	return nil
+}
+
+// readExit is the exit of a quorum read that could not tell.
+func readExit(err error) error {
+	if errors.Is(err, engine.ErrMisconfigured) {
+		return exitError{exitConfig, cleanError(err)}
+	}
+	return exitError{exitUnavailable, cleanError(err)}
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/mastertest"
+)
+
+// TestHolder (issue #42): `redlock holder KEY` says who holds a lock and
+// for how long, or that it is free; `--leader NAME` says an election's
+// leader, its value and term; too few masters to tell is exit 69.
+func TestHolder(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), FreshMasters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := e.TryLock(ctx, "holder:k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, _ := e.NewElection("holder:e", 10*time.Second)
+	ld, err := el.Campaign(ctx, "node-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Resign(ctx)
+	holder := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"holder", "--masters", strings.Join(set.Addrs(), ","), "--fresh-masters"}, args...), &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := holder("holder:k"); code != 0 || !strings.Contains(out, "holder:k is held by token "+l.Token()) {
+		t.Errorf("held: exit %d %q", code, out)
+	}
+	if code, out := holder("holder:free"); code != 0 || !strings.Contains(out, "holder:free is free") {
+		t.Errorf("free: exit %d %q", code, out)
+	}
+	want := fmt.Sprintf(`leader "node-7", term %d`, ld.Term())
+	if code, out := holder("--leader", "holder:e"); code != 0 || !strings.Contains(out, want) {
+		t.Errorf("--leader: exit %d %q; want %q", code, out, want)
+	}
+	if code, out := holder("--json", "holder:k"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, l.Token()) {
+		t.Errorf("--json: exit %d %q", code, out)
+	}
+	for _, m := range set.Masters()[:2] {
+		m.Kill()
+	}
+	if code, out := holder("--timeout", "300ms", "holder:k"); code != exitUnavailable {
+		t.Errorf("2 of 3 masters down: exit %d %q; want %d", code, out, exitUnavailable)
+	}
+}
