@@ -772,9 +772,9 @@ func TestLockStartMessages(t *testing.T) {
 			args = append([]string{"--master-password", pw}, args...)
 		}
 		code, stderr := runLock(args...)
-		if code != 2 || !strings.Contains(stderr, "refused the credentials") || !strings.Contains(stderr, "--master-password") ||
+		if code != exitConfig || !strings.Contains(stderr, "refused the credentials") || !strings.Contains(stderr, "--master-password") ||
 			strings.Contains(stderr, "quorum lost") || strings.Contains(stderr, "masters reachable") || strings.Contains(stderr, "--wait-masters") {
-			t.Errorf("password %q: exit %d; stderr:\n%s\nwant 2 naming the credentials and --master-password", pw, code, stderr)
+			t.Errorf("password %q: exit %d; stderr:\n%s\nwant %d (EX_CONFIG) naming the credentials and --master-password", pw, code, stderr, exitConfig)
 		}
 	}
 }
