@@ -360,6 +360,9 @@ func (c *Conn) writeInline() {
 	c.mu.Unlock()
 	iw := &c.inline // this goroutine's alone: writing is set
 	iw.buf = buf
+	// No deadline for one non-blocking attempt; the one the writer set for
+	// its last write may have passed, and RawConn.Write would refuse.
+	nc.SetWriteDeadline(time.Time{})
 	if iw.fn == nil {
 		iw.fn = iw.write // bound once: no allocation per write
 	}
