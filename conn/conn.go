@@ -379,21 +379,32 @@ func (c *Conn) writeInline() {
 	}
 	c.mu.Lock()
 	c.writing = false
-	rest := n < len(buf)
-	if rest {
+	live := c.nc == nc // the session this write was for has not ended
+	rest := n < len(buf) && err == nil && live
+	switch {
+	case rest:
 		// The socket took a part (or nothing): the rest goes first.
 		c.wbuf = append(append(make([]byte, 0, len(buf)-n+len(c.wbuf)), buf[n:]...), c.wbuf...)
 		c.wcmds += cmds
-	} else if cap(buf) <= maxRetainedWriteBuf {
+	case !live || err != nil:
+		// The session ended (or ends now, below): its requests are failed
+		// with it, and these bytes must not go out on the next one — their
+		// replies would complete other requests.
+	case cap(buf) <= maxRetainedWriteBuf:
 		c.spare = buf[:0]
 	}
-	if err != nil && c.nc == nc && c.kill == nil {
+	if err != nil && live && c.kill == nil {
 		c.kill = fmt.Errorf("write: %w", err)
 	}
 	more := len(c.wbuf) > 0 || c.nmerge > 0
 	c.mu.Unlock()
 	if err != nil {
 		nc.Close()
+	}
+	if more {
+		c.wakeWriter() // the rest, or what was queued while this write ran
+	}
+	if err != nil || !live {
 		return
 	}
 	if !rest {
@@ -401,9 +412,6 @@ func (c *Conn) writeInline() {
 		if c.cfg.OnWrite != nil {
 			c.cfg.OnWrite(cmds)
 		}
-	}
-	if more {
-		c.wakeWriter() // the rest, or what was queued while this write ran
 	}
 }
 

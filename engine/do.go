@@ -22,10 +22,11 @@ const doUnlockTimeout = 5 * time.Second
 // with [WithFencing], its validity).
 //
 // Do returns the wait's error when the lock was not taken; otherwise,
-// when the lock's validity had ended by the time fn returned — read from
-// the clock at that moment, not from the watchdog having noticed — the
-// loss (matching [ErrLockLost]), joined with fn's error when fn failed
-// too: the work may have run without mutual exclusion from then on;
+// when the lock's validity had ended by the time Do returns — read from
+// the clock when fn returned and again after the release, not from the
+// watchdog having noticed — the loss (matching [ErrLockLost]), joined
+// with fn's error when fn failed too: the work may have run without
+// mutual exclusion;
 // otherwise fn's error, or nil. A release that fails after fn is not an
 // error: the lock then expires by its TTL. When fn panics, the lock is
 // released and the panic goes on up the caller's stack.
@@ -35,13 +36,33 @@ func (e *Engine) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		return err
 	}
 	fctx, cancel := l.Context(context.WithValue(ctx, lockKey{}, l))
-	defer func() {
+	release := func() {
 		cancel()
 		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
 		_ = l.Unlock(uctx)
 		ucancel()
+	}
+	released := false
+	defer func() {
+		if !released { // fn panicked: release, and the panic goes on
+			release()
+		}
 	}()
-	return outcome(fn(fctx), l.Err())
+	ferr := fn(fctx)
+	lost, until := l.Err(), l.Until()
+	released = true
+	release()
+	return outcome(ferr, lostBy(lost, until))
+}
+
+// lostBy is the loss Do and Lead report: lost (Lock.Err when fn
+// returned), or — the release after fn can wait on masters — the validity
+// ending at until before they return.
+func lostBy(lost error, until time.Time) error {
+	if lost == nil && !time.Now().Before(until) {
+		return errValidityEnded
+	}
+	return lost
 }
 
 // outcome is what Do and Lead return for fn's error ferr and the lock's

@@ -488,9 +488,10 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 // the leadership is resigned when fn returns (or panics: the panic then
 // goes on up the caller's stack). Lead returns the campaign's error when
 // it did not lead; otherwise, when the leadership's validity had ended by
-// the time fn returned — read from the clock then, not from the watchdog
-// having noticed — the loss (matching [ErrLockLost]), joined with fn's
-// error when fn failed too; otherwise fn's error, or nil. Run it in a
+// the time Lead returns — read from the clock when fn returned and again
+// after the resignation, not from the watchdog having noticed — the loss
+// (matching [ErrLockLost]), joined with fn's error when fn failed too;
+// otherwise fn's error, or nil. Run it in a
 // loop to campaign again after a loss.
 func (el *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) error {
 	ld, err := el.Campaign(ctx, value)
@@ -498,11 +499,21 @@ func (el *Election) Lead(ctx context.Context, value string, fn func(ctx context.
 		return err
 	}
 	fctx, cancel := ld.Context(ctx)
-	defer func() {
+	resign := func() {
 		cancel()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), doUnlockTimeout)
 		_ = ld.Resign(rctx)
 		rcancel()
+	}
+	resigned := false
+	defer func() {
+		if !resigned { // fn panicked: resign, and the panic goes on
+			resign()
+		}
 	}()
-	return outcome(fn(fctx, ld), ld.Err())
+	ferr := fn(fctx, ld)
+	lost, until := ld.Err(), ld.l.Until()
+	resigned = true
+	resign()
+	return outcome(ferr, lostBy(lost, until))
 }
