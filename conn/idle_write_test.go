@@ -27,7 +27,7 @@ func TestIdleWriteAfterWriteTimeout(t *testing.T) {
 				t.Fatalf("round %d: %v", i, err)
 			}
 		}
-		time.Sleep(120 * time.Millisecond) // ...then idle past that deadline,
+		time.Sleep(120 * time.Millisecond)             // ...then idle past that deadline,
 		if _, err := c.Exec(ctx, "PING"); err != nil { // then one alone
 			t.Fatalf("PING %d alone after idling: %v", i, err)
 		}
