@@ -16,13 +16,9 @@ import (
 	"github.com/tidwall/redcon"
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
-
-// readBufferSize is each connection's socket read buffer: a pipeline of
-// small lock commands fits; larger requests grow a buffer of their own
-// (counted against MaxClientMemory).
-const readBufferSize = 4 << 10
 
 // flushAt is the size of pending replies that is written without waiting
 // for the next reply to be ready.
@@ -124,7 +120,7 @@ func newClient(s *Server, nc net.Conn, remote string) *client {
 func (c *client) initGoroutines(src io.Reader) {
 	c.calls = make(chan *call, c.s.cfg.MaxPipeline)
 	c.drained, c.wdone, c.wfail = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	c.rd = resp.NewCommandReader(src, readBufferSize)
+	c.rd = resp.NewCommandReader(src, respserver.ReadBufferSize)
 	c.rd.Grow = c.growFn
 }
 
@@ -331,9 +327,9 @@ func (c *client) setDeadline(d time.Duration) {
 func (c *client) setLimits() { c.limit(c.rd) }
 
 // setLoopLimits makes f parse for c: its limits and its memory.
-func (c *client) setLoopLimits(f *framer) {
-	c.limit(f.rd)
-	f.rd.Grow = c.growFn
+func (c *client) setLoopLimits(f *respserver.Framer) {
+	c.limit(f.Reader())
+	f.Reader().Grow = c.growFn
 }
 
 func (c *client) limit(rd *resp.CommandReader) {

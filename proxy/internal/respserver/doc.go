@@ -1,0 +1,17 @@
+// Package respserver is the proxy's RESP server room: what serves client
+// connections whatever the commands mean. It parses client bytes (every
+// length checked before use: [Framer] over [resp.CommandReader]), and is
+// where the event loop, client connections, deadlines, memory budgets,
+// admission, the worker pool, AUTH/HELLO/TLS plumbing and pub/sub
+// delivery live, dispatching parsed commands to a handler.
+//
+// It must not know locks: it imports neither the engine, nor the master
+// connections, nor the lock commands or Redisson (proxy's TestRoomImports
+// fails if it does). Within this module it imports only resp. What it
+// offers the lock rooms is a connection to reply on, not its fields.
+//
+// Today it holds the event loop's framing ([Framer], [FrameScan], fuzzed
+// against the goroutine path's reader by FuzzLoopFraming); the loop's
+// system calls, the client connections and the rest are still in package
+// proxy, where they are being moved from (issue 45).
+package respserver
