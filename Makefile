@@ -13,7 +13,7 @@ test: deps vet
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 REDLOCK_REQUIRE_NETNS=1 $(GO) test -race -count=1 ./...
 	@# The proxy's clients are on its event loop above; its goroutine path
 	@# (TLS clients, subscribers, large requests) keeps its bounds: about 15 s.
-	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy/...
 	$(MAKE) --no-print-directory fault
 
 # fault runs the fault suite at full size (without the race detector, which

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // Defaults of [Config]; a zero field selects them.
@@ -294,7 +295,7 @@ type Server struct {
 
 	panics, authFailures, memRefused atomic.Uint64
 	overloaded                       atomic.Uint64 // requests refused -BUSY (admission.go)
-	adm                              *admission
+	adm                              *respserver.Admission[*call]
 
 	loops       []*loop        // event loops (Config.EventLoops)
 	masterConns []*conn.Conn   // what the loops cork
@@ -349,7 +350,7 @@ func New(cfg Config) (*Server, error) {
 	s.fenceKey = s.eng.Config().FenceKey
 	// The latency target: half the per-master timeout of a 30s lock (the
 	// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
-	s.adm = newAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight)
+	s.adm = respserver.NewAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight, callArrived)
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.
