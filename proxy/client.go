@@ -20,10 +20,6 @@ import (
 	"github.com/redlock-dev/redlock/resp"
 )
 
-// flushAt is the size of pending replies that is written without waiting
-// for the next reply to be ready.
-const flushAt = 64 << 10
-
 // maxTrackedKeys bounds the per-key ordering state of one connection (see
 // client.order): beyond it the reader waits for earlier commands.
 const maxTrackedKeys = 4096
@@ -493,7 +489,7 @@ var keySeed = maphash.MakeSeed()
 // writeLoop writes replies in request order. It writes as soon as a reply
 // and every earlier one are ready, and flushes when it has nothing more
 // ready: when the next command has no reply yet or none is queued (or
-// flushAt bytes are pending). Before such a flush it yields once, so that
+// respserver.FlushAt bytes are pending). Before such a flush it yields once, so that
 // replies completing at that moment (goroutines already runnable) join
 // the write: replies that complete together go out in one write. Its
 // buffer comes from batchPool for each batch and goes back after the
@@ -513,10 +509,10 @@ func (c *client) writeLoop() {
 		}
 		switch {
 		case bb == nil:
-		case cap(bb.B) > flushAt:
+		case cap(bb.B) > respserver.FlushAt:
 			bb = nil // shrink back after a large reply
 		default:
-			putBatch(bb)
+			respserver.PutBatch(bb)
 			bb = nil
 		}
 		// Written: the reader may write the next reply itself.
@@ -551,7 +547,7 @@ func (c *client) writeLoop() {
 							// whatever else is ready.
 							if !broken {
 								if bb == nil {
-									bb = getBatch()
+									bb = respserver.GetBatch()
 								}
 								bb.B = append(bb.B, frame...)
 							}
@@ -579,7 +575,7 @@ func (c *client) writeLoop() {
 			}
 			if !broken {
 				if bb == nil {
-					bb = getBatch()
+					bb = respserver.GetBatch()
 				}
 				bb.B = append(bb.B, cl.out...)
 			}
@@ -597,14 +593,14 @@ func (c *client) writeLoop() {
 					for n := len(q.ch); n > 0; n-- {
 						frame := <-q.ch
 						if bb == nil {
-							bb = getBatch()
+							bb = respserver.GetBatch()
 						}
 						bb.B = append(bb.B, frame...)
 						c.hold(-int64(len(frame)), false)
 					}
 				}
 			}
-			if cl.closeAfter || (bb != nil && len(bb.B) >= flushAt) {
+			if cl.closeAfter || (bb != nil && len(bb.B) >= respserver.FlushAt) {
 				flush()
 			}
 			if cl.closeAfter && !broken {

@@ -57,7 +57,7 @@ func (r *prefixReader) Read(p []byte) (int, error) {
 // dropOut gives the output buffer back.
 func (ls *loopState) dropOut() {
 	if ls.out != nil {
-		putBatch(ls.out)
+		respserver.PutBatch(ls.out)
 		ls.out = nil
 	}
 }

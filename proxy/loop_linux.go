@@ -682,7 +682,7 @@ func (l *loop) queue(c *client, cl *call) {
 }
 
 // flush moves c's ready replies to its output, in order; the output is
-// written at the end of the turn (write), or here once it reaches flushAt.
+// written at the end of the turn (write), or here once it reaches respserver.FlushAt.
 func (l *loop) flush(c *client) {
 	ls := &c.ls
 	for ls.qHead < len(ls.q) {
@@ -692,7 +692,7 @@ func (l *loop) flush(c *client) {
 		}
 		if !ls.dead && len(cl.out) > 0 {
 			if ls.out == nil {
-				ls.out = getBatch()
+				ls.out = respserver.GetBatch()
 			}
 			ls.out.B = append(ls.out.B, cl.out...)
 		}
@@ -705,7 +705,7 @@ func (l *loop) flush(c *client) {
 			ls.eof = true
 			break
 		}
-		if ls.out != nil && len(ls.out.B) >= flushAt {
+		if ls.out != nil && len(ls.out.B) >= respserver.FlushAt {
 			l.write(c)
 			if ls.blocked {
 				break

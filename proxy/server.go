@@ -270,8 +270,8 @@ type Server struct {
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
 	log       *slog.Logger
-	inflight  chan struct{} // semaphore: commands running on the masters
-	workers   *workers      // runs asynchronous commands (pool.go)
+	inflight  chan struct{}              // semaphore: commands running on the masters
+	workers   *respserver.Workers[*call] // runs asynchronous commands (pool.go)
 
 	baseCtx context.Context // cancelled by Close
 	cancel  context.CancelFunc
@@ -368,7 +368,7 @@ func New(cfg Config) (*Server, error) {
 		s.masterConns = append(s.masterConns, s.tr.Conns(i)...)
 	}
 	if err := s.startLoops(); err != nil {
-		s.workers.release()
+		s.workers.Release()
 		s.closeEngines()
 		return nil, err
 	}
@@ -553,7 +553,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		<-done
 		s.stopLoops()
-		s.workers.release()
+		s.workers.Release()
 		s.closeEngines()
 	})
 	return nil
