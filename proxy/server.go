@@ -309,11 +309,11 @@ type Server struct {
 	hub                    hub           // lock wake-up subscriptions (pubsub.go)
 	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
 
-	// Log budgets (logBurst lines per logWindow each): what clients cause
+	// Log budgets (respserver.LogBurst lines per LogWindow each): what clients cause
 	// (any client, authenticated or not, can spend it), and the masters'
 	// failures behind clients' error replies (engineErr), which clients
 	// must not be able to crowd out.
-	clientLog, masterLog logBudget
+	clientLog, masterLog respserver.LogBudget
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
@@ -572,40 +572,7 @@ func (s *Server) closeEngines() {
 	}
 }
 
-const (
-	logWindow = 10 * time.Second
-	logBurst  = 20
-)
-
-// logLimited logs a warning about a client, at most logBurst per
-// logWindow: a hostile client must not flood the log. The first line of
-// the next window says how many were left out.
-func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.warn(s.log, msg, attrs) }
-
-// logBudget lets at most logBurst lines through per logWindow.
-type logBudget struct {
-	mu         sync.Mutex
-	start      time.Time
-	lines      int
-	suppressed int
-}
-
-func (b *logBudget) warn(log *slog.Logger, msg string, attrs []any) {
-	b.mu.Lock()
-	now := time.Now()
-	if now.Sub(b.start) >= logWindow {
-		b.start, b.lines = now, 0
-	}
-	if b.lines >= logBurst {
-		b.suppressed++
-		b.mu.Unlock()
-		return
-	}
-	b.lines++
-	if b.suppressed > 0 {
-		attrs = append(attrs, "suppressed_before", b.suppressed)
-		b.suppressed = 0
-	}
-	b.mu.Unlock()
-	log.Warn(msg, attrs...)
-}
+// logLimited logs a warning about a client, at most respserver.LogBurst
+// per respserver.LogWindow: a hostile client must not flood the log. The
+// first line of the next window says how many were left out.
+func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.Warn(s.log, msg, attrs) }
