@@ -11,7 +11,11 @@
 // offers the lock rooms is a connection to reply on, not its fields.
 //
 // Today it holds the event loop's framing ([Framer], [FrameScan], fuzzed
-// against the goroutine path's reader by FuzzLoopFraming); the loop's
-// system calls, the client connections and the rest are still in package
-// proxy, where they are being moved from (issue 45).
+// against the goroutine path's reader by FuzzLoopFraming), the admission
+// of commands to the masters ([Admission]), the worker pool ([Workers])
+// and the reply and batch buffer pools, and the log budget ([LogBudget]).
+// The loop's system calls, the client connections, the command table's
+// dispatch, plumbing and pub/sub are still in package proxy, from which
+// they are being moved (issue 45; docs/architecture.md, The proxy's
+// rooms).
 package respserver
