@@ -43,9 +43,8 @@ type client struct {
 	wdlSet    atomic.Int64 // when the write deadline was last set, since created (armWrite)
 	unwritten atomic.Int64 // calls queued for the writer and not yet written
 	// msgs, once the connection subscribed (pubsub.go), queues pushed
-	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
-	msgs  atomic.Pointer[msgQueue]
-	shard map[string]bool
+	// frames for the writer.
+	msgs atomic.Pointer[msgQueue]
 	// resp3: the connection asked for RESP3 (HELLO 3). Set by the reader
 	// (HELLO, RESET); read by publish, which builds its push frames.
 	resp3 atomic.Bool

@@ -306,8 +306,8 @@ type Server struct {
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups
 
-	hub                    hub           // lock wake-up subscriptions (pubsub.go)
-	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
+	hub                    respserver.Hub[*client] // lock wake-up subscriptions (pubsub.go)
+	wakesSent, wakeDropped atomic.Uint64           // wake-up messages delivered, and lost to full queues
 
 	// Log budgets (respserver.LogBurst lines per LogWindow each): what clients cause
 	// (any client, authenticated or not, can spend it), and the masters'

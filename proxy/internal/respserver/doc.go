@@ -13,9 +13,10 @@
 // Today it holds the event loop's framing ([Framer], [FrameScan], fuzzed
 // against the goroutine path's reader by FuzzLoopFraming), the admission
 // of commands to the masters ([Admission]), the worker pool ([Workers])
-// and the reply and batch buffer pools, and the log budget ([LogBudget]).
-// The loop's system calls, the client connections, the command table's
-// dispatch, plumbing and pub/sub are still in package proxy, from which
-// they are being moved (issue 45; docs/architecture.md, The proxy's
-// rooms).
+// and the reply and batch buffer pools, the log budget ([LogBudget]), and
+// the pub/sub hub ([Hub]: channels to [Subscriber] connections, Publish
+// under its lock). The loop's system calls, the client connections, the
+// command table's dispatch, plumbing and SUBSCRIBE are still in package
+// proxy, from which they are being moved (issue 45; docs/architecture.md,
+// The proxy's rooms).
 package respserver
