@@ -13,7 +13,7 @@ test: deps vet
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 REDLOCK_REQUIRE_NETNS=1 $(GO) test -race -count=1 ./...
 	@# The proxy's clients are on its event loop above; its goroutine path
 	@# (TLS clients, subscribers, large requests) keeps its bounds: about 15 s.
-	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy/...
 	$(MAKE) --no-print-directory fault
 
 # fault runs the fault suite at full size (without the race detector, which
@@ -103,7 +103,7 @@ deps:
 # fails the run and is written under the package's testdata/fuzz.
 FUZZ_SCALE ?= 1
 fuzz:
-	@set -e; for t in proxy:FuzzServe:30000 proxy:FuzzWakeMessage:20000 proxy:FuzzLoopFraming:100000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
+	@set -e; for t in proxy:FuzzServe:30000 proxy:FuzzWakeMessage:20000 proxy/internal/respserver:FuzzLoopFraming:100000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
 		resp:FuzzReaderLimits:400000 resp:FuzzRoundTrip:250000 resp:FuzzAppendRESP3:200000; do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$$(( $${rest#*:} * $(FUZZ_SCALE) )); \
 		echo "$(GO) test ./$$pkg -run '^\$$' -fuzz '^$$name\$$' -fuzztime $${n}x"; \

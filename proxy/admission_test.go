@@ -82,50 +82,6 @@ func stopAndPipeline(t *testing.T, e *env, prefix string, n int) *rawConn {
 	return rc
 }
 
-// TestAdmissionLimit: the limit is cut when commands take longer than
-// the target and grows again while commands wait and complete in time.
-func TestAdmissionLimit(t *testing.T) {
-	a := newAdmission(10*time.Millisecond, time.Second, 1000)
-	s := &Server{adm: a}
-	start := a.limit
-	a.inflight = 1
-	s.admitted(time.Now().Add(-50 * time.Millisecond)) // slow
-	if a.limit >= start {
-		t.Fatalf("limit %v after a slow command; want below %v", a.limit, start)
-	}
-	cut := a.limit
-	a.inflight = 1
-	s.admitted(time.Now().Add(-50 * time.Millisecond)) // slow again within the target: one cut per target
-	if a.limit != cut {
-		t.Fatalf("limit %v after a second slow command at once; want %v (one cut per target)", a.limit, cut)
-	}
-	a.queue = []*call{{a: &asyncState{arrived: time.Now()}}, {a: &asyncState{arrived: time.Now()}}}
-	a.inflight = int(a.limit) + 10 // nothing can start: the queue stays
-	for range 100 {
-		a.inflight++
-		s.admitted(time.Now())
-	}
-	if a.limit <= cut {
-		t.Fatalf("limit %v after fast completions with commands waiting; want above %v", a.limit, cut)
-	}
-	for range 10000 {
-		a.inflight = 1 << 20
-		s.admitted(time.Now())
-	}
-	if a.limit > a.max {
-		t.Fatalf("limit %v above the maximum %v", a.limit, a.max)
-	}
-	a2 := newAdmission(10*time.Millisecond, time.Second, 1000)
-	for range 1000 {
-		a2.inflight = 1
-		(&Server{adm: a2}).admitted(time.Now().Add(-time.Second))
-		a2.lastCut = time.Time{}
-	}
-	if a2.limit < minAdmit {
-		t.Fatalf("limit %v below the minimum %d", a2.limit, minAdmit)
-	}
-}
-
 // TestLoopInFlightStarvation: MaxInFlight is shared by every
 // client. A goroutine-path client (here one that subscribed and
 // unsubscribed, which moves it off the loop) pipelining without pause

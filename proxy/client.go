@@ -16,17 +16,9 @@ import (
 	"github.com/tidwall/redcon"
 	"github.com/valyala/bytebufferpool"
 
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
-
-// readBufferSize is each connection's socket read buffer: a pipeline of
-// small lock commands fits; larger requests grow a buffer of their own
-// (counted against MaxClientMemory).
-const readBufferSize = 4 << 10
-
-// flushAt is the size of pending replies that is written without waiting
-// for the next reply to be ready.
-const flushAt = 64 << 10
 
 // maxTrackedKeys bounds the per-key ordering state of one connection (see
 // client.order): beyond it the reader waits for earlier commands.
@@ -51,9 +43,8 @@ type client struct {
 	wdlSet    atomic.Int64 // when the write deadline was last set, since created (armWrite)
 	unwritten atomic.Int64 // calls queued for the writer and not yet written
 	// msgs, once the connection subscribed (pubsub.go), queues pushed
-	// frames for the writer; shard is its SSUBSCRIBE channels (hub.mu).
-	msgs  atomic.Pointer[msgQueue]
-	shard map[string]bool
+	// frames for the writer.
+	msgs atomic.Pointer[msgQueue]
 	// resp3: the connection asked for RESP3 (HELLO 3). Set by the reader
 	// (HELLO, RESET); read by publish, which builds its push frames.
 	resp3 atomic.Bool
@@ -124,7 +115,7 @@ func newClient(s *Server, nc net.Conn, remote string) *client {
 func (c *client) initGoroutines(src io.Reader) {
 	c.calls = make(chan *call, c.s.cfg.MaxPipeline)
 	c.drained, c.wdone, c.wfail = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	c.rd = resp.NewCommandReader(src, readBufferSize)
+	c.rd = resp.NewCommandReader(src, respserver.ReadBufferSize)
 	c.rd.Grow = c.growFn
 }
 
@@ -331,9 +322,9 @@ func (c *client) setDeadline(d time.Duration) {
 func (c *client) setLimits() { c.limit(c.rd) }
 
 // setLoopLimits makes f parse for c: its limits and its memory.
-func (c *client) setLoopLimits(f *framer) {
-	c.limit(f.rd)
-	f.rd.Grow = c.growFn
+func (c *client) setLoopLimits(f *respserver.Framer) {
+	c.limit(f.Reader())
+	f.Reader().Grow = c.growFn
 }
 
 func (c *client) limit(rd *resp.CommandReader) {
@@ -497,7 +488,7 @@ var keySeed = maphash.MakeSeed()
 // writeLoop writes replies in request order. It writes as soon as a reply
 // and every earlier one are ready, and flushes when it has nothing more
 // ready: when the next command has no reply yet or none is queued (or
-// flushAt bytes are pending). Before such a flush it yields once, so that
+// respserver.FlushAt bytes are pending). Before such a flush it yields once, so that
 // replies completing at that moment (goroutines already runnable) join
 // the write: replies that complete together go out in one write. Its
 // buffer comes from batchPool for each batch and goes back after the
@@ -517,10 +508,10 @@ func (c *client) writeLoop() {
 		}
 		switch {
 		case bb == nil:
-		case cap(bb.B) > flushAt:
+		case cap(bb.B) > respserver.FlushAt:
 			bb = nil // shrink back after a large reply
 		default:
-			putBatch(bb)
+			respserver.PutBatch(bb)
 			bb = nil
 		}
 		// Written: the reader may write the next reply itself.
@@ -555,7 +546,7 @@ func (c *client) writeLoop() {
 							// whatever else is ready.
 							if !broken {
 								if bb == nil {
-									bb = getBatch()
+									bb = respserver.GetBatch()
 								}
 								bb.B = append(bb.B, frame...)
 							}
@@ -583,7 +574,7 @@ func (c *client) writeLoop() {
 			}
 			if !broken {
 				if bb == nil {
-					bb = getBatch()
+					bb = respserver.GetBatch()
 				}
 				bb.B = append(bb.B, cl.out...)
 			}
@@ -601,14 +592,14 @@ func (c *client) writeLoop() {
 					for n := len(q.ch); n > 0; n-- {
 						frame := <-q.ch
 						if bb == nil {
-							bb = getBatch()
+							bb = respserver.GetBatch()
 						}
 						bb.B = append(bb.B, frame...)
 						c.hold(-int64(len(frame)), false)
 					}
 				}
 			}
-			if cl.closeAfter || (bb != nil && len(bb.B) >= flushAt) {
+			if cl.closeAfter || (bb != nil && len(bb.B) >= respserver.FlushAt) {
 				flush()
 			}
 			if cl.closeAfter && !broken {

@@ -224,7 +224,7 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 // stable for clients to read, and never a master's own message (a
 // master's -WRONGPASS must not read as the client's); the whole error,
 // with addresses, goes to the log, for every failed command (rate-limited:
-// logBurst lines per logWindow, a client's bad arguments on the clients'
+// respserver.LogBurst lines per LogWindow, a client's bad arguments on the clients'
 // budget). (INFO masters, the operator's view, maps indexes to addresses
 // for authenticated clients.)
 //
@@ -235,10 +235,10 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 // (conn.ErrConnectTimeout).
 func (s *Server) engineErr(err error) []byte {
 	if errors.Is(err, engine.ErrBadArgument) {
-		s.clientLog.warn(s.log, "proxy: command failed", []any{"err", err})
+		s.clientLog.Warn(s.log, "proxy: command failed", []any{"err", err})
 		return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	s.masterLog.warn(s.log, "proxy: command failed", []any{"err", err})
+	s.masterLog.Warn(s.log, "proxy: command failed", []any{"err", err})
 	var qe *engine.QuorumError
 	switch {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):

@@ -16,6 +16,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
 	"github.com/redlock-dev/redlock/internal/test/testcerts"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestLogsRefusedClients: wrong passwords and protocol errors are logged
@@ -55,11 +56,11 @@ func TestLogsRefusedClients(t *testing.T) {
 	if strings.Contains(out, "secret") {
 		t.Fatalf("a password reached the log:\n%s", out)
 	}
-	for range 2 * logBurst {
+	for range 2 * respserver.LogBurst {
 		send("AUTH wrong-secret\r\n")
 	}
-	if n := strings.Count(logs.String(), "wrong password"); n > logBurst {
-		t.Fatalf("%d wrong-password lines in one window, want at most %d", n, logBurst)
+	if n := strings.Count(logs.String(), "wrong password"); n > respserver.LogBurst {
+		t.Fatalf("%d wrong-password lines in one window, want at most %d", n, respserver.LogBurst)
 	}
 	// The clients' flood used up their budget, not the masters': a master
 	// failure behind a client's error reply is still logged, with the

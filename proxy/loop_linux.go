@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -35,7 +36,7 @@ import (
 //     tenth of the shortest of them.
 //   - What the loop does not serve moves the connection to the goroutine
 //     path, with the bytes not yet parsed: TLS (never in a loop), a
-//     command larger than loopScratch, and subscriptions (pushed frames
+//     command larger than respserver.LoopScratch, and subscriptions (pushed frames
 //     are the writer goroutine's). It moves once its replies are written.
 
 // loopsSupported reports whether Config.EventLoops can be honoured here.
@@ -45,7 +46,7 @@ type loop struct {
 	s        *Server
 	epfd     int
 	efd      int // eventfd: completions and Shutdown wake the loop
-	f        *framer
+	f        *respserver.Framer
 	scratch  []byte
 	events   []unix.EpollEvent
 	clients  map[int32]*client // by fd (loop goroutine only)
@@ -103,7 +104,7 @@ func newLoop(s *Server) (*loop, error) {
 		unix.Close(efd)
 		return nil, fmt.Errorf("event loop: epoll_ctl: %w", err)
 	}
-	return &loop{s: s, epfd: epfd, efd: efd, f: newFramer(), scratch: make([]byte, loopScratch),
+	return &loop{s: s, epfd: epfd, efd: efd, f: respserver.NewFramer(), scratch: make([]byte, respserver.LoopScratch),
 		events: make([]unix.EpollEvent, 256), clients: map[int32]*client{}}, nil
 }
 
@@ -284,7 +285,7 @@ func (l *loop) uncork() {
 }
 
 // maxReadsPerTurn bounds the socket reads of one client in one turn (of
-// up to loopScratch bytes each, and the commands they held): one that
+// up to respserver.LoopScratch bytes each, and the commands they held): one that
 // sends without pause does not keep the loop from the others.
 const maxReadsPerTurn = 4
 
@@ -463,7 +464,7 @@ func (l *loop) readable(c *client) bool {
 // the headers it did not read before.
 func (l *loop) mayHaveCommand(c *client) bool {
 	c.setLoopLimits(l.f)
-	return c.ls.scan.mayEnd(c.ls.in, l.f.rd)
+	return c.ls.scan.MayEnd(c.ls.in, l.f.Reader())
 }
 
 // read reads what c sent, behind its leftover bytes, and dispatches the
@@ -505,7 +506,7 @@ func (l *loop) read(c *client) bool {
 	}
 	c.setLoopLimits(l.f)
 	authed := c.authed
-	rest, size, more, err := l.f.parse(data, len(ls.in) > 0, &ls.scan, func(cmd resp.Command, start int) bool {
+	rest, size, more, err := l.f.Parse(data, len(ls.in) > 0, &ls.scan, func(cmd resp.Command, start int) bool {
 		if movesToGoroutines(cmd.Args[0]) {
 			c.hold(-int64(cmd.Size), false)
 			l.moveTo(c, data[start:]) // (the goroutine path counts it)
@@ -681,7 +682,7 @@ func (l *loop) queue(c *client, cl *call) {
 }
 
 // flush moves c's ready replies to its output, in order; the output is
-// written at the end of the turn (write), or here once it reaches flushAt.
+// written at the end of the turn (write), or here once it reaches respserver.FlushAt.
 func (l *loop) flush(c *client) {
 	ls := &c.ls
 	for ls.qHead < len(ls.q) {
@@ -691,7 +692,7 @@ func (l *loop) flush(c *client) {
 		}
 		if !ls.dead && len(cl.out) > 0 {
 			if ls.out == nil {
-				ls.out = getBatch()
+				ls.out = respserver.GetBatch()
 			}
 			ls.out.B = append(ls.out.B, cl.out...)
 		}
@@ -704,7 +705,7 @@ func (l *loop) flush(c *client) {
 			ls.eof = true
 			break
 		}
-		if ls.out != nil && len(ls.out.B) >= flushAt {
+		if ls.out != nil && len(ls.out.B) >= respserver.FlushAt {
 			l.write(c)
 			if ls.blocked {
 				break

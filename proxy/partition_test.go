@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/netns"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestPartitionedMasters: with 3 of 5 masters behind links that drop
@@ -98,8 +99,8 @@ func TestPartitionedMasters(t *testing.T) {
 	// Every failure was logged, up to the budget, with the addresses the
 	// replies leave out and the dials' timeouts.
 	out := logs.String()
-	if n := strings.Count(out, `msg="proxy: command failed"`); n < min(failures, logBurst) {
-		t.Errorf("%d of %d failed SETs logged, want %d (the budget):\n%s", n, failures, min(failures, logBurst), out)
+	if n := strings.Count(out, `msg="proxy: command failed"`); n < min(failures, respserver.LogBurst) {
+		t.Errorf("%d of %d failed SETs logged, want %d (the budget):\n%s", n, failures, min(failures, respserver.LogBurst), out)
 	}
 	for _, j := range cut {
 		if !strings.Contains(out, m.Addrs()[j]) {

@@ -8,7 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/redcon"
-	"github.com/valyala/bytebufferpool"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // How asynchronous commands run.
@@ -22,7 +23,7 @@ import (
 //     then writes the reply itself, with no hand-off to a command
 //     goroutine or to the writer, and reuses one call (client.dcall) for
 //     every such command: nothing else ever refers to it;
-//   - otherwise on a worker of the server's pool (workers.go: a bounded
+//   - otherwise on a worker of the server's pool (respserver.Workers: a bounded
 //     github.com/panjf2000/ants/v2 pool; it replaced a goroutine per
 //     command, measured in docs/history/benchmarks-journal.md).
 //
@@ -40,13 +41,9 @@ import (
 // been copied to the connection's write buffer (itself pooled between
 // writes) or written.
 
-// replyPool holds reply buffers of at most maxPooledReply bytes; batchPool
-// the writers' batch buffers (up to flushAt). Separate pools, so that a
-// small reply never gets a batch-sized buffer (its capacity is charged).
-var replyPool, batchPool bytebufferpool.Pool
-
-// maxPooledReply is the largest reply buffer kept for reuse.
-const maxPooledReply = 512
+// Reply and batch buffers come from the server room's pools
+// (respserver.GetBuffer, GetBatch): a small reply never gets a batch-sized
+// buffer (its capacity is charged).
 
 // asyncFunc computes an asynchronous command's reply. It appends the reply
 // to dst (a pooled buffer) or returns a slice of its own; never one it
@@ -143,7 +140,7 @@ func (c *client) start(cl *call) {
 // startCB starts cl (holding a slot) by its asyncStart; complete finishes
 // it where its reply is computed.
 func (c *client) startCB(cl *call) {
-	bb := getBuffer()
+	bb := respserver.GetBuffer()
 	if cap(bb.B) == 0 {
 		bb.B = make([]byte, 0, 64)
 	}
@@ -189,7 +186,7 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 				if cap(out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(out) == unsafe.SliceData(bb.B) {
 					bb.B = out
 				} else {
-					putBuffer(bb)
+					respserver.PutBuffer(bb)
 					cl.bb = nil
 				}
 			}
@@ -294,7 +291,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 	if h := testHook.Load(); h != nil {
 		(*h)("async", nil)
 	}
-	bb := getBuffer()
+	bb := respserver.GetBuffer()
 	if cap(bb.B) == 0 {
 		bb.B = make([]byte, 0, 64) // a fresh buffer: room for the usual replies
 	}
@@ -307,7 +304,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 	} else {
 		// A reply in memory of its own (grown past the buffer, or a
 		// slice run did not build in dst): it never enters the pool.
-		putBuffer(bb)
+		respserver.PutBuffer(bb)
 	}
 	return nil
 }
@@ -352,15 +349,15 @@ func (cl *call) replyBytes() int64 {
 // release gives cl's reply buffer back; cl.out is no longer used.
 func (cl *call) release() {
 	if cl.bb != nil {
-		putBuffer(cl.bb)
+		respserver.PutBuffer(cl.bb)
 		cl.bb = nil
 	}
 	cl.size, cl.out = 0, nil // the ordering map may keep the call a while
 }
 
-// startPool creates the server's worker pool (workers.go).
+// startPool creates the server's worker pool (respserver.Workers).
 func (s *Server) startPool() error {
-	p, err := newWorkers(s.cfg.MaxInFlight)
+	p, err := respserver.NewWorkers(s.cfg.MaxInFlight, execute)
 	if err != nil {
 		return err
 	}
@@ -370,7 +367,7 @@ func (s *Server) startPool() error {
 
 // invoke runs cl (holding a slot) on the pool.
 func (s *Server) invoke(cl *call) {
-	if err := s.workers.invoke(cl); err != nil {
+	if err := s.workers.Invoke(cl); err != nil {
 		// Only a released pool refuses, and it is released after every
 		// reader returned; run it anyway rather than lose a reply.
 		go execute(cl)

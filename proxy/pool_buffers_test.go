@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/valyala/bytebufferpool"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestReplyBuffersStaySmall: a reply is charged by its pooled buffer's
@@ -13,12 +15,12 @@ import (
 // own pool.
 func TestReplyBuffersStaySmall(t *testing.T) {
 	for range 64 {
-		putBuffer(&bytebufferpool.ByteBuffer{B: make([]byte, 0, flushAt)})
-		putBatch(&bytebufferpool.ByteBuffer{B: make([]byte, 0, flushAt)})
+		respserver.PutBuffer(&bytebufferpool.ByteBuffer{B: make([]byte, 0, respserver.FlushAt)})
+		respserver.PutBatch(&bytebufferpool.ByteBuffer{B: make([]byte, 0, respserver.FlushAt)})
 	}
 	for range 256 {
-		if b := getBuffer(); cap(b.B) > maxPooledReply {
-			t.Fatalf("reply buffer of capacity %d from the pool, want ≤ %d", cap(b.B), maxPooledReply)
+		if b := respserver.GetBuffer(); cap(b.B) > respserver.MaxPooledReply {
+			t.Fatalf("reply buffer of capacity %d from the pool, want ≤ %d", cap(b.B), respserver.MaxPooledReply)
 		}
 	}
 	cl := &call{out: []byte("+OK\r\n"), bb: &bytebufferpool.ByteBuffer{B: make([]byte, 5, 300)}}

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"strings"
-	"sync"
 
 	"github.com/tidwall/redcon"
 
@@ -34,12 +33,6 @@ const (
 	msgQueueLen      = 128
 )
 
-// hub maps channels to their subscribed connections.
-type hub struct {
-	mu   sync.Mutex
-	subs map[string]map[*client]struct{} // guarded by mu
-}
-
 // msgQueue carries a subscribed connection's pushed frames (messages and
 // its subscription replies) to its writer, in order.
 type msgQueue struct {
@@ -52,71 +45,47 @@ type subState struct {
 	chans map[string]bool // channel → subscribed with SSUBSCRIBE
 }
 
-func (h *hub) add(ch string, c *client) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.subs == nil {
-		h.subs = map[string]map[*client]struct{}{}
-	}
-	m := h.subs[ch]
-	if m == nil {
-		m = map[*client]struct{}{}
-		h.subs[ch] = m
-	}
-	m[c] = struct{}{}
-}
-
-func (h *hub) remove(ch string, c *client) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if m := h.subs[ch]; m != nil {
-		delete(m, c)
-		if len(m) == 0 {
-			delete(h.subs, ch)
-		}
-	}
-}
-
-// publish sends msg on ch to every subscriber and returns how many got it.
-// It queues under the hub's lock (queueing never blocks), so a connection
-// whose UNSUBSCRIBE returned gets no later message of that channel: the
-// messages it got precede its unsubscribe reply in its queue.
+// publish sends msg on ch to every subscriber and returns how many got it
+// (the hub queues under its lock: see respserver.Hub.Publish).
 func (s *Server) publish(ch, msg string) int {
-	s.hub.mu.Lock()
-	defer s.hub.mu.Unlock()
-	n := 0
-	for c := range s.hub.subs[ch] {
-		q := c.msgs.Load()
-		if q == nil {
-			continue
-		}
-		kind := "message"
-		if c.shard[ch] {
-			kind = "smessage"
-		}
-		var frame []byte
-		if c.resp3.Load() {
-			frame = resp.AppendPushHeader(nil, 3) // out-of-band in RESP3
-		} else {
-			frame = redcon.AppendArray(nil, 3)
-		}
-		frame = redcon.AppendBulkString(frame, kind)
-		frame = redcon.AppendBulkString(frame, ch)
-		frame = redcon.AppendBulkString(frame, msg)
-		if !c.hold(int64(len(frame)), true) {
-			s.wakeDropped.Add(1)
-			continue
-		}
-		select {
-		case q.ch <- frame:
-			n++
-		default:
-			c.hold(-int64(len(frame)), false)
-			s.wakeDropped.Add(1)
-		}
-	}
+	n, dropped := s.hub.Publish(ch, msg)
+	s.wakeDropped.Add(uint64(dropped))
 	s.wakesSent.Add(uint64(n))
 	return n
+}
+
+// Deliver queues a message frame of msg on ch for the connection, unless
+// it takes no messages (not subscribed), or its queue or the memory
+// budget is full (dropped). The hub calls it under its lock: it never
+// blocks.
+func (c *client) Deliver(ch, msg string, shard bool) (queued, dropped bool) {
+	q := c.msgs.Load()
+	if q == nil {
+		return false, false
+	}
+	kind := "message"
+	if shard {
+		kind = "smessage"
+	}
+	var frame []byte
+	if c.resp3.Load() {
+		frame = resp.AppendPushHeader(nil, 3) // out-of-band in RESP3
+	} else {
+		frame = redcon.AppendArray(nil, 3)
+	}
+	frame = redcon.AppendBulkString(frame, kind)
+	frame = redcon.AppendBulkString(frame, ch)
+	frame = redcon.AppendBulkString(frame, msg)
+	if !c.hold(int64(len(frame)), true) {
+		return false, true
+	}
+	select {
+	case q.ch <- frame:
+		return true, false
+	default:
+		c.hold(-int64(len(frame)), false)
+		return false, true
+	}
 }
 
 // subscribed reports whether the connection is in subscribed mode.
@@ -158,15 +127,7 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 				return c.pushFrame(redcon.AppendError(nil, msgMemory))
 			}
 			c.sub.chans[ch] = shard
-			c.s.hub.mu.Lock()
-			if shard {
-				if c.shard == nil {
-					c.shard = map[string]bool{}
-				}
-				c.shard[ch] = true
-			}
-			c.s.hub.mu.Unlock()
-			c.s.hub.add(ch, c)
+			c.s.hub.Add(ch, c, shard)
 		}
 		if cl := c.pushFrame(c.subFrame(nil, kind, ch, len(c.sub.chans))); cl.closeAfter {
 			return cl
@@ -252,10 +213,7 @@ func (c *client) unsubscribe(ch string) {
 	}
 	c.s.charge(-subCost(ch))
 	delete(c.sub.chans, ch)
-	c.s.hub.remove(ch, c)
-	c.s.hub.mu.Lock()
-	delete(c.shard, ch)
-	c.s.hub.mu.Unlock()
+	c.s.hub.Remove(ch, c)
 }
 
 // unsubscribeAll leaves every channel (RESET, and the connection's end).

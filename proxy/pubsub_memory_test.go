@@ -34,9 +34,7 @@ func TestSubscriptionsCharged(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&ms1)
-	e.srv.hub.mu.Lock()
-	n := len(e.srv.hub.subs)
-	e.srv.hub.mu.Unlock()
+	n := e.srv.hub.Channels()
 	t.Logf("%d hub channels from %d connections; heap grew %d MiB; charged to MaxClientMemory: %d bytes", n, conns, (int64(ms1.HeapInuse)-int64(ms0.HeapInuse))>>20, e.srv.mem.Load())
 	if e.srv.mem.Load() < int64(n)*(maxChannelLen-100) {
 		t.Errorf("subscriptions held (%d channels of ~1 KiB) but %d bytes charged to MaxClientMemory", n, e.srv.mem.Load())

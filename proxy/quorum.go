@@ -346,7 +346,7 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 				fmt.Fprintf(&b, "; master %d (%s): %v", i, addrs[i], err)
 			}
 		}
-		s.masterLog.warn(s.log, "proxy: too few masters answered", []any{"answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; ")})
+		s.masterLog.Warn(s.log, "proxy: too few masters answered", []any{"answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; ")})
 		return s.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // Defaults of [Config]; a zero field selects them.
@@ -269,8 +270,8 @@ type Server struct {
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
 	log       *slog.Logger
-	inflight  chan struct{} // semaphore: commands running on the masters
-	workers   *workers      // runs asynchronous commands (pool.go)
+	inflight  chan struct{}              // semaphore: commands running on the masters
+	workers   *respserver.Workers[*call] // runs asynchronous commands (pool.go)
 
 	baseCtx context.Context // cancelled by Close
 	cancel  context.CancelFunc
@@ -294,7 +295,7 @@ type Server struct {
 
 	panics, authFailures, memRefused atomic.Uint64
 	overloaded                       atomic.Uint64 // requests refused -BUSY (admission.go)
-	adm                              *admission
+	adm                              *respserver.Admission[*call]
 
 	loops       []*loop        // event loops (Config.EventLoops)
 	masterConns []*conn.Conn   // what the loops cork
@@ -305,14 +306,14 @@ type Server struct {
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups
 
-	hub                    hub           // lock wake-up subscriptions (pubsub.go)
-	wakesSent, wakeDropped atomic.Uint64 // wake-up messages delivered, and lost to full queues
+	hub                    respserver.Hub[*client] // lock wake-up subscriptions (pubsub.go)
+	wakesSent, wakeDropped atomic.Uint64           // wake-up messages delivered, and lost to full queues
 
-	// Log budgets (logBurst lines per logWindow each): what clients cause
+	// Log budgets (respserver.LogBurst lines per LogWindow each): what clients cause
 	// (any client, authenticated or not, can spend it), and the masters'
 	// failures behind clients' error replies (engineErr), which clients
 	// must not be able to crowd out.
-	clientLog, masterLog logBudget
+	clientLog, masterLog respserver.LogBudget
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
@@ -349,7 +350,7 @@ func New(cfg Config) (*Server, error) {
 	s.fenceKey = s.eng.Config().FenceKey
 	// The latency target: half the per-master timeout of a 30s lock (the
 	// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
-	s.adm = newAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight)
+	s.adm = respserver.NewAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight, callArrived)
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.
@@ -367,7 +368,7 @@ func New(cfg Config) (*Server, error) {
 		s.masterConns = append(s.masterConns, s.tr.Conns(i)...)
 	}
 	if err := s.startLoops(); err != nil {
-		s.workers.release()
+		s.workers.Release()
 		s.closeEngines()
 		return nil, err
 	}
@@ -552,7 +553,7 @@ func (s *Server) Close() error {
 		s.mu.Unlock()
 		<-done
 		s.stopLoops()
-		s.workers.release()
+		s.workers.Release()
 		s.closeEngines()
 	})
 	return nil
@@ -571,40 +572,7 @@ func (s *Server) closeEngines() {
 	}
 }
 
-const (
-	logWindow = 10 * time.Second
-	logBurst  = 20
-)
-
-// logLimited logs a warning about a client, at most logBurst per
-// logWindow: a hostile client must not flood the log. The first line of
-// the next window says how many were left out.
-func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.warn(s.log, msg, attrs) }
-
-// logBudget lets at most logBurst lines through per logWindow.
-type logBudget struct {
-	mu         sync.Mutex
-	start      time.Time
-	lines      int
-	suppressed int
-}
-
-func (b *logBudget) warn(log *slog.Logger, msg string, attrs []any) {
-	b.mu.Lock()
-	now := time.Now()
-	if now.Sub(b.start) >= logWindow {
-		b.start, b.lines = now, 0
-	}
-	if b.lines >= logBurst {
-		b.suppressed++
-		b.mu.Unlock()
-		return
-	}
-	b.lines++
-	if b.suppressed > 0 {
-		attrs = append(attrs, "suppressed_before", b.suppressed)
-		b.suppressed = 0
-	}
-	b.mu.Unlock()
-	log.Warn(msg, attrs...)
-}
+// logLimited logs a warning about a client, at most respserver.LogBurst
+// per respserver.LogWindow: a hostile client must not flood the log. The
+// first line of the next window says how many were left out.
+func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.Warn(s.log, msg, attrs) }

@@ -66,7 +66,7 @@ func TestWakeMessages(t *testing.T) {
 	q := &msgQueue{ch: make(chan []byte, 16)}
 	c.msgs.Store(q)
 	const ch = "redisson_lock__channel:{a}"
-	s.hub.add(ch, c)
+	s.hub.Add(ch, c, false)
 	id := func(n int) string { return "00000000000000" + string(rune('a'+n/26)) + string(rune('a'+n%26)) }
 	long := "t1:" + wakePrefix + string(make([]byte, maxChannelLen))
 	cases := []struct {
@@ -116,7 +116,7 @@ func FuzzWakeMessage(f *testing.F) {
 		c := &client{s: s}
 		q := &msgQueue{ch: make(chan []byte, 1)}
 		c.msgs.Store(q)
-		s.hub.add(ch, c)
+		s.hub.Add(ch, c, false)
 		w.received(payload)
 		if len(q.ch) > 0 && (!wakeChannel(ch) || len(ch) > maxChannelLen) {
 			t.Fatalf("woke a subscriber of %q", ch)

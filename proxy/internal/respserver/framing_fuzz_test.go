@@ -1,4 +1,4 @@
-package proxy
+package respserver
 
 import (
 	"bytes"
@@ -61,27 +61,27 @@ func streamParse(rd *resp.CommandReader, charged *int) framed {
 	}
 }
 
-// loopParse parses stream as an event loop does (framer.parse on its
+// loopParse parses stream as an event loop does (Framer.Parse on its
 // scratch buffer of size bytes, a command whose end had not arrived
-// checked by its frameScan first), the stream arriving in reads of the
+// checked by its FrameScan first), the stream arriving in reads of the
 // sizes rng draws; a command larger than the scratch buffer moves to a
 // streaming reader, as the loop moves its connection to the goroutine
 // path. charged is what the reader's Grow holds.
 func loopParse(stream []byte, size int, rng *rand.Rand, charged *int) framed {
 	var out framed
 	grow := func(n int) bool { *charged += n; return true }
-	fr := newFramer()
+	fr := NewFramer()
 	framingLimits(fr.rd, grow)
 	scratch := make([]byte, size)
 	var in []byte
-	var st frameScan
+	var st FrameScan
 	pos := 0
 	for {
 		data := append(scratch[:0], in...)
 		n := min(1+rng.IntN(size), size-len(data), len(stream)-pos)
 		data = append(data, stream[pos:pos+n]...)
 		pos += n
-		rest, sz, more, err := fr.parse(data, len(in) > 0, &st, func(cmd resp.Command, _ int) bool {
+		rest, sz, more, err := fr.Parse(data, len(in) > 0, &st, func(cmd resp.Command, _ int) bool {
 			*charged -= cmd.Size
 			out.cmds = append(out.cmds, strs(cmd.Args))
 			return true
@@ -96,7 +96,7 @@ func loopParse(stream []byte, size int, rng *rand.Rand, charged *int) framed {
 		}
 		part := data[rest:]
 		if len(part) == size {
-			rd := resp.NewCommandReader(io.MultiReader(bytes.NewReader(slices.Clone(part)), bytes.NewReader(stream[pos:])), readBufferSize)
+			rd := resp.NewCommandReader(io.MultiReader(bytes.NewReader(slices.Clone(part)), bytes.NewReader(stream[pos:])), ReadBufferSize)
 			framingLimits(rd, grow)
 			f := streamParse(rd, charged)
 			out.cmds, out.end = append(out.cmds, f.cmds...), f.end
@@ -133,7 +133,7 @@ func FuzzLoopFraming(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, stream []byte, seed uint64, size uint8) {
 		var refCharged, loopCharged int
-		ref := resp.NewCommandReader(bytes.NewReader(stream), readBufferSize)
+		ref := resp.NewCommandReader(bytes.NewReader(stream), ReadBufferSize)
 		framingLimits(ref, func(n int) bool { refCharged += n; return true })
 		want := streamParse(ref, &refCharged)
 		got := loopParse(stream, 16+int(size), rand.New(rand.NewPCG(seed, 7)), &loopCharged)
@@ -157,15 +157,15 @@ func TestFrameScanTrickle(t *testing.T) {
 		cmd = append(cmd, "$1\r\nx\r\n"...)
 	}
 	parses := 0
-	fr := newFramer()
+	fr := NewFramer()
 	framingLimits(fr.rd, func(int) bool { parses++; return true })
 	fr.rd.MaxArgs, fr.rd.MaxCommandLen = 1000, 1<<20
-	var st frameScan
+	var st FrameScan
 	var in []byte
 	got := 0
 	for i := 0; i < len(cmd); i += 7 {
 		data := append(slices.Clone(in), cmd[i:min(i+7, len(cmd))]...)
-		rest, _, more, err := fr.parse(data, len(in) > 0, &st, func(c resp.Command, _ int) bool {
+		rest, _, more, err := fr.Parse(data, len(in) > 0, &st, func(c resp.Command, _ int) bool {
 			got = len(c.Args)
 			return true
 		})
