@@ -55,13 +55,12 @@ func (c inlineGateConn) SyscallConn() (syscall.RawConn, error) {
 	return inlineGateRaw{raw, c.g}, nil
 }
 
-// TestInlineWriteAcrossTeardown: a request whose inline write is
-// descheduled while its session ends is failed to its caller and never
-// executed; the next session serves the next requests, each its own reply.
-func TestInlineWriteAcrossTeardown(t *testing.T) {
+// gatedConn dials a master through sockets whose inline write waits at
+// the gate once armed; dropFirst closes the first session's socket (the
+// session ends, as when the master drops it).
+func gatedConn(t *testing.T) (c *conn.Conn, g *inlineGate, dropFirst func()) {
 	set := mastertest.Start(t, 1)
-	m := set.Masters()[0]
-	g := &inlineGate{entered: make(chan struct{}), release: make(chan struct{})}
+	g = &inlineGate{entered: make(chan struct{}), release: make(chan struct{})}
 	var mu sync.Mutex
 	var socks []*net.TCPConn
 	cfg := conn.Config{DialTimeout: 5 * time.Second, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -77,11 +76,23 @@ func TestInlineWriteAcrossTeardown(t *testing.T) {
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := conn.Dial(ctx, m.Addr(), cfg)
+	c, err := conn.Dial(ctx, set.Masters()[0].Addr(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, g, func() {
+		mu.Lock()
+		socks[0].Close()
+		mu.Unlock()
+	}
+}
+
+// TestInlineWriteAcrossTeardown: a request whose inline write is
+// descheduled while its session ends is failed to its caller and never
+// executed; the next session serves the next requests, each its own reply.
+func TestInlineWriteAcrossTeardown(t *testing.T) {
+	c, g, dropFirst := gatedConn(t)
 	exec(t, c, "DEL", "iw:stale", "iw:probe")
 
 	g.armed.Store(true)
@@ -97,9 +108,7 @@ func TestInlineWriteAcrossTeardown(t *testing.T) {
 		t.Fatal("the request was not written inline")
 	}
 	// The session ends (the master's socket drops) while Do is descheduled.
-	mu.Lock()
-	socks[0].Close()
-	mu.Unlock()
+	dropFirst()
 	got := rec.wait(t, 1, 5*time.Second)
 	t.Logf("the request's outcome: err=%v", got[0].err)
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -144,37 +153,13 @@ func TestInlineWriteAcrossTeardown(t *testing.T) {
 // after the session did (before the next one is up): a client polling
 // through the reconnect never gets the failed request's reply as its own.
 func TestInlineWriteNotSentOnNextSession(t *testing.T) {
-	set := mastertest.Start(t, 1)
-	m := set.Masters()[0]
-	g := &inlineGate{entered: make(chan struct{}), release: make(chan struct{})}
-	var mu sync.Mutex
-	var socks []*net.TCPConn
-	cfg := conn.Config{DialTimeout: 5 * time.Second, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var d net.Dialer
-		nc, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		mu.Lock()
-		socks = append(socks, nc.(*net.TCPConn))
-		mu.Unlock()
-		return inlineGateConn{nc.(*net.TCPConn), g}, nil
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := conn.Dial(ctx, m.Addr(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, g, dropFirst := gatedConn(t)
 	exec(t, c, "DEL", "iw:probe")
 	g.armed.Store(true)
 	rec := newRecorder()
 	go c.Do(conn.Request{Cmd: cmd("SET", "iw:stale2", "x"), Callback: rec, Tag: 1})
 	<-g.entered
-	mu.Lock()
-	socks[0].Close()
-	mu.Unlock()
+	dropFirst()
 	rec.wait(t, 1, 5*time.Second)
 	close(g.release) // the session is down: the stale bytes wait for the next
 	var wrong []string
