@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -93,26 +92,21 @@ type Conn struct {
 
 	mu sync.Mutex
 	// Guarded by mu:
-	corks      int  // Cork calls not yet undone: Do does not wake the writer
-	corkedWake bool // a Do while corked would have woken the writer
-	up         bool
-	connecting bool // the first connect attempt is in progress: Do queues
-	closed     bool
-	downErr    error         // returned by Do while !up
-	upCh       chan struct{} // closed while up; replaced on disconnect
-	nc         net.Conn
-	q          queue
-	wbuf       []byte
-	wcmds      int    // requests in wbuf (a merged call counts its members)
-	spare      []byte // the other write buffer, while not being written
-	writing    bool   // a batch is being written (by the writer, or inline by Do): the next waits
-	// raw is the session's socket for Do's non-blocking inline write (nil
-	// when it is not a plain socket: TLS, a test's wrapper).
-	raw          syscall.RawConn
-	inline       inlineWrite // used by the one writeInline that set writing
-	nextDeadline time.Time   // earliest deadline queued (may be stale-early)
-	firstLive    uint64      // queue items before this sequence are done
-	resentEnd    uint64      // queue end after the last NOSCRIPT re-send (Drain waits for re-sent requests)
+	corks        int  // Cork calls not yet undone: Do does not wake the writer
+	corkedWake   bool // a Do while corked would have woken the writer
+	up           bool
+	connecting   bool // the first connect attempt is in progress: Do queues
+	closed       bool
+	downErr      error         // returned by Do while !up
+	upCh         chan struct{} // closed while up; replaced on disconnect
+	nc           net.Conn
+	q            queue
+	wbuf         []byte
+	wcmds        int       // requests in wbuf (a merged call counts its members)
+	spare        []byte    // the other write buffer, while not being written
+	nextDeadline time.Time // earliest deadline queued (may be stale-early)
+	firstLive    uint64    // queue items before this sequence are done
+	resentEnd    uint64    // queue end after the last NOSCRIPT re-send (Drain waits for re-sent requests)
 	info         ServerInfo
 	nativeOff    bool         // this session's server refused a native command: scripts only (native.go)
 	scratch      []byte       // EVAL rewrite buffer (reader)
@@ -312,107 +306,11 @@ func (c *Conn) Do(req Request) error {
 	if wake && c.corks > 0 {
 		c.corkedWake, wake = true, false
 	}
-	if wake && c.idleLocked() {
-		c.writeInline() // unlocks mu
-		return nil
-	}
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
 	}
 	return nil
-}
-
-// inlineWrite is the state of Do's one non-blocking write attempt
-// (RawConn.Write's callback, bound once).
-type inlineWrite struct {
-	buf []byte
-	n   int
-	err error
-	fn  func(fd uintptr) bool
-}
-
-func (w *inlineWrite) write(fd uintptr) bool {
-	w.n, w.err = syscall.Write(int(fd), w.buf)
-	return true // one attempt: never wait for the socket
-}
-
-// idleLocked reports whether the request just queued is alone on an idle
-// connection — nothing else in flight (but the batch's TIME), no batch
-// being written — over a socket that can be written without blocking:
-// then Do writes it itself (writeInline) instead of handing it to the
-// writer goroutine. A lone operation saves a goroutine wake-up per
-// master; under load the writer gathers batches as before.
-func (c *Conn) idleLocked() bool {
-	return c.up && c.raw != nil && !c.writing && c.nmerge == 0 && c.q.len() <= 2 && !c.closed
-}
-
-// writeInline tries to write the write buffer from the calling goroutine
-// in one non-blocking write(2) — Do never blocks on the network —; mu is
-// held on entry and released. What the socket did not take goes back to
-// the front of the buffer for the writer goroutine. A write error closes
-// the session's socket: the reader then fails and the session ends as if
-// the writer had failed.
-func (c *Conn) writeInline() {
-	nc, raw, buf, cmds := c.nc, c.raw, c.wbuf, c.wcmds
-	c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0
-	c.writing = true
-	c.mu.Unlock()
-	iw := &c.inline // this goroutine's alone: writing is set
-	iw.buf = buf
-	// No deadline for one non-blocking attempt; the one the writer set for
-	// its last write may have passed, and RawConn.Write would refuse.
-	nc.SetWriteDeadline(time.Time{})
-	if iw.fn == nil {
-		iw.fn = iw.write // bound once: no allocation per write
-	}
-	n, err := 0, raw.Write(iw.fn)
-	if err == nil {
-		n, err = iw.n, iw.err
-	}
-	iw.buf, iw.err = nil, nil
-	if n < 0 {
-		n = 0
-	}
-	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
-		err = nil
-	}
-	c.mu.Lock()
-	c.writing = false
-	live := c.nc == nc // the session this write was for has not ended
-	rest := n < len(buf) && err == nil && live
-	switch {
-	case rest:
-		// The socket took a part (or nothing): the rest goes first.
-		c.wbuf = append(append(make([]byte, 0, len(buf)-n+len(c.wbuf)), buf[n:]...), c.wbuf...)
-		c.wcmds += cmds
-	case !live || err != nil:
-		// The session ended (or ends now, below): its requests are failed
-		// with it, and these bytes must not go out on the next one — their
-		// replies would complete other requests.
-	case cap(buf) <= maxRetainedWriteBuf:
-		c.spare = buf[:0]
-	}
-	if err != nil && live && c.kill == nil {
-		c.kill = fmt.Errorf("write: %w", err)
-	}
-	more := len(c.wbuf) > 0 || c.nmerge > 0
-	c.mu.Unlock()
-	if err != nil {
-		nc.Close()
-	}
-	if more {
-		c.wakeWriter() // the rest, or what was queued while this write ran
-	}
-	if err != nil || !live {
-		return
-	}
-	if !rest {
-		c.writes.Add(1)
-		if c.cfg.OnWrite != nil {
-			c.cfg.OnWrite(cmds)
-		}
-	}
 }
 
 // Cork holds back the writer: requests queued by Do until the matching

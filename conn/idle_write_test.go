@@ -9,9 +9,9 @@ import (
 )
 
 // TestIdleWriteAfterWriteTimeout: a request on a connection idle for
-// longer than its WriteTimeout is written (by Do itself, the connection
-// being idle) and answered — the writer's last write deadline, long past,
-// must not fail it (it broke the session with "i/o timeout").
+// longer than its WriteTimeout is written and answered — the last write's
+// deadline, long past, must not fail it (a write path that did not renew
+// it broke the session with "i/o timeout").
 func TestIdleWriteAfterWriteTimeout(t *testing.T) {
 	c, _, _ := realConn(t, conn.Config{WriteTimeout: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -90,12 +89,6 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 		return nil
 	}
 	c.nc, c.up, c.info, c.nativeOff = nc, true, info, false
-	c.raw = nil
-	if sc, ok := nc.(syscall.Conn); ok {
-		if raw, err := sc.SyscallConn(); err == nil {
-			c.raw = raw
-		}
-	}
 	close(c.upCh)
 	c.mu.Unlock()
 	c.firstAttemptDone(nil)
@@ -117,7 +110,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 		cause, c.kill = c.kill, nil
 	}
 	c.up = false
-	c.nc, c.raw = nil, nil
+	c.nc = nil
 	c.upCh = make(chan struct{})
 	closed := c.closed
 	if cause == nil {
@@ -168,9 +161,7 @@ func (c *Conn) failAll(err error) {
 func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 	for {
 		c.mu.Lock()
-		// A batch Do writes inline (writeInline) goes first: the writer
-		// waits for its end (it wakes the writer if more was queued).
-		for (len(c.wbuf) == 0 && c.nmerge == 0) || c.writing {
+		for len(c.wbuf) == 0 && c.nmerge == 0 {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
@@ -195,14 +186,12 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 		}
 		buf, n := c.wbuf, c.wcmds
 		c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0
-		c.writing = true
 		c.mu.Unlock()
 		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
 		if err == nil {
 			_, err = nc.Write(buf)
 		}
 		c.mu.Lock()
-		c.writing = false
 		if cap(buf) <= maxRetainedWriteBuf {
 			c.spare = buf[:0]
 		}
