@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
@@ -68,10 +69,15 @@ func proxyAcquire(ctx context.Context, o lockOpts, log *slog.Logger) (heldLock, 
 	c, err := conn.Dial(dctx, o.proxyAddr, cfg)
 	cancel()
 	if err != nil {
+		// conn names the far end a master: here it is the proxy.
+		why := strings.Replace(cleanError(err), "master not connected: ", "", 1)
 		if errors.Is(err, conn.ErrAuth) {
-			return nil, nil, exitError{exitConfig, fmt.Sprintf("the proxy %s refused the password: %s (set it with --proxy-password or $%s)", o.proxyAddr, cleanError(err), envProxyPassword)}
+			return nil, nil, exitError{exitConfig, fmt.Sprintf("the proxy %s refused the password: %s (set it with --proxy-password or $%s)", o.proxyAddr, why, envProxyPassword)}
 		}
-		return nil, nil, exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
+		if msg := tlsMismatch(err, cfg.TLS != nil); msg != "" {
+			return nil, nil, exitError{exitConfig, fmt.Sprintf("proxy %s: %s: %s", o.proxyAddr, msg, why)}
+		}
+		return nil, nil, exitError{exitUnavailable, fmt.Sprintf("proxy %s: %s", o.proxyAddr, why)}
 	}
 	l := &proxyLock{c: c, key: o.key, ttl: o.ttl, maxHold: o.maxHold,
 		driftFactor: o.driftFactor, driftMin: engine.DefaultDriftMin, log: log, done: make(chan struct{}), stop: make(chan struct{})}
@@ -344,4 +350,21 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// tlsMismatch names a TLS/plain mismatch with the proxy, from the dial's
+// error (usingTLS: we spoke TLS), or "": a plain client's handshake to a
+// TLS listener ends in EOF or a reset (the listener sends an alert and
+// closes); a TLS client meets a plain listener's reply where a TLS record
+// should be. Neither is an outage: retrying cannot cure it.
+func tlsMismatch(err error, usingTLS bool) string {
+	s := err.Error()
+	switch {
+	case usingTLS && (strings.Contains(s, "does not look like a TLS handshake") || strings.Contains(s, "record header")):
+		return "the proxy does not speak TLS: drop --proxy-tls-ca (and --proxy-tls-cert/--proxy-tls-key)"
+	case !usingTLS && strings.Contains(s, "handshake") && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(s, "EOF") || strings.Contains(s, "connection reset") || strings.Contains(s, "protocol error")):
+		return "the proxy closed the connection during the handshake, as a TLS listener does to a plain client: pass --proxy-tls-ca FILE"
+	}
+	return ""
 }

@@ -439,7 +439,7 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 		}{
 			{"wrong password", slices.Concat(proxyArgs, []string{"--proxy-password", secWrongPW}), exitConfig, "WRONGPASS"},
 			{"no password", proxyArgs, exitConfig, "NOAUTH"},
-			{"no TLS", []string{"--proxy", p.addr, "--proxy-password", secProxyPW}, exitUnavailable, ""},
+			{"no TLS", []string{"--proxy", p.addr, "--proxy-password", secProxyPW}, exitConfig, "pass --proxy-tls-ca"},
 		} {
 			code, stderr := timedLock(t, append(tt.args, "-v", "pk", "--", "true")...)
 			t.Logf("%s: exit %d; stderr:\n%s", tt.name, code, stderr)
@@ -447,6 +447,9 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 				t.Errorf("%s: exit %d, want %d and %q in stderr:\n%s", tt.name, code, tt.code, tt.want, stderr)
 			}
 			checkNoSecrets(t, "redlock lock --proxy", stderr)
+			if strings.Contains(stderr, "master") {
+				t.Errorf("%s: an error about the proxy names a master:\n%s", tt.name, stderr)
+			}
 		}
 	})
 
