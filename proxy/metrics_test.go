@@ -217,7 +217,8 @@ func checkInfoAgrees(t *testing.T, info map[string]int64, m map[string]float64) 
 // a protocol error, a wrong password, a memory refusal, a recovered
 // panic; lock acquisitions acquired, taken and without quorum;
 // extensions done and failed (a lock lost); releases released, lost,
-// cleanup and unavailable; each by the engine (SET NX PX, single-key
+// cleanup (of a refused value, and a second release of a released one)
+// and unavailable; each by the engine (SET NX PX, single-key
 // scripts) and by broadcast (node-redlock v4's multi-key scripts) — each
 // shared name shows one value in both, and moved.
 func TestInfoMetricsAgree(t *testing.T) {
@@ -272,7 +273,10 @@ func TestInfoMetricsAgree(t *testing.T) {
 	checkReply(t, eval(extend, []string{"agree:a"}, "tok", "10000"), ":1\r\n")      // extended
 	checkReply(t, eval(extend, []string{"agree:a"}, "other", "10000"), ":0\r\n")    // failed: lost
 	checkReply(t, eval(release, []string{"agree:a"}, "tok"), ":1\r\n")              // released
-	checkReply(t, eval(release, []string{"agree:a"}, "tok"), ":0\r\n")              // lost
+	checkReply(t, eval(release, []string{"agree:a"}, "tok"), ":0\r\n")              // released again: cleanup
+	checkReply(t, c.cmd("SET", "agree:e", "tok", "NX", "PX", "50"), "+OK\r\n")      // acquired
+	time.Sleep(150 * time.Millisecond)                                              // it expires
+	checkReply(t, eval(release, []string{"agree:e"}, "tok"), ":0\r\n")              // lost
 	// By broadcast: node-redlock v4's scripts on two keys.
 	lock, ext, unlock := scripts.Lib("node-redlock4-lock"), scripts.Lib("node-redlock4-extend"), scripts.Lib("node-redlock4-unlock")
 	bc := []string{"agree:b", "agree:c"}
@@ -282,7 +286,11 @@ func TestInfoMetricsAgree(t *testing.T) {
 	checkReply(t, eval(ext, bc, "tok", "10000"), ":2\r\n")    // extended
 	checkReply(t, eval(ext, bc, "other", "10000"), ":0\r\n")  // failed: lost
 	checkReply(t, eval(unlock, bc, "tok"), ":2\r\n")          // released
-	checkReply(t, eval(unlock, bc, "tok"), ":0\r\n")          // lost
+	checkReply(t, eval(unlock, bc, "tok"), ":0\r\n")          // released again: cleanup
+	be := []string{"agree:f", "agree:g"}
+	checkReply(t, eval(lock, be, "tok", "50"), ":2\r\n") // acquired
+	time.Sleep(150 * time.Millisecond)                   // it expires
+	checkReply(t, eval(unlock, be, "tok"), ":0\r\n")     // lost
 	// Two of three masters down: no quorum, by the engine and by broadcast.
 	for _, m := range e.set.Masters()[:2] {
 		if err := m.Kill(); err != nil {
@@ -307,9 +315,9 @@ func TestInfoMetricsAgree(t *testing.T) {
 	// The lock counters, exactly: one of each per path (the engine's and
 	// the broadcasts').
 	for name, want := range map[string]int64{
-		"acquisitions_acquired": 2, "acquisitions_taken": 2, "acquisitions_no_quorum": 2,
+		"acquisitions_acquired": 4, "acquisitions_taken": 2, "acquisitions_no_quorum": 2,
 		"extensions_extended": 2, "extensions_failed": 2, "locks_lost": 2,
-		"releases_released": 2, "releases_lost": 2, "releases_cleanup": 2, "releases_unavailable": 2,
+		"releases_released": 2, "releases_lost": 2, "releases_cleanup": 4, "releases_unavailable": 2,
 	} {
 		if info[name] != want {
 			t.Errorf("INFO %s:%d, want %d", name, info[name], want)

@@ -130,8 +130,10 @@ func (s *Server) lockLost(err error) {
 // observeRelease reports a client's release of key with token that ended
 // with err: nil when a quorum deleted it; matching ErrUnavailable when too
 // few masters answered; matching ErrLockLost when a quorum answered and
-// fewer held it — a cleanup when this proxy refused that key and token
-// lately and has not granted them since (refusals), else a lost lock.
+// fewer held it — a cleanup when this proxy refused that key and token, or
+// released them, lately and has not granted them since (refusals: a
+// client's second release of a value is not a lost lock), else a lost
+// lock.
 // Any other error (the client or the proxy went away) decided nothing and
 // is not counted, as the engine counts its own Unlock.
 func (s *Server) observeRelease(key, token []byte, err error) {
@@ -139,6 +141,7 @@ func (s *Server) observeRelease(key, token []byte, err error) {
 	switch {
 	case err == nil:
 		r = engine.ReleaseReleased
+		s.refused.refused(key, token) // released: a repeat is no loss
 	case errors.Is(err, engine.ErrUnavailable):
 		r = engine.ReleaseUnavailable
 	case !errors.Is(err, engine.ErrLockLost):
