@@ -239,6 +239,12 @@ func (s *Server) engineErr(err error) []byte {
 		return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
 	s.masterLog.Warn(s.log, "proxy: command failed", []any{"err", err})
+	if errors.Is(err, engine.ErrMisconfigured) {
+		// The masters refuse for good (an ACL rule, credentials): not an
+		// outage for the client to retry; the message names the master,
+		// the command refused and the fix.
+		return redcon.AppendError(nil, "ERR redlock proxy: "+oneLine(strings.TrimPrefix(err.Error(), "engine: ")))
+	}
 	var qe *engine.QuorumError
 	switch {
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
@@ -467,4 +473,9 @@ func (c *client) cmdScript(args [][]byte) *call {
 		return reply(redcon.AppendOK(nil))
 	}
 	return errCall("ERR unknown or unsupported command 'SCRIPT " + sub(args) + "'")
+}
+
+// oneLine makes msg fit an error reply (no CR or LF).
+func oneLine(msg string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(msg)
 }

@@ -139,6 +139,10 @@ func (l *proxyLock) acquire(ctx context.Context, o lockOpts) error {
 		switch {
 		case ctx.Err() != nil:
 			return interrupted(ctx, waitInterrupted)
+		case err != nil && isErrorReply(err) && strings.HasPrefix(err.Error(), "ERR redlock proxy: misconfigured"):
+			// The proxy's masters refuse for good (an ACL rule): waiting
+			// cannot help.
+			return exitError{exitConfig, fmt.Sprintf("proxy %s: %s", o.proxyAddr, cleanError(err))}
 		case err != nil && isErrorReply(err) && (strings.HasPrefix(err.Error(), "ERR redlock proxy: invalid argument: ") || strings.HasPrefix(err.Error(), "ERR invalid argument: ")):
 			// (The second: proxies before the refusals' common prefix.)
 			// The proxy refused the request itself (a TTL over its

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/proxy"
 )
 
 // aclVariant is line for another user: named name, with the rules of
@@ -69,6 +73,17 @@ func TestRefusedByMasters(t *testing.T) {
 			}
 		})
 	}
+	t.Run("lock --proxy --wait, the proxy's user refused a key", func(t *testing.T) {
+		// The proxy answers the masters' refusal as a configuration
+		// error, not as unavailable: redlock lock does not wait on it.
+		addr := serveProxy(t, proxy.Config{EngineConfig: engine.Config{Addrs: m.set.Addrs(), FreshMasters: true, MasterTimeout: aclMasterTimeout,
+			Conn: conn.Config{Username: "otherkeys", Password: aclUserPW}}})
+		start := time.Now()
+		code, stderr := runLock("--proxy", addr, "--wait", "1m", "acl:refused", "--", "true")
+		if d := time.Since(start); code != exitConfig || d > refusedWithin || !strings.Contains(stderr, "misconfigured") || !strings.Contains(stderr, "NOPERM") {
+			t.Errorf("exit %d after %v, want %d at once naming the refusal; stderr:\n%s", code, d, exitConfig, stderr)
+		}
+	})
 	var help bytes.Buffer
 	run([]string{"lock", "-h"}, &help, &help)
 	if !regexp.MustCompile(`(?m)^ +78 +configuration`).MatchString(help.String()) {
