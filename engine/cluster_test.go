@@ -292,24 +292,32 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := d.NodeFor(key).Addr()
-	nodes, err := d.NodeFor(key).Exec(ctx, "CLUSTER", "NODES")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The owner learns its replica by gossip: on a busy machine after the
+	// cluster started (issue #43), so wait for it.
 	var ownerID, replica string
-	lines := strings.Split(nodes.Text(), "\n")
-	for _, line := range lines {
-		if f := strings.Fields(line); len(f) > 3 && strings.SplitN(f[1], "@", 2)[0] == owner {
-			ownerID = f[0]
+	var nodes resp.Reply
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		nodes, err = d.NodeFor(key).Exec(ctx, "CLUSTER", "NODES")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, line := range lines {
-		if f := strings.Fields(line); len(f) > 3 && f[3] == ownerID {
-			replica = strings.SplitN(f[1], "@", 2)[0]
+		lines := strings.Split(nodes.Text(), "\n")
+		for _, line := range lines {
+			if f := strings.Fields(line); len(f) > 3 && strings.SplitN(f[1], "@", 2)[0] == owner {
+				ownerID = f[0]
+			}
 		}
-	}
-	if ownerID == "" || replica == "" {
-		t.Fatalf("no replica of %s in:\n%s", owner, nodes.Text())
+		for _, line := range lines {
+			if f := strings.Fields(line); len(f) > 3 && f[3] == ownerID {
+				replica = strings.SplitN(f[1], "@", 2)[0]
+			}
+		}
+		if ownerID != "" && replica != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica of %s in:\n%s", owner, nodes.Text())
+		}
 	}
 	node := func(addr string) *localmaster.Master {
 		for _, m := range lc.Masters() {
