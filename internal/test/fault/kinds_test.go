@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -597,7 +598,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		s.do(f)
 		injected++
 	}
-	wg.Wait()
+	awaitWorkers(t, ctx, cancel, &wg, func() bool { return k.ops.Load() >= int64(target) })
 	ex, cr := k.chk.Result(), k.crowd.Result()
 	if ex.Violations() != 0 {
 		t.Errorf("%d overlaps; first: %s", ex.Violations(), ex.FirstViolation)
@@ -639,4 +640,56 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	}
 	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,
 		ex.Overlaps, cr.Excess, cr.Mixed, busy.Load(), unavailable.Load(), time.Since(start).Seconds())
+}
+
+// stragglerGrace is how long the workers may take to finish the calls they
+// are in once the run's target is reached. Every call is bounded by far
+// less (a 1 s TTL, 25 ms per master, waits of at most 1 s), so a worker
+// still in one after this is stuck: awaitWorkers logs where and ends the
+// run's context instead of waiting out the scenario's limit (a run under
+// the race detector once waited 111 s for one).
+const stragglerGrace = 20 * time.Second
+
+// awaitWorkers waits for wg; once done() holds (the target reached) it
+// waits at most stragglerGrace more, then logs the test process's stacks
+// that are in the scenario's calls and cancels ctx.
+func awaitWorkers(t *testing.T, ctx context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, done func() bool) {
+	t.Helper()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var reached time.Time
+	for {
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+			<-finished
+			return
+		case <-tick.C:
+		}
+		if reached.IsZero() {
+			if done() {
+				reached = time.Now()
+			}
+			continue
+		}
+		if time.Since(reached) < stragglerGrace {
+			continue
+		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var stuck []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "fault_test.") && !strings.Contains(g, "awaitWorkers") && !strings.Contains(g, "testing.tRunner") {
+				stuck = append(stuck, g)
+			}
+		}
+		t.Logf("%d workers still in a call %v after the target was reached: ending the run's context; their stacks:\n%s",
+			len(stuck), stragglerGrace, strings.Join(stuck, "\n\n"))
+		cancel()
+		<-finished
+		return
+	}
 }
