@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -167,39 +167,78 @@ func lockGuardCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError{fmt.Errorf("bad deadline %q", args[len(args)-1])}
 	}
-	updates := make(chan int64)
-	go func() {
-		defer close(updates)
-		s := bufio.NewScanner(os.Stdin)
-		for s.Scan() {
-			if d, err := strconv.ParseInt(s.Text(), 10, 64); err == nil {
-				updates <- d
-			}
-		}
-	}()
-	t := time.NewTimer(0)
-	defer t.Stop()
+	// stdin is read here, between the deadline checks, not by another
+	// goroutine: a deadline sent before the one in force passed is always
+	// read before the guard kills (the guard may start after its first
+	// deadline when exec is slow, with a later one already in the pipe).
+	in := &deadlineLines{fd: 0}
 	for {
 		now, err := monoNow()
 		if err != nil {
 			return err
 		}
-		if now >= deadline {
-			fmt.Fprintf(stderr, "redlock lock: the lock's validity ended and redlock lock (pid %d) gave no later end (stopped?): SIGKILL to the command's %s\n", os.Getppid(), what)
-			if err := kill(); err != nil && !errors.Is(err, syscall.ESRCH) {
+		wait := time.Duration(max(deadline-now, 0))
+		if in.fd >= 0 {
+			ready, err := waitReadable(in.fd, wait)
+			if err != nil {
 				return err
 			}
-			return nil
-		}
-		t.Reset(time.Duration(deadline - now))
-		select {
-		case d, ok := <-updates:
-			if !ok {
-				updates = nil // redlock lock is gone: the last deadline stands
-				continue
+			if ready {
+				if d, ok := in.read(); ok {
+					deadline = d
+				}
+				continue // EOF: redlock lock is gone, the last deadline stands
 			}
-			deadline = d
-		case <-t.C:
+		} else if wait > 0 {
+			time.Sleep(wait)
+			continue
 		}
+		if now, err = monoNow(); err != nil {
+			return err
+		}
+		if now < deadline {
+			continue
+		}
+		fmt.Fprintf(stderr, "redlock lock: the lock's validity ended and redlock lock (pid %d) gave no later end (stopped?): SIGKILL to the command's %s\n", os.Getppid(), what)
+		if err := kill(); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
 	}
+}
+
+// deadlineLines reads the deadlines redlock lock writes to the guard's
+// stdin, one decimal line each.
+type deadlineLines struct {
+	fd      int // -1 after EOF or an error
+	partial []byte
+	buf     [256]byte
+}
+
+// read reads what is there (the fd is readable) and returns the last
+// whole line's deadline, if it read one.
+func (r *deadlineLines) read() (last int64, ok bool) {
+	n, err := syscall.Read(r.fd, r.buf[:])
+	if err == syscall.EINTR || err == syscall.EAGAIN {
+		return 0, false
+	}
+	if n <= 0 || err != nil {
+		r.fd = -1
+		return 0, false
+	}
+	r.partial = append(r.partial, r.buf[:n]...)
+	for {
+		i := bytes.IndexByte(r.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if d, err := strconv.ParseInt(string(r.partial[:i]), 10, 64); err == nil {
+			last, ok = d, true
+		}
+		r.partial = r.partial[i+1:]
+	}
+	if len(r.partial) > 64 { // not a deadline: drop it
+		r.partial = r.partial[:0]
+	}
+	return last, ok
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,4 +35,21 @@ func pidfdOpen(pid int) (*os.File, error) {
 // pidfdKill sends SIGKILL to the process of pidfd f.
 func pidfdKill(f *os.File) error {
 	return unix.PidfdSendSignal(int(f.Fd()), unix.SIGKILL, nil, 0)
+}
+
+// waitReadable waits up to d (rounded up to a millisecond) for fd to be
+// readable (or closed at the other end); d ≤ 0 only looks.
+func waitReadable(fd int, d time.Duration) (bool, error) {
+	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, os.NewSyscallError("poll", err)
+		}
+		return n > 0, nil
+	}
 }

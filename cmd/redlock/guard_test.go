@@ -22,13 +22,18 @@ func TestLockGuard(t *testing.T) {
 		act   func(g *lockGuard) // right after the start (deadline in 300ms)
 		dies  bool               // the command is killed at the (last) deadline
 		after time.Duration      // not before this
+		first time.Duration      // the deadline the guard starts with (0: 300ms)
 	}{
-		{"group", true, func(*lockGuard) {}, true, 300 * time.Millisecond},
-		{"pidfd", false, func(*lockGuard) {}, true, 300 * time.Millisecond},
-		{"later deadline", true, func(g *lockGuard) { g.update(time.Now().Add(900 * time.Millisecond)) }, true, 900 * time.Millisecond},
-		{"earlier deadline", false, func(g *lockGuard) { g.update(time.Now().Add(100 * time.Millisecond)) }, true, 100 * time.Millisecond},
-		{"redlock lock gone", true, func(g *lockGuard) { g.w.Close() }, true, 300 * time.Millisecond},
-		{"stopped", true, func(g *lockGuard) { g.stop() }, false, 0},
+		{"group", true, func(*lockGuard) {}, true, 300 * time.Millisecond, 0},
+		{"pidfd", false, func(*lockGuard) {}, true, 300 * time.Millisecond, 0},
+		{"later deadline", true, func(g *lockGuard) { g.update(time.Now().Add(900 * time.Millisecond)) }, true, 900 * time.Millisecond, 0},
+		// A later deadline sent before the guard process ran, with the
+		// one it starts with already past (exec slow on a busy machine:
+		// the later one was in the pipe when the guard first looked).
+		{"later deadline before the guard ran", true, func(g *lockGuard) { g.update(time.Now().Add(900 * time.Millisecond)) }, true, 900 * time.Millisecond, -time.Second},
+		{"earlier deadline", false, func(g *lockGuard) { g.update(time.Now().Add(100 * time.Millisecond)) }, true, 100 * time.Millisecond, 0},
+		{"redlock lock gone", true, func(g *lockGuard) { g.w.Close() }, true, 300 * time.Millisecond, 0},
+		{"stopped", true, func(g *lockGuard) { g.stop() }, false, 0, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := exec.Command("sleep", "30")
@@ -38,7 +43,11 @@ func TestLockGuard(t *testing.T) {
 			}
 			t.Cleanup(func() { cmd.Process.Kill() })
 			start := time.Now()
-			g, err := startGuard(cmd.Process.Pid, tt.group, start.Add(300*time.Millisecond), nil)
+			first := tt.first
+			if first == 0 {
+				first = 300 * time.Millisecond
+			}
+			g, err := startGuard(cmd.Process.Pid, tt.group, start.Add(first), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
