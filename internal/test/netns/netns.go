@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -251,8 +252,32 @@ func (ep *Endpoint) LinkUp() error {
 	if err := ip("-n", ep.h.name, "neigh", "replace", ep.clientA.String(), "lladdr", ep.clientMAC, "dev", ep.dev, "nud", "permanent"); err != nil {
 		return err
 	}
+	// The kernel activates the link's queue asynchronously (linkwatch,
+	// up to a second later, more on a busy machine), dropping packets
+	// until then: wait for the link to be operationally up.
+	if err := waitOperUp(ep.h.name, ep.dev); err != nil {
+		return err
+	}
 	ep.down.Store(false)
 	return nil
+}
+
+// linkUpWait bounds waitOperUp.
+const linkUpWait = 10 * time.Second
+
+// waitOperUp waits until dev in namespace ns reports state UP.
+func waitOperUp(ns, dev string) error {
+	deadline := time.Now().Add(linkUpWait)
+	for {
+		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "dev", dev).CombinedOutput()
+		if err == nil && bytes.Contains(out, []byte(" state UP ")) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ip -n %s link show dev %s: not up %v after link set up: %s", ns, dev, linkUpWait, bytes.TrimSpace(out))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Command returns a command that runs name with args inside the

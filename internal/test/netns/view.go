@@ -184,6 +184,9 @@ func (l *viewLink) up() error {
 	if err := ip("-n", l.ep.h.name, "neigh", "replace", l.clientA.String(), "lladdr", l.clientMAC, "dev", l.dev, "nud", "permanent"); err != nil {
 		return err
 	}
+	if err := waitOperUp(l.ep.h.name, l.dev); err != nil { // as Endpoint.LinkUp
+		return err
+	}
 	l.down.Store(false)
 	return nil
 }
