@@ -62,9 +62,7 @@ func TestTryLockAsync(t *testing.T) {
 	if r.err != nil || r.l == nil || !r.l.Valid() {
 		t.Fatalf("free key: %v, %v; want a valid lock", r.l, r.err)
 	}
-	if got := countOf(v.values("async:a"), r.l.Token()); got != 5 {
-		t.Fatalf("the lock's token is on %d masters; want 5", got)
-	}
+	v.waitHeld("async:a", r.l.Token()) // granted by a quorum: the others may answer later
 
 	held := tryAsync(t, v.e, ctx, "async:a", 5*time.Second)
 	if !errors.Is(held.err, engine.ErrNotAcquired) || held.l != nil {
@@ -182,9 +180,7 @@ func TestTryLockAsyncCancel(t *testing.T) {
 	if l == nil || !l.Valid() || l.Err() != nil {
 		t.Fatalf("a context ended after the grant: %v; want the lock to stand", l)
 	}
-	if got := countOf(v.values("async:later"), l.Token()); got != 5 {
-		t.Fatalf("lock on %d masters after a late cancel; want 5", got)
-	}
+	v.waitHeld("async:later", l.Token()) // the lock stands on every master
 	l.Unlock(context.Background())
 }
 

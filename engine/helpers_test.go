@@ -157,11 +157,12 @@ func (v *env) waitGone(key string, within time.Duration) {
 }
 
 // waitHeld polls until every master holds key with value token, failing
-// after a second. A successful acquisition returns as soon as a quorum
-// granted it: the other masters may answer a moment later.
+// after 5 s. A successful acquisition returns as soon as a quorum granted
+// it: the other masters may answer a moment later (much later on a busy
+// machine).
 func (v *env) waitHeld(key, token string) {
 	v.tb.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		vals := v.values(key)
 		if countOf(vals, token) == len(vals) {
