@@ -204,9 +204,19 @@ func sendEchos(nc net.Conn, n int, d time.Duration) {
 		req = append(req, arg...)
 		req = append(req, "\r\n"...)
 	}
+	// Written here until the proxy stops reading (its output backed up:
+	// the write blocks), the rest from a goroutine: when sendEchos
+	// returns, the proxy holds replies it cannot write, however late that
+	// goroutine runs on a busy machine (a client whose requests arrive
+	// later than IdleTimeout after it connected is idle).
+	nc.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	w, err := nc.Write(req)
+	if err == nil {
+		return
+	}
 	go func() {
 		nc.SetWriteDeadline(time.Now().Add(d))
-		nc.Write(req)
+		nc.Write(req[w:])
 	}()
 }
 

@@ -7,6 +7,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +19,23 @@ func procCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuReps is how many times the amplification tests run their bytes per
+// path: they compare the least CPU of each (another test's goroutines
+// winding down, the GC or the race detector only add to a run).
+const cpuReps = 3
+
+// leastCPU runs f reps times and returns the least process CPU time one
+// run took.
+func leastCPU(reps int, f func()) time.Duration {
+	least := time.Duration(math.MaxInt64)
+	for range reps {
+		c0 := procCPU()
+		f()
+		least = min(least, procCPU()-c0)
+	}
+	return least
 }
 
 // TestLoopReparseAmplification: a command of 1000 small arguments sent in
@@ -41,8 +59,8 @@ func TestLoopReparseAmplification(t *testing.T) {
 			if got := a.cmd("PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING: %q", got)
 			}
-			c0, w0 := procCPU(), time.Now()
-			for range 1 {
+			w0 := time.Now()
+			res[m.name] = leastCPU(cpuReps, func() {
 				for i := 0; i < len(cmd); i += 7 {
 					a.send(string(cmd[i:min(i+7, len(cmd))]))
 					time.Sleep(30 * time.Microsecond) // one read per write
@@ -50,9 +68,8 @@ func TestLoopReparseAmplification(t *testing.T) {
 				if got := a.read(); !strings.HasPrefix(got, "-ERR unknown") {
 					t.Fatalf("reply: %q", got)
 				}
-			}
-			res[m.name] = procCPU() - c0
-			t.Logf("%s: %v CPU for 3 commands in %v", m.name, res[m.name].Round(time.Millisecond), time.Since(w0).Round(time.Millisecond))
+			})
+			t.Logf("%s: %v CPU for a command (least of %d) in %v", m.name, res[m.name].Round(time.Millisecond), cpuReps, time.Since(w0).Round(time.Millisecond))
 		})
 	}
 	if res["loop"] > 3*res["goroutines"] {
@@ -80,21 +97,22 @@ func TestLoopStopAmplification(t *testing.T) {
 			if got := a.cmd("PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING: %q", got)
 			}
-			c0, w0 := procCPU(), time.Now()
-			done := make(chan int64, 1)
-			want := int64(n * len("+PONG\r\n"))
-			go func() {
-				a.nc.SetReadDeadline(time.Now().Add(15 * time.Second))
-				got, _ := io.CopyN(io.Discard, a.nc, want)
-				done <- got
-			}()
-			a.nc.SetWriteDeadline(time.Now().Add(15 * time.Second))
-			a.send(req)
-			if got := <-done; got != want {
-				t.Fatalf("%d reply bytes of %d", got, want)
-			}
-			res[m.name] = procCPU() - c0
-			t.Logf("%s: %v CPU in %v", m.name, res[m.name].Round(time.Millisecond), time.Since(w0).Round(time.Millisecond))
+			w0 := time.Now()
+			res[m.name] = leastCPU(cpuReps, func() {
+				done := make(chan int64, 1)
+				want := int64(n * len("+PONG\r\n"))
+				go func() {
+					a.nc.SetReadDeadline(time.Now().Add(15 * time.Second))
+					got, _ := io.CopyN(io.Discard, a.nc, want)
+					done <- got
+				}()
+				a.nc.SetWriteDeadline(time.Now().Add(15 * time.Second))
+				a.send(req)
+				if got := <-done; got != want {
+					t.Fatalf("%d reply bytes of %d", got, want)
+				}
+			})
+			t.Logf("%s: %v CPU (least of %d) in %v", m.name, res[m.name].Round(time.Millisecond), cpuReps, time.Since(w0).Round(time.Millisecond))
 		})
 	}
 	if res["loop"] > 3*res["goroutines"] {
