@@ -2,19 +2,26 @@
 GO ?= go
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps vet bench fmt fuzz fault soak
+.PHONY: test race deps vet bench fmt fuzz fault soak
 
 # test installs redis-server when missing (Debian, as root), then vets and
-# runs every test with the race detector against real redis-server masters,
-# then the full fault suite. REDLOCK_REQUIRE_NETNS: the partition tests
-# (masters behind links that drop packets, internal/test/netns) need root
-# and ip netns, which CI has: there they fail instead of skipping.
+# runs every test with the race detector against real redis-server masters
+# and, at the same time, the full fault suite (each waits on masters and
+# sockets much of the time: on 2 cores the two together take about the
+# time of the race run alone; each one's output is printed when it ends).
+# REDLOCK_REQUIRE_NETNS: the partition tests (masters behind links that
+# drop packets, internal/test/netns) need root and ip netns, which CI has:
+# there they fail instead of skipping.
 test: deps vet
-	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 REDLOCK_REQUIRE_NETNS=1 $(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory -j2 --output-sync=target race fault
 	@# The proxy's clients are on its event loop above; its goroutine path
 	@# (TLS clients, subscribers, large requests) keeps its bounds: about 15 s.
 	REDLOCK_REQUIRE_REDIS=1 REDLOCK_PROXY_EVENT_LOOPS=-1 $(GO) test -race -count=1 -run '$(GOROUTINE_PATH_TESTS)' ./proxy/...
-	$(MAKE) --no-print-directory fault
+
+# race runs every test with the race detector (the fault suite at a tenth
+# of its size).
+race:
+	REDLOCK_REQUIRE_REDIS=1 REDLOCK_REQUIRE_PEERS=1 REDLOCK_REQUIRE_NETNS=1 $(GO) test -race -count=1 ./...
 
 # fault runs the fault suite at full size (without the race detector, which
 # ./... above already ran it under at a tenth of the size): contended
