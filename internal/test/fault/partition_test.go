@@ -448,6 +448,9 @@ type entryLog interface {
 	enter(key string, id int64, until time.Time, fence int64) (entered, accepted bool)
 	leave(key string, id int64)
 	staleWrite(key string, id, fence int64) bool
+	// newerEntered reports whether a holder entered key after holder id
+	// (fault.Checker.NewerEntered).
+	newerEntered(key string, id int64) bool
 }
 
 // checkerLog enters c directly and counts the entries in n.
@@ -467,6 +470,7 @@ func (l checkerLog) leave(key string, id int64) { l.c.Leave(key, id) }
 func (l checkerLog) staleWrite(key string, id, fence int64) bool {
 	return l.c.StaleWrite(key, id, fence)
 }
+func (l checkerLog) newerEntered(key string, id int64) bool { return l.c.NewerEntered(key, id) }
 
 // unavailable reports whether err is the engine's or the proxy's answer
 // that too few masters could vote.
@@ -515,8 +519,13 @@ func lockLoop(ctx context.Context, l locker, log entryLog, more func() bool, rng
 		if entered {
 			if h.fence != 0 && rng.IntN(pauseOneIn) == 0 {
 				// Paused past the lock's validity, then a write with the
-				// old token (as in TestFault).
-				time.Sleep(time.Until(h.until) + ttl/4)
+				// old token once another holder took the key (waited for,
+				// up to 3 TTLs, as in TestFault: a fixed wait may see no
+				// other holder on a busy machine, and no write to refuse).
+				time.Sleep(time.Until(h.until))
+				for until := time.Now().Add(3 * ttl); !log.newerEntered(key, id) && time.Now().Before(until) && ctx.Err() == nil; {
+					time.Sleep(time.Millisecond)
+				}
 				wr := rec.Write(g, h.fence)
 				recordWrite(wr, true, log.staleWrite(key, id, h.fence))
 				n.paused.Add(1)
@@ -600,6 +609,12 @@ func (s *BridgeService) Leave(e BridgeEntry, ok *bool) error {
 // StaleWrite records a paused child holder's write.
 func (s *BridgeService) StaleWrite(e BridgeEntry, accepted *bool) error {
 	*accepted = s.chk.StaleWrite(e.Key, e.ID, e.Fence)
+	return nil
+}
+
+// NewerEntered reports whether a holder entered e.Key after e.ID.
+func (s *BridgeService) NewerEntered(e BridgeEntry, newer *bool) error {
+	*newer = s.chk.NewerEntered(e.Key, e.ID)
 	return nil
 }
 
@@ -731,6 +746,9 @@ func (l rpcLog) enter(key string, id int64, until time.Time, fence int64) (bool,
 func (l rpcLog) leave(key string, id int64) { l.call("Leave", BridgeEntry{Key: key, ID: id}) }
 func (l rpcLog) staleWrite(key string, id, fence int64) bool {
 	return l.call("StaleWrite", BridgeEntry{Key: key, ID: id, Fence: fence})
+}
+func (l rpcLog) newerEntered(key string, id int64) bool {
+	return l.call("NewerEntered", BridgeEntry{Key: key, ID: id})
 }
 
 // TestBridgeChild is the bridge scenario's child process (see
