@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -357,29 +358,48 @@ func (r *waitRoom) leaveLocked(s *waitShard, key string, w *waiter) *keyWait {
 	return kw
 }
 
-// released is called by Unlock of l after its release went on the wire:
-// the head of l's key tries now.
-func (r *waitRoom) released(l *Lock) {
+// released sends the release op rel of l (by deadline, as script) for
+// Unlock when Lock calls of this engine wait: the head of l's key tries
+// now. When nothing else holds the key for this engine and the head is
+// not trying already, its acquire goes with the release: as one script per
+// master (sendHandOff) when both are plain, else right behind the release
+// on every master's connection (most often in the same write) — either
+// way without waiting for the head to be scheduled. Nothing is sent
+// under the shard's lock (a release decided at once, every master down,
+// may run UnlockAsync's callback).
+func (r *waitRoom) released(l *Lock, rel *op, deadline time.Time, script *conn.Script) {
+	var (
+		h      *waiter // the head to wake
+		pre    *acquisition
+		pscr   *conn.Script
+		oneRTT bool
+	)
 	s := r.shard(l.key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	kw := s.keys[l.key]
-	if kw == nil {
-		return
-	}
-	if kw.holder == l {
-		kw.holder = nil
-	}
-	if kw.holder == nil {
-		// Direct hand-off: begin the head's acquire here, right behind
-		// the release on every master's connection (most often in the
-		// same write), without waiting for the head to be scheduled.
-		h := kw.q[0]
-		if !h.trying && h.pre == nil {
-			if a, err := r.e.begin(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
-				h.pre = a
+	if kw := s.keys[l.key]; kw != nil {
+		if kw.holder == l {
+			kw.holder = nil
+		}
+		if kw.holder == nil {
+			h = kw.q[0]
+			if !h.trying && h.pre == nil {
+				if a, sc, err := r.e.prepare(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
+					h.pre, pre, pscr = a, a, sc
+					oneRTT = canHandOff(l, rel, h.co)
+				}
 			}
 		}
+	}
+	s.mu.Unlock()
+	if oneRTT {
+		r.e.sendHandOff(l, rel, deadline, pre)
+	} else {
+		rel.fanout(deadline, script)
+		if pre != nil {
+			pre.send(pscr)
+		}
+	}
+	if h != nil {
 		wake(h)
 	}
 }
