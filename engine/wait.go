@@ -142,13 +142,17 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 		if !retryable(err) || (co.maxTries > 0 && tries >= co.maxTries) {
 			return nil, err
 		}
-		e.waits.idle(key, w)
+		released := e.waits.idle(key, w)
 		if errors.Is(err, ErrUnavailable) {
 			unavailable = err
 			delay = co.retryDelay + mrand.N(co.retryDelay)
 		} else {
 			unavailable = nil
-			delay = e.holdLeft(ctx, key, co.retryDelay)
+			if released {
+				delay = 0 // the holder of this engine unlocked during the attempt: no PTTL to read
+			} else {
+				delay = e.holdLeft(ctx, key, co.retryDelay)
+			}
 		}
 	}
 }
@@ -236,9 +240,11 @@ type waiter struct {
 	ttl time.Duration
 	co  callOpts
 	// Guarded by the shard's mu: the waiter is making an attempt of its
-	// own; pre is an attempt an Unlock began for it (pre != nil).
-	trying bool
-	pre    *acquisition
+	// own; kicked, a release of this engine came during it (the next
+	// attempt follows at once); pre is an attempt an Unlock began for it
+	// (pre != nil).
+	trying, kicked bool
+	pre            *acquisition
 }
 
 func (r *waitRoom) init(e *Engine) {
@@ -301,12 +307,15 @@ func (r *waitRoom) claim(key string, w *waiter) (*acquisition, bool) {
 	return a, a != nil
 }
 
-// idle marks w as waiting again after a failed attempt.
-func (r *waitRoom) idle(key string, w *waiter) {
+// idle marks w as waiting again after a failed attempt; it reports
+// whether a release of this engine came during the attempt (kicked).
+func (r *waitRoom) idle(key string, w *waiter) bool {
 	s := r.shard(key)
 	s.mu.Lock()
-	w.trying = false
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	kicked := w.kicked
+	w.trying, w.kicked = false, false
+	return kicked
 }
 
 // granted removes w, which acquired l, from key's queue: the next waiter
@@ -364,9 +373,11 @@ func (r *waitRoom) leaveLocked(s *waitShard, key string, w *waiter) *keyWait {
 // not trying already, its acquire goes with the release: as one script per
 // master (sendHandOff) when both are plain, else right behind the release
 // on every master's connection (most often in the same write) — either
-// way without waiting for the head to be scheduled. Nothing is sent
-// under the shard's lock (a release decided at once, every master down,
-// may run UnlockAsync's callback).
+// way without waiting for the head to be scheduled. A head in the middle
+// of an attempt of its own (begun before this release: it finds the key
+// held) tries again as soon as that attempt fails, without reading PTTL
+// first (kicked). Nothing is sent under the shard's lock (a release
+// decided at once, every master down, may run UnlockAsync's callback).
 func (r *waitRoom) released(l *Lock, rel *op, deadline time.Time, script *conn.Script) {
 	var (
 		h      *waiter // the head to wake
@@ -382,6 +393,7 @@ func (r *waitRoom) released(l *Lock, rel *op, deadline time.Time, script *conn.S
 		}
 		if kw.holder == nil {
 			h = kw.q[0]
+			h.kicked = h.trying
 			if !h.trying && h.pre == nil {
 				if a, sc, err := r.e.prepare(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
 					h.pre, pre, pscr = a, a, sc
