@@ -85,29 +85,49 @@ func (e *Engine) tryLock(ctx context.Context, key string, ttl time.Duration, co 
 // set the acquisition ends by calling it (TryLockAsync); otherwise its
 // owner collects the result with finish.
 func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co callOpts, done func(*Lock, error)) (*acquisition, error) {
-	ttl, err := e.lockTTL(ttl)
+	a, script, err := e.prepare(ctx, key, ttl, co, done)
 	if err != nil {
 		return nil, err
 	}
+	a.send(script)
+	return a, nil
+}
+
+// send sends a prepared acquisition to every master: its validity counts
+// from now.
+func (a *acquisition) send(script *conn.Script) {
+	t1 := time.Now()
+	a.o.t1, a.t1 = t1, t1
+	a.o.fanout(t1.Add(a.mt), script)
+}
+
+// prepare validates an acquisition and builds it, ready to send: its
+// acquire op's command (o.cmd) and script. Its validity counts from the
+// send (a.t1, set by the sender).
+func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co callOpts, done func(*Lock, error)) (*acquisition, *conn.Script, error) {
+	ttl, err := e.lockTTL(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
 	ms := ttl.Milliseconds()
 	if key == "" {
-		return nil, errEmptyKey
+		return nil, nil, errEmptyKey
 	}
 	if len(co.token) > 512 {
-		return nil, errBadTokenSize
+		return nil, nil, errBadTokenSize
 	}
 	fenceKey := ""
 	if co.fencing {
 		var err error
 		if fenceKey, err = e.fenceKeyFor(key); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if e.closed.Load() {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
 	if co.token != "" {
@@ -157,10 +177,7 @@ func (e *Engine) begin(ctx context.Context, key string, ttl time.Duration, co ca
 	a.l, a.o, a.mt, a.ttl, a.co = l, o, mt, ttl, co
 	o.acq, o.cleanAfter, o.role = a, true, roleAcquire
 	a.watch(ctx)
-	t1 := time.Now()
-	o.t1, a.t1 = t1, t1
-	o.fanout(t1.Add(mt), script)
-	return a, nil
+	return a, script, nil
 }
 
 // finish waits for the result of a begun acquisition (begin without

@@ -33,6 +33,7 @@ type Engine struct {
 	released, lost, relUnavailable    atomic.Uint64
 	locksLost                         atomic.Uint64
 	extended, extendFailed, cancelled atomic.Uint64
+	handOffs                          atomic.Uint64 // hand-offs sent as one script per master (sendHandOff)
 	masterErrs                        []atomic.Uint64
 
 	// Master state, followed through the first connection of each master
@@ -94,7 +95,7 @@ func New(cfg Config) (*Engine, error) {
 	// requests queued behind it, so a script acquisition could land after
 	// its own release (a reader's membership left until its TTL).
 	loaded := []*conn.Script{e.release, scripts.Extend, scripts.FenceAcquire, scripts.FenceRaise,
-		scripts.Reenter, scripts.Holder, scripts.ReadAcquire, scripts.ReadRelease, scripts.ReadExtend, scripts.WriteAcquire}
+		scripts.Reenter, scripts.Holder, scripts.ReadAcquire, scripts.ReadRelease, scripts.ReadExtend, scripts.WriteAcquire, scripts.HandOff}
 	if cfg.MergeMax >= 0 {
 		max := cfg.MergeMax
 		if max == 0 {
@@ -333,6 +334,12 @@ type Stats struct {
 	// Cluster members (Config.Clusters): -MOVED and -ASK replies followed,
 	// and slot map reloads, summed over members.
 	ClusterMoved, ClusterAsked, ClusterRefreshes uint64
+	// Waiting is the number of Lock calls waiting now, over every key;
+	// HandOffs counts the unlocks whose release went to the masters in
+	// one script with the acquire of the key's longest waiter (the
+	// hand-off in one round trip, docs/algorithm.md "Waiting").
+	Waiting  int
+	HandOffs uint64
 }
 
 // Stats returns the Engine's counters.
@@ -343,6 +350,7 @@ func (e *Engine) Stats() Stats {
 		LocksLost: e.locksLost.Load(), Extended: e.extended.Load(),
 		ExtendFailed: e.extendFailed.Load(), MasterErrors: make([]uint64, e.n),
 		ClockJumpsAhead: e.jumpsAhead.Load(), ClockJumpsBack: e.jumpsBack.Load(),
+		Waiting: int(e.waits.n.Load()), HandOffs: e.handOffs.Load(),
 	}
 	for i := range e.masterErrs {
 		s.MasterErrors[i] = e.masterErrs[i].Load()

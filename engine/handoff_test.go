@@ -5,6 +5,8 @@ package engine_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,4 +72,132 @@ func TestHandOffCollectedLate(t *testing.T) {
 			l2.Unlock(ctx)
 		}
 	}
+}
+
+// waitQueued waits until n Lock calls of v's engine wait.
+func waitQueued(t *testing.T, v *env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for v.e.Stats().Waiting < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Lock calls waiting, want %d", v.e.Stats().Waiting, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHandOffOneScript: an Unlock while a Lock call of the same engine
+// waits sends one script per master (the release and the waiter's
+// acquire: scripts.HandOff), no SET; the waiter gets the key in that
+// round trip, with its own token on every master and its validity counted
+// from the send.
+func TestHandOffOneScript(t *testing.T) {
+	v := newEnv(t, 5, functional)
+	ctx := context.Background()
+	key := keyName(t)
+	holder := v.mustLock(key, 10*time.Second)
+	type res struct {
+		l   *engine.Lock
+		err error
+	}
+	got := make(chan res, 1)
+	go func() {
+		l, err := v.e.Lock(ctx, key, 5*time.Second)
+		got <- res{l, err}
+	}()
+	waitQueued(t, v, 1)
+	before := v.e.Stats()
+	dels := make([]int64, 5)
+	for i := range dels {
+		dels[i] = commandCalls(t, v, i, "del")
+	}
+	sent := time.Now()
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("Lock: %v", r.err)
+	}
+	defer r.l.Unlock(ctx)
+	after := v.e.Stats()
+	if after.HandOffs != before.HandOffs+1 {
+		t.Errorf("HandOffs %d → %d, want one more", before.HandOffs, after.HandOffs)
+	}
+	if after.Released != before.Released+1 {
+		t.Errorf("Released %d → %d: the holder's release was not counted", before.Released, after.Released)
+	}
+	for i := range dels {
+		// The release script deletes the key (then SET NX writes it);
+		// the hand-off's script overwrites it.
+		if n := commandCalls(t, v, i, "del"); n != dels[i] {
+			t.Errorf("master %d: %d DEL calls during the hand-off, want none (one script)", i, n-dels[i])
+		}
+	}
+	v.waitValues(key, []int{0, 1, 2, 3, 4}, []string{r.l.Token(), r.l.Token(), r.l.Token(), r.l.Token(), r.l.Token()}, 5*time.Second)
+	if u := r.l.Until(); u.After(sent.Add(5 * time.Second)) {
+		t.Errorf("validity until %v, after the send + TTL (%v): not counted from the send", u, sent.Add(5*time.Second))
+	}
+}
+
+// commandCalls returns master i's calls of cmd (INFO commandstats).
+func commandCalls(t *testing.T, v *env, i int, cmd string) int64 {
+	t.Helper()
+	r := v.mustExec(i, "INFO", "commandstats")
+	for _, line := range strings.Split(string(r.Str), "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestHandOffLeavesOtherHolder: when another holder took the key on a
+// quorum of masters (the holder's keys lost there), the Unlock's hand-off
+// writes nothing there: the waiter is not granted while the other holds
+// it, its token is cleaned up where the hand-off wrote it, and it gets the
+// key once it is free.
+func TestHandOffLeavesOtherHolder(t *testing.T) {
+	v := newEnv(t, 5, functional)
+	ctx := context.Background()
+	key := keyName(t)
+	holder := v.mustLock(key, 10*time.Second)
+	got := make(chan error, 1)
+	var waiter atomic.Pointer[engine.Lock]
+	go func() {
+		l, err := v.e.Lock(ctx, key, 5*time.Second, engine.WithRetryDelay(20*time.Millisecond))
+		waiter.Store(l)
+		got <- err
+	}()
+	waitQueued(t, v, 1)
+	// The holder's keys are lost on masters 0-2 (restarted empty, say)
+	// and another holder (another process) takes the key there before the
+	// holder unlocks.
+	for i := range 3 {
+		v.mustExec(i, "SET", key, "other-holder", "PX", "800")
+	}
+	before := v.e.Stats().HandOffs
+	holder.Unlock(ctx)
+	select {
+	case err := <-got:
+		t.Fatalf("Lock returned while another holder has 3 of 5 masters: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	vals := v.values(key)
+	for i := range 3 {
+		if vals[i] != "other-holder" {
+			t.Errorf("master %d: %q, want the other holder's value kept", i, vals[i])
+		}
+	}
+	for i := 3; i < 5; i++ {
+		if vals[i] != "<nil>" {
+			t.Errorf("master %d: %q left by the failed hand-off, want its token cleaned up", i, vals[i])
+		}
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock after the other holder's expiry: %v", err)
+	}
+	waiter.Load().Unlock(ctx)
+	t.Logf("hand-offs sent: %d", v.e.Stats().HandOffs-before)
 }

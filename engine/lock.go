@@ -404,12 +404,14 @@ func (l *Lock) unlock(u *unlocker) {
 	}
 	copy(o.preset, l.relState)
 	script := l.appendRelease(o)
-	o.fanout(time.Now().Add(e.cfg.masterTimeout(l.ttl)), script)
+	deadline := time.Now().Add(e.cfg.masterTimeout(l.ttl))
 	if e.waits.n.Load() > 0 {
-		// Hand-off: a waiter of this engine tries now; its acquire follows
-		// this release on every master's connection (connFor).
-		e.waits.released(l)
+		// Hand-off: a waiter of this engine tries now; its acquire goes
+		// with this release on every master's connection (connFor).
+		e.waits.released(l, o, deadline, script)
+		return
 	}
+	o.fanout(deadline, script)
 }
 
 // step: the release is decided. Short of a quorum it also waits for the

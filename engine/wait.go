@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -141,13 +142,17 @@ func (e *Engine) lock(ctx context.Context, key string, ttl time.Duration, opts [
 		if !retryable(err) || (co.maxTries > 0 && tries >= co.maxTries) {
 			return nil, err
 		}
-		e.waits.idle(key, w)
+		released := e.waits.idle(key, w)
 		if errors.Is(err, ErrUnavailable) {
 			unavailable = err
 			delay = co.retryDelay + mrand.N(co.retryDelay)
 		} else {
 			unavailable = nil
-			delay = e.holdLeft(ctx, key, co.retryDelay)
+			if released {
+				delay = 0 // the holder of this engine unlocked during the attempt: no PTTL to read
+			} else {
+				delay = e.holdLeft(ctx, key, co.retryDelay)
+			}
 		}
 	}
 }
@@ -235,9 +240,11 @@ type waiter struct {
 	ttl time.Duration
 	co  callOpts
 	// Guarded by the shard's mu: the waiter is making an attempt of its
-	// own; pre is an attempt an Unlock began for it (pre != nil).
-	trying bool
-	pre    *acquisition
+	// own; kicked, a release of this engine came during it (the next
+	// attempt follows at once); pre is an attempt an Unlock began for it
+	// (pre != nil).
+	trying, kicked bool
+	pre            *acquisition
 }
 
 func (r *waitRoom) init(e *Engine) {
@@ -300,12 +307,15 @@ func (r *waitRoom) claim(key string, w *waiter) (*acquisition, bool) {
 	return a, a != nil
 }
 
-// idle marks w as waiting again after a failed attempt.
-func (r *waitRoom) idle(key string, w *waiter) {
+// idle marks w as waiting again after a failed attempt; it reports
+// whether a release of this engine came during the attempt (kicked).
+func (r *waitRoom) idle(key string, w *waiter) bool {
 	s := r.shard(key)
 	s.mu.Lock()
-	w.trying = false
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	kicked := w.kicked
+	w.trying, w.kicked = false, false
+	return kicked
 }
 
 // granted removes w, which acquired l, from key's queue: the next waiter
@@ -357,29 +367,51 @@ func (r *waitRoom) leaveLocked(s *waitShard, key string, w *waiter) *keyWait {
 	return kw
 }
 
-// released is called by Unlock of l after its release went on the wire:
-// the head of l's key tries now.
-func (r *waitRoom) released(l *Lock) {
+// released sends the release op rel of l (by deadline, as script) for
+// Unlock when Lock calls of this engine wait: the head of l's key tries
+// now. When nothing else holds the key for this engine and the head is
+// not trying already, its acquire goes with the release: as one script per
+// master (sendHandOff) when both are plain, else right behind the release
+// on every master's connection (most often in the same write) — either
+// way without waiting for the head to be scheduled. A head in the middle
+// of an attempt of its own (begun before this release: it finds the key
+// held) tries again as soon as that attempt fails, without reading PTTL
+// first (kicked). Nothing is sent under the shard's lock (a release
+// decided at once, every master down, may run UnlockAsync's callback).
+func (r *waitRoom) released(l *Lock, rel *op, deadline time.Time, script *conn.Script) {
+	var (
+		h      *waiter // the head to wake
+		pre    *acquisition
+		pscr   *conn.Script
+		oneRTT bool
+	)
 	s := r.shard(l.key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	kw := s.keys[l.key]
-	if kw == nil {
-		return
-	}
-	if kw.holder == l {
-		kw.holder = nil
-	}
-	if kw.holder == nil {
-		// Direct hand-off: begin the head's acquire here, right behind
-		// the release on every master's connection (most often in the
-		// same write), without waiting for the head to be scheduled.
-		h := kw.q[0]
-		if !h.trying && h.pre == nil {
-			if a, err := r.e.begin(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
-				h.pre = a
+	if kw := s.keys[l.key]; kw != nil {
+		if kw.holder == l {
+			kw.holder = nil
+		}
+		if kw.holder == nil {
+			h = kw.q[0]
+			h.kicked = h.trying
+			if !h.trying && h.pre == nil {
+				if a, sc, err := r.e.prepare(context.Background(), l.key, h.ttl, h.co, nil); err == nil {
+					h.pre, pre, pscr = a, a, sc
+					oneRTT = canHandOff(l, rel, h.co)
+				}
 			}
 		}
+	}
+	s.mu.Unlock()
+	if oneRTT {
+		r.e.sendHandOff(l, rel, deadline, pre)
+	} else {
+		rel.fanout(deadline, script)
+		if pre != nil {
+			pre.send(pscr)
+		}
+	}
+	if h != nil {
 		wake(h)
 	}
 }

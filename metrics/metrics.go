@@ -242,6 +242,10 @@ var (
 		"Slot map reloads of Redis Cluster members.", nil, nil)
 	jumpDesc = prometheus.NewDesc(Namespace+"_master_clock_jumps_total",
 		"Masters' clock jumps the clock check saw: forward (the master was quarantined) and backward (logged only).", []string{"direction"}, nil)
+	waitingDesc = prometheus.NewDesc(Namespace+"_lock_waiters",
+		"Lock calls waiting now, over every key.", nil, nil)
+	handOffDesc = prometheus.NewDesc(Namespace+"_handoffs_total",
+		"Unlocks whose release went with the next waiter's acquire as one script per master (the hand-off in one round trip).", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -252,6 +256,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- redirectDesc
 	ch <- reloadDesc
 	ch <- jumpDesc
+	ch <- waitingDesc
+	ch <- handOffDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -278,6 +284,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(reloadDesc, prometheus.CounterValue, float64(stats.ClusterRefreshes))
 	ch <- prometheus.MustNewConstMetric(jumpDesc, prometheus.CounterValue, float64(stats.ClockJumpsAhead), "forward")
 	ch <- prometheus.MustNewConstMetric(jumpDesc, prometheus.CounterValue, float64(stats.ClockJumpsBack), "backward")
+	ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(stats.Waiting))
+	ch <- prometheus.MustNewConstMetric(handOffDesc, prometheus.CounterValue, float64(stats.HandOffs))
 }
 
 // ProxyStats are a `redlock proxy`'s own counters, as [RegisterProxy]

@@ -426,3 +426,67 @@ func TestClockJumpSeries(t *testing.T) {
 		t.Errorf("after a 3 s backward jump: backward %v; want ≥ 1", s[back])
 	}
 }
+
+// TestHandOffSeries: a Lock call waiting shows in redlock_lock_waiters,
+// and the holder's Unlock that hands it the key in one script in
+// redlock_handoffs_total.
+func TestHandOffSeries(t *testing.T) {
+	set := mastertest.Start(t, 3)
+	ctx := t.Context()
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: time.Second, Observer: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := m.Watch(e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + addr.String() + "/metrics"
+	const waiters, handOffs = "redlock_lock_waiters", "redlock_handoffs_total"
+	holder, err := e.TryLock(ctx, "ho:k", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := e.Lock(ctx, "ho:k", 10*time.Second)
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	s := check.Scrape(t, url)
+	for deadline := time.Now().Add(5 * time.Second); s[waiters] != 1 && time.Now().Before(deadline); s = check.Scrape(t, url) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s[waiters] != 1 || s[handOffs] != 0 {
+		t.Fatalf("a Lock call waiting: %s %v, %s %v; want 1, 0", waiters, s[waiters], handOffs, s[handOffs])
+	}
+	for deadline := time.Now().Add(5 * time.Second); e.Stats().Failed == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // the waiter's first try, refused
+	}
+	time.Sleep(20 * time.Millisecond) // past its end: it waits
+	holder.Unlock(ctx)
+	if err := <-got; err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	// (On a host so busy that the waiter was still in its first try when
+	// the holder unlocked, it tried again itself: no hand-off.)
+	if s, n := check.Scrape(t, url), e.Stats().HandOffs; s[waiters] != 0 || s[handOffs] != float64(n) || n > 1 {
+		t.Errorf("after the hand-off: %s %v, %s %v; want 0 and Stats.HandOffs %d (0 or 1)", waiters, s[waiters], handOffs, s[handOffs], n)
+	} else if n == 0 {
+		t.Log("no hand-off: the waiter was still in its first try")
+	}
+}

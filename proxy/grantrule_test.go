@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
@@ -230,6 +231,60 @@ func tryLockAll(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome 
 	return setOutcome(s, err)
 }
 
+// handOff is Engine.Lock granted by the FIFO hand-off in one round trip
+// (engine/handoff.go): a Lock call of the same engine waits while a lock
+// on key is held, and the holder's Unlock sends its release and the
+// waiter's acquire as one script per master; the outcome is the waiter's
+// (its first try finds the key held and it waits; the hand-off is its
+// second and last). The holder is a lock of the engine when the key is
+// free; when the column has another holder on the masters, a handle on a
+// token no master holds (its Unlock releases nothing and hands the key on
+// all the same), so that every column judges a hand-off's grant.
+func handOff(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	e := x.eng(inst)
+	holdTTL := min(5*time.Second, x.maxTTL)
+	var h enginex.Lock
+	if l, err := e.TryLock(ctx, key, holdTTL); err == nil {
+		h = l
+	} else {
+		h = enginex.Open(e).Attach(key, "hand-off-holder-0123456789", holdTTL)
+	}
+	type result struct {
+		l   *engine.Lock
+		err error
+	}
+	ch := make(chan result, 1)
+	tries := func() uint64 { s := e.Stats(); return s.Failed + s.Unavailable }
+	before := tries()
+	go func() {
+		l, err := e.Lock(ctx, key, ttl, engine.WithMaxTries(2), engine.WithRetryDelay(2*time.Second))
+		ch <- result{l, err}
+	}()
+	var r result
+	for waiting := false; !waiting; {
+		select {
+		case r = <-ch: // refused before it queued (a bad TTL)
+			h.Unlock(ctx)
+			return lockOutcome(r.l, r.err)
+		case <-time.After(time.Millisecond):
+			waiting = tries() > before
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // past its first try's end: it waits
+	handOffs := e.Stats().HandOffs
+	h.Unlock(context.Background())
+	r = <-ch
+	if e.Stats().HandOffs == handOffs {
+		x.t.Errorf("the holder's Unlock did not hand the key off in one script (the row tests Engine.Lock's own tries)")
+	}
+	if r.err == nil {
+		x.handles.Store(key, r.l)
+	}
+	return lockOutcome(r.l, r.err)
+}
+
 // engineEntries are the engine's entry points, through each proxy's engine.
 func engineEntries() []ruleEntry {
 	tryLock := func(opts ...engine.Option) func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
@@ -418,6 +473,7 @@ func engineEntries() []ruleEntry {
 			defer cancel()
 			return lockOutcome(x.eng(inst).Lock(ctx, key, ttl, waitOne...))
 		}},
+		{name: "Engine.Lock hand-off", method: "Engine.Lock", acquire: true, na: notFenced, take: handOff},
 		{name: "Engine.TryLockAll", method: "Engine.TryLockAll", acquire: true, set: true, na: notFenced, take: tryLockAll},
 		{name: "Engine.LockAll", method: "Engine.LockAll", acquire: true, set: true, na: notFenced, take: func(x *ruleRun, inst int, key, _ string, ttl time.Duration) outcome {
 			ctx, cancel := opCtx()

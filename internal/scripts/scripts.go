@@ -76,6 +76,13 @@ var (
 	// ARGV[i]); it returns an array of n integers. The engine merges
 	// releases queued for the same write into it (engine.Config.MergeMax).
 	ReleaseMulti = load("engine", "release_multi")
+	// HandOff is a release and the next acquire in one call: if KEYS[1]
+	// holds the holder's token ARGV[1] it sets KEYS[1] to the waiter's
+	// token ARGV[2] for ARGV[3] ms and returns 1 (released and taken); if
+	// KEYS[1] is missing it sets it the same way and returns 2 (nothing to
+	// release, taken: SET NX); otherwise it writes nothing and returns 0
+	// (another holder's: neither). engine's FIFO hand-off (wait.go).
+	HandOff = load("engine", "handoff")
 	// ReleaseNotifyMulti is ReleaseNotify over n keys (token ARGV[2i-1],
 	// channel ARGV[2i]).
 	ReleaseNotifyMulti = load("engine", "release_notify_multi")

@@ -57,6 +57,49 @@ type kindRun struct {
 	rc []*redissonwire.Client
 	// nem resends the Redisson clients' requests (nil: off).
 	nem *retryNemesis
+	// fifo checks the hand-off scenario's grant order.
+	fifo fifoCheck
+}
+
+// fifoSlack is how much earlier a Lock call must begin than another of
+// the same engine on the same key to be queued ahead of it for sure (the
+// time between reading the clock and joining the queue, on a busy host).
+const fifoSlack = 50 * time.Millisecond
+
+// fifoCheck records the granted Lock calls per engine and key.
+type fifoCheck struct {
+	mu sync.Mutex
+	// latest is, per engine and key, the latest start of a call granted
+	// so far.
+	latest map[string]time.Time
+	// checked counts grants that waited longer than fifoSlack (so the
+	// check had calls to order); inverted, grants that came after a grant
+	// of a call that began more than fifoSlack after them; first is the
+	// first inversion.
+	checked, inverted int
+	first             string
+}
+
+func (f *fifoCheck) granted(eng int, key string, start time.Time) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.latest == nil {
+		f.latest = map[string]time.Time{}
+	}
+	id := fmt.Sprintf("%d/%s", eng, key)
+	if now.Sub(start) > fifoSlack {
+		f.checked++
+	}
+	if l := f.latest[id]; l.Sub(start) > fifoSlack {
+		f.inverted++
+		if f.first == "" {
+			f.first = fmt.Sprintf("engine %d, %s: a call that began %v before a granted one was granted after it", eng, key, l.Sub(start))
+		}
+	}
+	if start.After(f.latest[id]) {
+		f.latest[id] = start
+	}
 }
 
 // redisson returns a connection of worker w's Redisson client, to either
@@ -207,6 +250,45 @@ var kindScenarios = []kindScenario{
 			k.chk.Leave(key, id)
 		}
 		return len(in) > 0, nil
+	}},
+	// The FIFO hand-off: Lock calls wait (up to 400 ms) on two hot keys,
+	// 16 per engine; a holder's Unlock hands the key to its engine's
+	// longest waiter in one script per master. Besides the checker's
+	// exclusion, the FIFO check: of two granted Lock calls of one engine
+	// on one key, the one that began more than fifoSlack earlier is
+	// granted first (only the longest waiter tries, and the hand-off goes
+	// to it). Locks of 100 ms, and one holder in 80 stays inside 10 ms
+	// past its validity before it unlocks: the other engine may take the
+	// key meanwhile, and the late Unlock's hand-off must not take it from
+	// that holder. Half the operations: its faults cost it as much time
+	// as the other kinds', and its waits are the suite's longest.
+	{name: "handoff", share: 0.5, hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
+		key := hotKey(rng, "kinds:handoff", 2)
+		start := time.Now()
+		wctx, cancel := context.WithTimeout(k.ctx, 400*time.Millisecond)
+		l, err := k.engine(w).Lock(wctx, key, 100*time.Millisecond)
+		waited := wctx.Err() != nil
+		cancel()
+		if err != nil {
+			if waited && k.ctx.Err() == nil {
+				return false, engine.ErrNotAcquired // waited its share: busy
+			}
+			return false, err
+		}
+		defer l.Unlock(k.ctx)
+		k.fifo.granted(w%len(k.engines), key, start)
+		id := k.ids.Add(1)
+		if !k.chk.Enter(key, id, l.Until(), 0) {
+			return false, nil
+		}
+		k.ops.Add(1)
+		if rng.IntN(80) == 0 {
+			time.Sleep(time.Until(l.Until()) + 10*time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(rng.IntN(200)) * time.Microsecond)
+		}
+		k.chk.Leave(key, id)
+		return true, nil
 	}},
 	// Semaphore: three permits on each of two keys, 32 workers.
 	{name: "semaphore", hold: func(k *kindRun, rng *rand.Rand, w int) (bool, error) {
@@ -600,6 +682,21 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 	}
 	awaitWorkers(t, ctx, cancel, &wg, func() bool { return k.ops.Load() >= int64(target) })
 	ex, cr := k.chk.Result(), k.crowd.Result()
+	if ks.name == "handoff" {
+		var handOffs uint64
+		for _, e := range k.engines {
+			handOffs += e.Stats().HandOffs
+		}
+		k.fifo.mu.Lock()
+		t.Logf("handoff: %d hand-offs in one script; FIFO: %d grants waited over %v, %d inverted", handOffs, k.fifo.checked, fifoSlack, k.fifo.inverted)
+		if k.fifo.inverted != 0 {
+			t.Errorf("%d Lock calls granted out of arrival order; first: %s", k.fifo.inverted, k.fifo.first)
+		}
+		k.fifo.mu.Unlock()
+		if handOffs == 0 {
+			t.Error("no hand-off went as one script")
+		}
+	}
 	if ex.Violations() != 0 {
 		t.Errorf("%d overlaps; first: %s", ex.Violations(), ex.FirstViolation)
 	}
@@ -635,7 +732,7 @@ func runKind(t *testing.T, ks kindScenario, seed uint64, target int) string {
 		}
 	}
 	most := cr.MaxInside
-	if ks.name == "reentrant" || ks.name == "lockall" || ks.name == "redisson-rlock-via-proxy" || ks.name == "redisson-fairlock-via-proxy" {
+	if ks.name == "reentrant" || ks.name == "lockall" || ks.name == "handoff" || ks.name == "redisson-rlock-via-proxy" || ks.name == "redisson-fairlock-via-proxy" {
 		most = 1
 	}
 	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d | %.1f |", ks.name, k.ops.Load(), cr.Writers, most,

@@ -1,0 +1,1 @@
+local v = redis.call("get",KEYS[1]) if v == ARGV[1] then redis.call("set",KEYS[1],ARGV[2],"px",ARGV[3]) return 1 elseif not v then redis.call("set",KEYS[1],ARGV[2],"px",ARGV[3]) return 2 else return 0 end
