@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -17,14 +18,8 @@ import (
 // optimisation — the waiter also retries at the lock's TTL —, so a
 // subscriber whose queue is full loses it (counted).
 
-// wakePrefix is the prefix of the channels a client may subscribe to
-// (and rwChannelPrefix, a read-write lock's).
-const wakePrefix = "redisson_lock__channel"
-
-// wakeChannel reports whether ch is a lock's wake-up channel.
-func wakeChannel(ch string) bool {
-	return strings.HasPrefix(ch, wakePrefix) || strings.HasPrefix(ch, rwChannelPrefix)
-}
+// Which channels a client may subscribe to is the Redisson room's
+// (redisson.Channel: its locks' wake-up channels).
 
 // Bounds of a connection's subscriptions and of its undelivered messages.
 const (
@@ -95,8 +90,8 @@ func (c *client) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0
 func (c *client) cmdSubscribe(args [][]byte) *call {
 	shard := lower(args[0]) == "ssubscribe"
 	for _, a := range args[1:] {
-		if len(a) > maxChannelLen || !wakeChannel(string(a)) {
-			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves the lock wake-up channels " + wakePrefix + ":{name} and " + rwChannelPrefix + ":{name} only")
+		if len(a) > maxChannelLen || !redisson.Channel(string(a)) {
+			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name} only")
 		}
 	}
 	if c.sub == nil {
