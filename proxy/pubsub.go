@@ -5,7 +5,6 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -18,8 +17,16 @@ import (
 // optimisation — the waiter also retries at the lock's TTL —, so a
 // subscriber whose queue is full loses it (counted).
 
-// Which channels a client may subscribe to is the Redisson room's
-// (redisson.Channel: its locks' wake-up channels).
+// Which channels a client may subscribe to is not the server's to know:
+// the handler gives it (subscriptions: the Redisson room's wake-up
+// channels, redisson.go).
+
+// subscriptions are the channels a client may subscribe to: those allowed
+// names, and what says which in a refusal.
+type subscriptions struct {
+	allowed func(ch string) bool
+	what    string
+}
 
 // Bounds of a connection's subscriptions and of its undelivered messages.
 const (
@@ -90,8 +97,8 @@ func (c *client) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0
 func (c *client) cmdSubscribe(args [][]byte) *call {
 	shard := lower(args[0]) == "ssubscribe"
 	for _, a := range args[1:] {
-		if len(a) > maxChannelLen || !redisson.Channel(string(a)) {
-			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name} only")
+		if len(a) > maxChannelLen || !c.s.subs.allowed(string(a)) {
+			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves " + c.s.subs.what + " only")
 		}
 	}
 	if c.sub == nil {

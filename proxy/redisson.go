@@ -30,8 +30,11 @@ func (h roomHooks) EngineErr(err error) []byte                  { return h.s.eng
 func (h roomHooks) Undecided(reps []enginex.MasterReply) []byte { return h.s.undecided(reps) }
 func (h roomHooks) Tokenless(cmd, script string) string         { return msgTokenless(cmd, script) }
 
-// startRedisson starts the Redisson room over the server's engine.
+// startRedisson starts the Redisson room over the server's engine. Its
+// locks' wake-up channels are the channels clients may subscribe to.
 func (s *Server) startRedisson() {
+	s.subs = subscriptions{allowed: redisson.Channel,
+		what: "the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name}"}
 	h := roomHooks{s}
 	s.redisson = redisson.New(redisson.Config{
 		Engine: s.eng, Transport: s.tr, KeyPrefix: s.cfg.KeyPrefix,

@@ -267,6 +267,7 @@ type Server struct {
 	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
 	passTr    enginex.Transport // pass's broadcasts
 	redisson  *redisson.Locks   // the Redisson room (redisson.go)
+	subs      subscriptions     // what clients may subscribe to (the Redisson room's channels)
 	scripts   scriptCache
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
