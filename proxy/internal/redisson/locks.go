@@ -37,8 +37,10 @@ type LockReplies interface {
 // Config configures [Locks]. Engine, Transport, Publisher and Replies are
 // required.
 type Config struct {
+	// Engine is the lock engine whose masters keep the holds; Transport
+	// is its broadcasts and agreed-value reads (enginex.Open(Engine)).
 	Engine    *engine.Engine
-	Transport enginex.Transport // Engine's broadcasts
+	Transport enginex.Transport
 	// KeyPrefix is the proxy's key prefix: keys reach Locks with it, and
 	// channels are named by clients without it.
 	KeyPrefix string
@@ -51,8 +53,10 @@ type Config struct {
 	// LocalWakeups keeps wake-ups inside this proxy (no subscription to
 	// WakeChannel, no publication on the masters).
 	LocalWakeups bool
-	Publisher    Publisher
-	Replies      LockReplies
+	// Publisher delivers wake-ups to this proxy's subscribers.
+	Publisher Publisher
+	// Replies are the lock commands' reply primitives.
+	Replies LockReplies
 	// Closing, when set and true, stops the fair locks' wake-up chains
 	// (the server is shutting down).
 	Closing *atomic.Bool

@@ -83,7 +83,7 @@ type Script struct {
 // maxRenewKeys bounds a batched renewal (Redisson sends up to 100).
 const maxRenewKeys = 128
 
-// Table lists the Redisson scripts, each version's text byte for byte
+// Table lists the Redisson scripts (read-only), each version's text byte for byte
 // (copied from redisson/redisson, the Java string evaluated; the file
 // names the first release that sent it, docs/proxy.md the last).
 var Table = []Script{
@@ -147,7 +147,7 @@ var Table = []Script{
 	{Name: "Redisson RFairLock acquireFailed (3.20.0+)", File: "redisson-3.20.0-fairAcquireFailed", Kind: KindFairLeave, Keys: 2, Argc: 2},
 }
 
-// BySHA indexes Table by SHA1.
+// BySHA indexes Table by SHA1 (read-only).
 var BySHA = func() map[string]*Script {
 	m := map[string]*Script{}
 	for i := range Table {
@@ -158,7 +158,9 @@ var BySHA = func() map[string]*Script {
 	return m
 }()
 
-// Names Redisson derives from a lock's name (RedissonObject.prefixName).
+// Names Redisson derives from a lock's name (RedissonObject.prefixName):
+// the unlock latch, and TokenPrefix, an RFencedLock's token key (whose
+// GET [Locks.Token] answers).
 const (
 	rLatchPrefix = "redisson_unlock_latch:"
 	TokenPrefix  = "redisson_lock_token:"
@@ -266,7 +268,8 @@ func (s *Locks) LatchKeys(keys [][]byte) bool {
 //go:embed redisson_refused.tsv
 var rRefusedTSV string
 
-// Refused maps a refused script's SHA1 to "<class>.<method> (first-last)".
+// Refused maps a refused script's SHA1 to "<class>.<method> (first-last)"
+// (read-only); [RefusedMsg] is the refusal a client gets.
 var Refused = func() map[string]string {
 	m := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(rRefusedTSV))

@@ -56,7 +56,7 @@ import (
 // never less. Releases before 3.20.0 are not recognised.
 
 // maxRWOwners bounds the owners (threads) a read-write lock's value lists,
-// MaxRWValue its bytes, and maxRWRenewOwners the owners one batched read
+// MaxRWValue its bytes (a join that would pass it is refused), and maxRWRenewOwners the owners one batched read
 // renewal names (each is searched for in its lock's value on every master).
 const (
 	maxRWOwners      = 256
@@ -74,7 +74,8 @@ const rwAttempts = 8
 // retries after it, tryLock() answers false. Never a grant.
 const rwBusyTTL = 10
 
-// The channel Redisson's read-write lock wakes its waiters on.
+// RWChannelPrefix is the prefix of the channel Redisson's read-write lock
+// wakes its waiters on.
 const RWChannelPrefix = "redisson_rwlock"
 
 type rwOwner struct {
