@@ -110,7 +110,7 @@ deps:
 # fails the run and is written under the package's testdata/fuzz.
 FUZZ_SCALE ?= 1
 fuzz:
-	@set -e; for t in proxy:FuzzServe:30000 proxy:FuzzWakeMessage:20000 proxy/internal/respserver:FuzzLoopFraming:100000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
+	@set -e; for t in proxy:FuzzServe:30000 proxy/internal/redisson:FuzzWakeMessage:20000 proxy/internal/respserver:FuzzLoopFraming:100000 resp:FuzzCommandReader:400000 resp:FuzzReader:250000 \
 		resp:FuzzReaderLimits:400000 resp:FuzzRoundTrip:250000 resp:FuzzAppendRESP3:200000; do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$$(( $${rest#*:} * $(FUZZ_SCALE) )); \
 		echo "$(GO) test ./$$pkg -run '^\$$' -fuzz '^$$name\$$' -fuzztime $${n}x"; \

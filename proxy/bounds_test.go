@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -208,7 +209,7 @@ func TestRedissonRWBounds(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("120 readers with 200-byte names all joined: the value is not bounded")
 	}
-	if v := e.masters[0].Get(context.Background(), "bounded").Val(); len(v) > maxRWValue {
+	if v := e.masters[0].Get(context.Background(), "bounded").Val(); len(v) > redisson.MaxRWValue {
 		t.Fatalf("a value of %d bytes", len(v))
 	}
 	task := rSHA(t, "redisson-4.4.0-rwReadLockTask")

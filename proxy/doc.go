@@ -41,4 +41,12 @@
 // the proxy's masters, not more. Reads are quorum-agreed snapshots, not
 // linearizable. Commands other than the lock, read and plumbing set get
 // "-ERR unknown or unsupported command".
+//
+// The package is cut into rooms with one job each, imports pointing one
+// way (docs/architecture.md, The proxy's rooms): proxy/internal/respserver
+// serves RESP connections and knows no locks; proxy/internal/redisson
+// serves Redisson's locks and knows no server. Package proxy keeps [New],
+// [Config], [Server] and the wiring between the rooms — and, until they
+// are cut out, the client connections and event loop, the command table
+// and plumbing, pub/sub and the lock commands. No room imports proxy.
 package proxy

@@ -23,6 +23,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 // The grant rule (docs/safety.md, "The grant rule"; ../shared/DESIGN.md
@@ -544,7 +545,7 @@ func engineEntries() []ruleEntry {
 
 // proxyEntries are the proxy's lock commands and recognised library
 // scripts (every libTable entry that acquires or extends: a new one is a
-// row by construction), and Redisson's scripts (rTable).
+// row by construction), and Redisson's scripts (redisson.Table).
 func proxyEntries(t *testing.T) []ruleEntry {
 	isGrantReply := func(r string) bool {
 		return r == "+OK\r\n" || (strings.HasPrefix(r, ":") && r != ":0\r\n" && !strings.HasPrefix(r, ":-"))
@@ -614,12 +615,12 @@ func proxyEntries(t *testing.T) []ruleEntry {
 			entries = append(entries, e)
 		}
 	}
-	for i := range rTable {
-		rs := &rTable[i]
-		redisson := func(k, owner string, ttl time.Duration) []string {
+	for i := range redisson.Table {
+		rs := &redisson.Table[i]
+		rEval := func(k, owner string, ttl time.Duration) []string {
 			keys := []string{k}
 			if rs.Keys == 2 {
-				keys = append(keys, rTokenPrefix+k)
+				keys = append(keys, redisson.TokenPrefix+k)
 			}
 			argv := []string{ms(ttl), owner}
 			return append(append([]string{"EVALSHA", rs.SHA, strconv.Itoa(len(keys))}, keys...), argv...)
@@ -627,43 +628,43 @@ func proxyEntries(t *testing.T) []ruleEntry {
 		// Redisson's tryLock answers nil when it acquired or re-entered,
 		// else the holder's PTTL; tryLockAndGetToken {-1, token}.
 		tryLock := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-			r := x.cmd(x.t, inst, redisson(key, owner, ttl)...)
+			r := x.cmd(x.t, inst, rEval(key, owner, ttl)...)
 			o := outcome{text: r}
 			switch {
-			case rs.Kind == rFencedTryLockToken && strings.HasPrefix(r, "*2\r\n:-1\r\n:"):
+			case rs.Kind == redisson.KindFencedTryLockToken && strings.HasPrefix(r, "*2\r\n:-1\r\n:"):
 				o.granted = true
 				o.fence, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(r, "*2\r\n:-1\r\n:")), 10, 64)
-			case rs.Kind != rFencedTryLockToken && r == "$-1\r\n":
+			case rs.Kind != redisson.KindFencedTryLockToken && r == "$-1\r\n":
 				o.granted = true
 			}
 			return o
 		}
 		switch rs.Kind {
-		case rTryLock, rFencedTryLock, rFencedTryLockToken:
+		case redisson.KindTryLock, redisson.KindFencedTryLock, redisson.KindFencedTryLockToken:
 			na := map[ruleID]string{ruleFencing: "its token is not returned (tryLockAndGetToken is a row)"}
-			if rs.Kind == rFencedTryLockToken {
+			if rs.Kind == redisson.KindFencedTryLockToken {
 				na = nil
 			}
 			entries = append(entries,
-				ruleEntry{name: rs.Name, method: "rTable", acquire: true, fenced: rs.Kind == rFencedTryLockToken, take: tryLock, na: na},
+				ruleEntry{name: rs.Name, method: "rTable", acquire: true, fenced: rs.Kind == redisson.KindFencedTryLockToken, take: tryLock, na: na},
 				ruleEntry{name: rs.Name + " re-entry", method: "rTable", take: tryLock, keep: tryLock, na: keepNA})
-		case rRenew:
+		case redisson.KindRenew:
 			renew := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-				args := redisson(key, owner, ttl)
+				args := rEval(key, owner, ttl)
 				r := x.cmd(x.t, inst, args...)
 				return outcome{granted: r == ":1\r\n" || r == "*1\r\n:1\r\n", text: r}
 			}
 			// The hold a renewal keeps is a Redisson lock of the same
 			// release (its tryLock, the first row of its family).
 			take := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
-				r := x.cmd(x.t, inst, "EVALSHA", rTable[0].SHA, "1", key, ms(ttl), owner)
+				r := x.cmd(x.t, inst, "EVALSHA", redisson.Table[0].SHA, "1", key, ms(ttl), owner)
 				return outcome{granted: r == "$-1\r\n", text: r}
 			}
 			if strings.HasPrefix(rs.Name, "node-redisson") {
 				take = func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
 					sha := ""
-					for _, o := range rTable {
-						if o.Kind == rTryLock && strings.HasPrefix(o.Name, "node-redisson") {
+					for _, o := range redisson.Table {
+						if o.Kind == redisson.KindTryLock && strings.HasPrefix(o.Name, "node-redisson") {
 							sha = o.SHA
 						}
 					}
@@ -672,13 +673,13 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				}
 			}
 			entries = append(entries, ruleEntry{name: rs.Name, method: "rTable", take: take, keep: renew, na: keepNA})
-		case rUnlock:
+		case redisson.KindUnlock:
 			// A nested unlock (count 2 → 1) resets the lease and answers
 			// 0: an extension. (At count 1 it ends the hold.)
-			family := rTable[0].SHA // holds are the same whichever release took them
+			family := redisson.Table[0].SHA // holds are the same whichever release took them
 			if strings.HasPrefix(rs.Name, "node-redisson") {
-				for _, o := range rTable {
-					if o.Kind == rTryLock && strings.HasPrefix(o.Name, "node-redisson") {
+				for _, o := range redisson.Table {
+					if o.Kind == redisson.KindTryLock && strings.HasPrefix(o.Name, "node-redisson") {
 						family = o.SHA
 					}
 				}
@@ -696,16 +697,16 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				return []string{key, "redisson_lock__channel:" + key}, []string{"0", ms(ttl), owner}, "redisson_unlock_latch:" + key
 			})
 			entries = append(entries, ruleEntry{name: rs.Name + " nested", method: "rTable", take: take, keep: unlock, na: keepNA, countdown: true, latchless: rs.LatchArg == 0})
-		case rForceUnlock:
+		case redisson.KindForceUnlock:
 			// Not a grant: it ends the hold.
-		case rRWRead, rRWWrite, rRWUnlockWrite, rRWRenew, rRWRenewTask, rRWRenewTask44:
+		case redisson.KindRWRead, redisson.KindRWWrite, redisson.KindRWUnlockWrite, redisson.KindRWRenew, redisson.KindRWRenewTask, redisson.KindRWRenewTask44:
 			entries = append(entries, rwRuleEntries(rs)...)
-		case rFairTry, rFairWait, rFairUnlock:
+		case redisson.KindFairTry, redisson.KindFairWait, redisson.KindFairUnlock:
 			entries = append(entries, fairRuleEntries(rs)...)
-		case rFairForce, rFairLeave:
+		case redisson.KindFairForce, redisson.KindFairLeave:
 			// Not a grant: forceUnlock ends the hold; acquireFailed
 			// leaves the queue.
-		case rRWUnlockRead, rRWForceRead, rRWForceWrite, rRWIsLocked:
+		case redisson.KindRWUnlockRead, redisson.KindRWForceRead, redisson.KindRWForceWrite, redisson.KindRWIsLocked:
 			// Not a grant: a read unlock counts down (the TTL as it is)
 			// or ends the lock; forceUnlock ends it; isLocked reads.
 		default:
@@ -720,9 +721,9 @@ func proxyEntries(t *testing.T) []ruleEntry {
 // unlock (it resets the lease: an extension) and the read renewals; and,
 // with the first RLock renewal of each shape, that renewal keeping a
 // write hold (owner <id>:<thread>:write).
-func rwRuleEntries(rs *rScript) []ruleEntry {
+func rwRuleEntries(rs *redisson.Script) []ruleEntry {
 	sha := func(file string) string {
-		for _, o := range rTable {
+		for _, o := range redisson.Table {
 			if o.File == file {
 				return o.SHA
 			}
@@ -749,17 +750,17 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleFencing: "not fenced"}
 	renewed := func(r string) bool { return r == ":1\r\n" || r == "*1\r\n:1\r\n" }
 	switch rs.Kind {
-	case rRWRead:
+	case redisson.KindRWRead:
 		return []ruleEntry{
 			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: read, holdWith: write},
 			{name: rs.Name + " re-entry", method: "rTable", take: read, keep: read, na: keepNA, exclude: write},
 		}
-	case rRWWrite:
+	case redisson.KindRWWrite:
 		return []ruleEntry{
 			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: write},
 			{name: rs.Name + " re-entry", method: "rTable", take: write, keep: write, na: keepNA},
 		}
-	case rRWUnlockWrite:
+	case redisson.KindRWUnlockWrite:
 		unlock := nestedUnlock(rs, func(key, owner string, ttl time.Duration) ([]string, []string, string) {
 			return []string{key, "redisson_rwlock:{" + key + "}"}, []string{"1", ms(ttl), owner + ":write"}, "redisson_unlock_latch:{" + key + "}"
 		})
@@ -768,7 +769,7 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 	// The read renewals.
 	renew := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
 		args := []string{"EVALSHA", rs.SHA, "2", key, "{" + key + "}", ms(ttl)}
-		if rs.Kind == rRWRenewTask44 {
+		if rs.Kind == redisson.KindRWRenewTask44 {
 			args = append(args, "1")
 		}
 		r := x.cmd(x.t, inst, append(args, owner)...)
@@ -776,10 +777,10 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 	}
 	// Readers share: the owner a read hold excludes is a writer.
 	out := []ruleEntry{{name: rs.Name, method: "rTable", take: read, keep: renew, na: keepNA, exclude: write}}
-	if rs.Kind == rRWRenew || rs.Kind == rRWRenewTask44 {
+	if rs.Kind == redisson.KindRWRenew || rs.Kind == redisson.KindRWRenewTask44 {
 		// RLock's renewal (its single and its batched text) keeping a write hold.
 		file := "redisson-3.12.0-renewExpiration"
-		if rs.Kind == rRWRenewTask44 {
+		if rs.Kind == redisson.KindRWRenewTask44 {
 			file = "redisson-3.44.0-renewLocksBatch"
 		}
 		rlock := sha(file)
@@ -796,7 +797,7 @@ func rwRuleEntries(rs *rScript) []ruleEntry {
 // keys and arguments base returns, then (as the release sends them) the
 // latch key (latch + ":<request id>"), the publish command and the
 // latch's TTL; 0 (held, its lease reset) is the grant.
-func nestedUnlock(rs *rScript, base func(key, owner string, ttl time.Duration) (keys, argv []string, latch string)) func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
+func nestedUnlock(rs *redisson.Script, base func(key, owner string, ttl time.Duration) (keys, argv []string, latch string)) func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
 	return func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
 		keys, argv, latch := base(key, owner, ttl)
 		if rs.LatchArg > 0 {
@@ -819,10 +820,10 @@ func nestedUnlock(rs *rScript, base func(key, owner string, ttl time.Duration) (
 // the lease: an extension). A waiting tryLock that is not granted sends
 // acquireFailed, as Redisson's tryLock(wait) does when its wait ends, so
 // that the attempt leaves nothing on the masters (the queue's keys).
-func fairRuleEntries(rs *rScript) []ruleEntry {
-	leave := rTable[0].SHA
-	for _, o := range rTable {
-		if o.Kind == rFairLeave {
+func fairRuleEntries(rs *redisson.Script) []ruleEntry {
+	leave := redisson.Table[0].SHA
+	for _, o := range redisson.Table {
+		if o.Kind == redisson.KindFairLeave {
 			leave = o.SHA
 		}
 	}
@@ -832,29 +833,29 @@ func fairRuleEntries(rs *rScript) []ruleEntry {
 	now := func() string { return strconv.FormatInt(time.Now().UnixMilli(), 10) }
 	try := func(x *ruleRun, inst int, key, owner string, ttl time.Duration) outcome {
 		args := append([]string{"EVALSHA", rs.SHA, "3"}, fairKeys(key)...)
-		if rs.Kind == rFairTry {
+		if rs.Kind == redisson.KindFairTry {
 			args = append(args, ms(ttl), owner, now(), "300000")
 		} else {
 			args = append(args, ms(ttl), owner, "300000", now())
 		}
 		r := x.cmd(x.t, inst, args...)
 		o := outcome{granted: r == "$-1\r\n", text: r}
-		if !o.granted && rs.Kind == rFairWait {
+		if !o.granted && rs.Kind == redisson.KindFairWait {
 			x.cmd(x.t, inst, "EVALSHA", leave, "2", fairKeys(key)[1], fairKeys(key)[2], owner, "300000")
 		}
 		return o
 	}
 	notFenced := map[ruleID]string{ruleFencing: "not fenced (Redisson's fair lock has no token)"}
 	keepNA := map[ruleID]string{ruleCleanup: "an extension removes nothing when it fails", ruleFencing: "not fenced"}
-	if rs.Kind != rFairUnlock {
+	if rs.Kind != redisson.KindFairUnlock {
 		return []ruleEntry{
 			{name: rs.Name, method: "rTable", acquire: true, na: notFenced, take: try},
 			{name: rs.Name + " re-entry", method: "rTable", take: try, keep: try, na: keepNA},
 		}
 	}
 	var tryNoWait string
-	for _, o := range rTable {
-		if o.Kind == rFairTry {
+	for _, o := range redisson.Table {
+		if o.Kind == redisson.KindFairTry {
 			tryNoWait = o.SHA
 		}
 	}
@@ -1117,10 +1118,10 @@ func TestGrantRule(t *testing.T) {
 		// wrapped to 1 s past PEXPIRE's MaxTTL check while the masters got
 		// 2^58 ms (found by the review of issue #30).
 		c := dialRaw(t, x.p[0].addr)
-		var redisson, plainExtend string
-		for _, rs := range rTable {
-			if rs.Kind == rTryLock && redisson == "" {
-				redisson = rs.SHA
+		var rsha, plainExtend string
+		for _, rs := range redisson.Table {
+			if rs.Kind == redisson.KindTryLock && rsha == "" {
+				rsha = rs.SHA
 			}
 		}
 		for _, ls := range libTable {
@@ -1136,7 +1137,7 @@ func TestGrantRule(t *testing.T) {
 				{"EVALSHA", plainExtend, "1", "gr:b:huge", holder, huge},
 				{"SET", "gr:b:free", holder, "NX", "PX", huge},
 				{"REDLOCK.LOCK", "gr:b:free", holder, huge},
-				{"EVALSHA", redisson, "1", "gr:b:free", huge, "owner:1"},
+				{"EVALSHA", rsha, "1", "gr:b:free", huge, "owner:1"},
 			} {
 				if r := c.cmd(args...); !strings.HasPrefix(r, "-ERR") {
 					t.Errorf("%q: %q; want an error", args, r)
@@ -1655,7 +1656,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		// proxy commands
 		"setnx": "refused (a lock without a TTL)", "get": "a quorum read", "pttl": "a quorum read", "ttl": "a quorum read (PTTL's, in seconds)", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
 		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
-		"eval":    "runs the scripts of libTable and rTable (rows), others only with --allow-scripts",
+		"eval":    "runs the scripts of libTable and redisson.Table (rows), others only with --allow-scripts",
 		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",
 		"subscribe": "pub/sub", "ssubscribe": "pub/sub", "unsubscribe": "pub/sub", "sunsubscribe": "pub/sub",
 		"ping": "plumbing", "echo": "plumbing", "hello": "plumbing", "auth": "plumbing", "client": "plumbing",

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 func TestRedislockV094(t *testing.T) {
@@ -223,7 +224,7 @@ func TestLibraryFilesAllRecognised(t *testing.T) {
 	for _, ls := range libTable {
 		inTable[ls.Source] = true
 	}
-	for _, rs := range rTable {
+	for _, rs := range redisson.Table {
 		inTable[scripts.Lib(rs.File)] = true
 		if libBySHA[rs.SHA] != nil {
 			t.Errorf("%s shares its SHA1 with a library script", rs.Name)
@@ -234,7 +235,7 @@ func TestLibraryFilesAllRecognised(t *testing.T) {
 			t.Errorf("internal/scripts/lib/%s.lua is not in libTable or rTable", name)
 		}
 	}
-	if len(libBySHA) != len(libTable) || len(rBySHA) != len(rTable) {
-		t.Errorf("%d SHA1s for %d table entries, %d for %d Redisson scripts", len(libBySHA), len(libTable), len(rBySHA), len(rTable))
+	if len(libBySHA) != len(libTable) || len(redisson.BySHA) != len(redisson.Table) {
+		t.Errorf("%d SHA1s for %d table entries, %d for %d Redisson scripts", len(libBySHA), len(libTable), len(redisson.BySHA), len(redisson.Table))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -324,10 +325,10 @@ func failureKind(err error) string {
 
 func (c *client) cmdGet(args [][]byte) *call {
 	key, s := args[1], c.s
-	if strings.HasPrefix(s.unprefixed(key), rTokenPrefix) {
+	if r := s.redisson; r.IsTokenKey(key) {
 		// RFencedLock.getToken: the fencing token in the hold a quorum of
-		// masters keeps (redisson_hold.go); nil when none.
-		return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.rToken(ctx, key) })
+		// masters keeps (the Redisson room); nil when none.
+		return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
 	}
 	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
 }
@@ -346,10 +347,10 @@ func (c *client) cmdTTL(args [][]byte) *call {
 // cmdCountKeys runs EXISTS and DEL.
 func (c *client) cmdCountKeys(args [][]byte) *call {
 	name, keys, s := lower(args[0]), args[1:], c.s
-	if name == "del" && s.latchKeys(keys) {
+	if r := s.redisson; name == "del" && r.LatchKeys(keys) {
 		// Redisson's DEL of its unlock latches after an unlock: the
-		// latches are kept under the proxy's names (redisson_hold.go).
-		return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.rDelLatches(ctx, keys) })
+		// latches are kept under the proxy's names (the Redisson room).
+		return c.async(keys, func(ctx context.Context, _ []byte) []byte { return r.DelLatches(ctx, keys) })
 	}
 	if name == "del" && !s.cfg.AllowTokenlessWrites {
 		return errCall(msgTokenless("DEL", "compare-and-delete (release)"))
@@ -402,11 +403,11 @@ func (c *client) cmdEval(args [][]byte) *call {
 	} else {
 		sha = strings.ToLower(string(args[1]))
 	}
-	if rs := rBySHA[sha]; rs != nil {
+	if rs := redisson.BySHA[sha]; rs != nil {
 		return c.runRedisson(rs, keys, argv)
 	}
-	if what := rRefused[sha]; what != "" {
-		return errCall(msgRedissonKind(what))
+	if what := redisson.Refused[sha]; what != "" {
+		return errCall(redisson.RefusedMsg(what))
 	}
 	if ls := libBySHA[sha]; ls != nil {
 		if why := ls.misfit(keys, argv); why != "" {
@@ -442,10 +443,10 @@ func (c *client) cmdScript(args [][]byte) *call {
 			return arityErr("script|load")
 		}
 		sha := sha1Hex(args[2])
-		if what := rRefused[sha]; what != "" {
-			return errCall(msgRedissonKind(what))
+		if what := redisson.Refused[sha]; what != "" {
+			return errCall(redisson.RefusedMsg(what))
 		}
-		if libBySHA[sha] == nil && rBySHA[sha] == nil {
+		if libBySHA[sha] == nil && redisson.BySHA[sha] == nil {
 			if !s.cfg.AllowScripts {
 				return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 			}

@@ -17,13 +17,15 @@ import (
 // optimisation — the waiter also retries at the lock's TTL —, so a
 // subscriber whose queue is full loses it (counted).
 
-// wakePrefix is the prefix of the channels a client may subscribe to
-// (and rwChannelPrefix, a read-write lock's).
-const wakePrefix = "redisson_lock__channel"
+// Which channels a client may subscribe to is not the server's to know:
+// the handler gives it (subscriptions: the Redisson room's wake-up
+// channels, redisson.go).
 
-// wakeChannel reports whether ch is a lock's wake-up channel.
-func wakeChannel(ch string) bool {
-	return strings.HasPrefix(ch, wakePrefix) || strings.HasPrefix(ch, rwChannelPrefix)
+// subscriptions are the channels a client may subscribe to: those allowed
+// names, and what says which in a refusal.
+type subscriptions struct {
+	allowed func(ch string) bool
+	what    string
 }
 
 // Bounds of a connection's subscriptions and of its undelivered messages.
@@ -95,8 +97,8 @@ func (c *client) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0
 func (c *client) cmdSubscribe(args [][]byte) *call {
 	shard := lower(args[0]) == "ssubscribe"
 	for _, a := range args[1:] {
-		if len(a) > maxChannelLen || !wakeChannel(string(a)) {
-			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves the lock wake-up channels " + wakePrefix + ":{name} and " + rwChannelPrefix + ":{name} only")
+		if len(a) > maxChannelLen || !c.s.subs.allowed(string(a)) {
+			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves " + c.s.subs.what + " only")
 		}
 	}
 	if c.sub == nil {

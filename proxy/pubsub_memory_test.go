@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 // TestSubscriptionsCharged: each connection may keep 1024
@@ -12,7 +14,7 @@ import (
 // charged to MaxClientMemory (MaxClients 10000: ~10 GiB of channel names).
 func TestSubscriptionsCharged(t *testing.T) {
 	e := startEnv(t, 3, nil)
-	pad := strings.Repeat("x", maxChannelLen-len(wakePrefix)-12)
+	pad := strings.Repeat("x", maxChannelLen-len(redisson.ChannelPrefix)-12)
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
@@ -22,7 +24,7 @@ func TestSubscriptionsCharged(t *testing.T) {
 		for b := 0; b < maxSubscriptions/128; b++ {
 			args := []string{"SUBSCRIBE"}
 			for i := 0; i < 128; i++ {
-				args = append(args, wakePrefix+":"+strconv.Itoa(k)+"-"+strconv.Itoa(b*128+i)+pad)
+				args = append(args, redisson.ChannelPrefix+":"+strconv.Itoa(k)+"-"+strconv.Itoa(b*128+i)+pad)
 			}
 			c.sendCmd(args...)
 			for i := 0; i < 128; i++ {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 // TestSubscribeAfterPipeline: a pipeline of ordinary commands
@@ -14,7 +16,7 @@ import (
 // in flush, which signals nothing.
 func TestSubscribeAfterPipeline(t *testing.T) {
 	e := startEnv(t, 3, nil)
-	ch := wakePrefix + ":{x}"
+	ch := redisson.ChannelPrefix + ":{x}"
 	hung := 0
 	for i := 0; i < 100; i++ {
 		c := dialRaw(t, e.addr)
@@ -57,7 +59,7 @@ func TestSubscribeAfterPipeline(t *testing.T) {
 // c.calls, so a later reply is written before an earlier one.
 func TestSubscribedRepliesInOrder(t *testing.T) {
 	e := startEnv(t, 3, nil)
-	ch := wakePrefix + ":{x}"
+	ch := redisson.ChannelPrefix + ":{x}"
 	c := dialRaw(t, e.addr)
 	c.sendCmd("SUBSCRIBE", ch)
 	c.expect(pushed("subscribe", ch, 1))
@@ -96,7 +98,7 @@ func TestSubscribedRepliesInOrder(t *testing.T) {
 // ordinary replies.
 func TestNoMessageAfterUnsubscribe(t *testing.T) {
 	e := startEnv(t, 3, nil)
-	ch := wakePrefix + ":{late}"
+	ch := redisson.ChannelPrefix + ":{late}"
 	var stop atomic.Bool
 	done := make(chan struct{})
 	go func() {

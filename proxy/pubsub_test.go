@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -88,7 +89,7 @@ func TestSubscribeLimits(t *testing.T) {
 	c := dialRaw(t, e.addr)
 	args := []string{"SUBSCRIBE"}
 	for i := range maxSubscriptions + 1 {
-		args = append(args, wakePrefix+":{"+strings.Repeat("k", 3)+string(rune('a'+i%26))+"}"+strings.Repeat("x", i/26))
+		args = append(args, redisson.ChannelPrefix+":{"+strings.Repeat("k", 3)+string(rune('a'+i%26))+"}"+strings.Repeat("x", i/26))
 	}
 	c.sendCmd(args[:500]...) // within the proxy's arguments limit
 	c.sendCmd(append([]string{"SUBSCRIBE"}, args[500:]...)...)

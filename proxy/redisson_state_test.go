@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 func rSHA(t *testing.T, file string) string {
 	t.Helper()
-	for i := range rTable {
-		if rTable[i].File == file {
-			return rTable[i].SHA
+	for i := range redisson.Table {
+		if redisson.Table[i].File == file {
+			return redisson.Table[i].SHA
 		}
 	}
 	t.Fatalf("no script %s", file)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 func dialRedisson(t *testing.T, e *env, prof redissonwire.Profile) *redissonwire.Client {
@@ -238,21 +239,21 @@ func TestRedissonProbes(t *testing.T) {
 	if !strings.HasPrefix(probe, "-") || strings.HasPrefix(probe, "-CROSSSLOT") {
 		t.Fatalf("start-up probe: %q", probe)
 	}
-	sha := rTable[0].SHA
+	sha := redisson.Table[0].SHA
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "30000"), "-ERR redlock proxy: Redisson tryLock (3.19.0+) called in a shape*")
 	// Without --allow-tokenless-writes, forceUnlock (no owner, no token)
 	// is refused like DEL.
-	force := rBySHA["605e338249a7a1d40df83b04f7658354f883b41b"]
+	force := redisson.BySHA["605e338249a7a1d40df83b04f7658354f883b41b"]
 	checkReply(t, c.cmd("EVALSHA", force.SHA, "2", "k", "redisson_lock__channel:{k}", "0", "publish"), "-ERR redlock proxy: Redisson's forceUnlock changes a lock without checking its token*")
 	// Keys besides the lock must be the names Redisson derives from it:
 	// no publishing on another lock's channel, no other lock's token key.
-	unlock := rBySHA["778cea8aada230ae060b432fc333adaec85f2f4c"]
+	unlock := redisson.BySHA["778cea8aada230ae060b432fc333adaec85f2f4c"]
 	checkReply(t, c.cmd("EVALSHA", unlock.SHA, "2", "k", "redisson_lock__channel:{other}", "0", "30000", "o:1", "publish"), "-ERR redlock proxy: Redisson unlock (3.22.0-3.23.5) called in a shape*")
-	fenced := rBySHA["49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"]
+	fenced := redisson.BySHA["49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"]
 	checkReply(t, c.cmd("EVALSHA", fenced.SHA, "2", "k", "redisson_lock_token:{other}", "30000", "o:1"), "-ERR redlock proxy: Redisson RFencedLock tryLockAndGetToken (3.19.0+) called in a shape*")
 	checkReply(t, c.cmd("EVALSHA", fenced.SHA, "2", "{k}", "redisson_lock_token:{k}", "30000", "o:1"), "*2\r\n:-1\r\n:*") // a braced name: as Redisson derives it
 	checkReply(t, c.cmd("EVALSHA", sha, "1", "k", "0", "owner:1"), "-ERR redlock proxy: Redisson tryLock*")
-	checkReply(t, c.cmd("SCRIPT", "LOAD", redissonwire.Script("redisson-3.24.0-unlock")), "$40\r\n"+rBySHA[sha].SHA[:0]+"*")
+	checkReply(t, c.cmd("SCRIPT", "LOAD", redissonwire.Script("redisson-3.24.0-unlock")), "$40\r\n"+redisson.BySHA[sha].SHA[:0]+"*")
 }
 
 // TestNodeRedisson drives npm node-redisson 1.0.4 (a Node port of
@@ -330,7 +331,7 @@ func TestRedissonKindsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		sha := sha1Hex(text)
-		if rRefused[sha] == "" {
+		if redisson.Refused[sha] == "" {
 			t.Fatalf("%s (sha1 %s) is not in redisson_refused.tsv", f, sha)
 		}
 		for _, got := range []string{
@@ -346,17 +347,17 @@ func TestRedissonKindsRefused(t *testing.T) {
 			}
 		}
 	}
-	for sha := range rRefused {
+	for sha := range redisson.Refused {
 		if got := c.cmd("EVALSHA", sha, "1", "k", "1"); !strings.Contains(got, "is not supported") {
 			t.Fatalf("EVALSHA %s: %q", sha, got)
 		}
 	}
-	if len(rRefused) < 40 {
-		t.Fatalf("%d refused scripts; the list has 41", len(rRefused))
+	if len(redisson.Refused) < 40 {
+		t.Fatalf("%d refused scripts; the list has 41", len(redisson.Refused))
 	}
 	// The read-write and fair locks' scripts are served, not refused.
 	for _, f := range []string{"redisson-3.20.0-rwReadTryLock", "redisson-3.44.0-rwWriteUnlock", "redisson-4.4.0-rwReadLockTask", "redisson-3.45.0-fairTryLockWait", "redisson-3.20.0-fairAcquireFailed"} {
-		if sha := rSHA(t, f); rRefused[sha] != "" {
+		if sha := rSHA(t, f); redisson.Refused[sha] != "" {
 			t.Errorf("%s is refused", f)
 		}
 	}

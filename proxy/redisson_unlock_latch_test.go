@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 // TestRedissonRWUnlockOwnLatch: the last reader A's unlock
@@ -44,11 +45,10 @@ func TestRedissonRWUnlockOwnLatch(t *testing.T) {
 		t.Fatalf("A's read tryLock: %v %v", ok, err)
 	}
 	v0 := e.masters[0].Get(ctx, name).Val()
-	st, ok := parseRW(v0)
+	withB, ok := redisson.RWJoin(v0, "other-proxy-client:7")
 	if !ok {
 		t.Fatalf("value %q", v0)
 	}
-	withB := st.with("other-proxy-client:7", 1).value()
 
 	const d = 200 * time.Millisecond
 	relays[1].SetDelay(d)

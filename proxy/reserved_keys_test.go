@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/test/redissonwire"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
 // TestRedissonFairQueueKeyReserved: the proxy let any client take a plain
@@ -26,7 +27,8 @@ func TestRedissonFairQueueKeyReserved(t *testing.T) {
 	defer cancel()
 	name := "fairreview-squat"
 	r := dialRaw(t, e.addr)
-	for _, k := range []string{fairKeysOf(name).queue, fairKeysOf(name).counter, "redlock:leader:{x}:x", "redlock:rlatch:{x}:1"} {
+	queue, counter := redisson.FairQueueKeys(name)
+	for _, k := range []string{queue, counter, "redlock:leader:{x}:x", "redlock:rlatch:{x}:1"} {
 		if got := r.cmd("SET", k, "squatter", "NX", "PX", "30000"); !strings.Contains(got, "kept beside locks") {
 			t.Fatalf("a plain lock on %s: %q; want it refused", k, got)
 		}

@@ -40,13 +40,16 @@ func roomDeps(t *testing.T, pkg string) []string {
 // TestRoomImports: the proxy's rooms import one way (docs/architecture.md).
 // The RESP server room knows no locks: of this module it may import only
 // the resp codec — not the engine, the master connections, or the lock
-// rooms — directly or through another package.
+// rooms — directly or through another package. The Redisson room works
+// over the engine and its transport, never the RESP server room (it
+// publishes through the Publisher it declares).
 func TestRoomImports(t *testing.T) {
 	for _, tc := range []struct {
 		room    string
 		allowed []string
 	}{
 		{"proxy/internal/respserver", []string{"resp"}},
+		{"proxy/internal/redisson", []string{"conn", "engine", "internal/enginex", "internal/scripts", "resp"}},
 	} {
 		t.Run(tc.room, func(t *testing.T) {
 			for _, d := range roomDeps(t, tc.room) {

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
@@ -265,7 +266,8 @@ type Server struct {
 	tr        enginex.Transport // eng's broadcasts and attached locks
 	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
 	passTr    enginex.Transport // pass's broadcasts
-	wakes     *wakeRelay        // wake-ups across proxies (nil with LocalWakeups)
+	redisson  *redisson.Locks   // the Redisson room (redisson.go)
+	subs      subscriptions     // what clients may subscribe to (the Redisson room's channels)
 	scripts   scriptCache
 	fenceKey  string // the masters' fencing counter: no client command may name it
 	start     time.Time
@@ -277,13 +279,11 @@ type Server struct {
 	cancel  context.CancelFunc
 
 	shutting atomic.Bool
-	// fairChains are the fair locks' wake-up chains (redisson_fair.go).
-	fairChains fairChains
-	nextID     atomic.Int64
-	clients    atomic.Int64
-	mem        atomic.Int64   // bytes charged to MaxClientMemory
-	wg         sync.WaitGroup // serve loops and client goroutines
-	close      sync.Once
+	nextID   atomic.Int64
+	clients  atomic.Int64
+	mem      atomic.Int64   // bytes charged to MaxClientMemory
+	wg       sync.WaitGroup // serve loops and client goroutines
+	close    sync.Once
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{} // guarded by mu
@@ -373,7 +373,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
-	s.startWakeRelay()
+	s.startRedisson()
 	return s, nil
 }
 
@@ -560,9 +560,8 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeEngines() {
-	s.fairChains.stop()
-	if s.wakes != nil {
-		s.wakes.close()
+	if s.redisson != nil {
+		s.redisson.Close()
 	}
 	if s.ownEngine {
 		s.eng.Close()

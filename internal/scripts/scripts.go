@@ -194,7 +194,7 @@ var (
 	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
 	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
 
-	// The Redisson scripts (proxy/redisson.go). Each master holds a
+	// The Redisson scripts (proxy/internal/redisson/redisson.go). Each master holds a
 	// Redisson lock as a plain string whose value carries the hold:
 	// "<owner>|<kind R or F>|<hold count>|<random hex>|<fencing token>",
 	// a fresh random part on every write, so that every value is unique to

@@ -1,4 +1,4 @@
-package proxy
+package redisson
 
 import (
 	"context"
@@ -64,6 +64,13 @@ type fairKeys struct {
 	lock, queue, expiry, counter string
 }
 
+// FairQueueKeys returns the masters' keys of the queue and the ticket
+// counter of the fair lock on key: keys no client command may name.
+func FairQueueKeys(key string) (queue, counter string) {
+	fk := fairKeysOf(key)
+	return fk.queue, fk.counter
+}
+
 func fairKeysOf(key string) fairKeys {
 	base := "redlock:fair:{" + conn.HashTag(key) + "}:" + key
 	return fairKeys{lock: key, queue: base + ":queue", expiry: base + ":expiry", counter: base + ":ticket"}
@@ -72,26 +79,26 @@ func fairKeysOf(key string) fairKeys {
 // fairLife is how long a waiter's entry lives after its last try: its
 // wait (Redisson's fairLockWaitTimeout, 5 min, or tryLock's), at most
 // MaxTTL, at least 10 ms.
-func (s *Server) fairLife(wait time.Duration) time.Duration {
+func (s *Locks) fairLife(wait time.Duration) time.Duration {
 	return max(min(wait, s.eng.Config().MaxTTL), 10*time.Millisecond)
 }
 
 // rFairFits is fits for the fair lock's scripts.
-func (rs *rScript) rFairFits(keys, argv [][]byte) bool {
+func (rs *Script) rFairFits(keys, argv [][]byte) bool {
 	if len(keys) != rs.Keys || len(argv) != rs.Argc {
 		return false
 	}
 	latch := rs.LatchArg == 0 || isMillis(argv[rs.LatchArg])
 	switch rs.Kind {
-	case rFairTry: // lease, owner, now, wait
+	case KindFairTry: // lease, owner, now, wait
 		return isMillis(argv[0]) && validOwner(argv[1]) && isMillis(argv[2]) && isMillis(argv[3])
-	case rFairWait: // lease, owner, wait, now
+	case KindFairWait: // lease, owner, wait, now
 		return isMillis(argv[0]) && validOwner(argv[1]) && isMillis(argv[2]) && isMillis(argv[3])
-	case rFairUnlock: // "0", lease, owner, now[, publish[, latch ms]]
+	case KindFairUnlock: // "0", lease, owner, now[, publish[, latch ms]]
 		return string(argv[0]) == "0" && isMillis(argv[1]) && validOwner(argv[2]) && latch
-	case rFairForce: // "0", now[, publish]
+	case KindFairForce: // "0", now[, publish]
 		return string(argv[0]) == "0"
-	case rFairLeave: // owner, wait
+	case KindFairLeave: // owner, wait
 		return validOwner(argv[0])
 	}
 	return false
@@ -100,8 +107,8 @@ func (rs *rScript) rFairFits(keys, argv [][]byte) bool {
 // rFairNames is rNames for the fair lock's scripts: the queue, deadline
 // set, channel and latch keys are derived from the lock's name (the
 // acquireFailed script names the queue first, no lock).
-func (s *Server) rFairNames(rs *rScript, keys [][]byte) bool {
-	if rs.Kind == rFairLeave {
+func (s *Locks) rFairNames(rs *Script, keys [][]byte) bool {
+	if rs.Kind == KindFairLeave {
 		names := s.rFairNamesOf(keys[0])
 		return len(names) > 0 && s.derived(names[0], keys[1], rTimeoutPrefix)
 	}
@@ -109,7 +116,7 @@ func (s *Server) rFairNames(rs *rScript, keys [][]byte) bool {
 	if len(name) > maxRLockName || !s.derived(name, keys[1], rQueuePrefix) || !s.derived(name, keys[2], rTimeoutPrefix) {
 		return false
 	}
-	if rs.Kind == rFairUnlock || rs.Kind == rFairForce {
+	if rs.Kind == KindFairUnlock || rs.Kind == KindFairForce {
 		if !s.derived(name, keys[3], "redisson_lock__channel") {
 			return false
 		}
@@ -124,7 +131,7 @@ func (s *Server) rFairNames(rs *rScript, keys [][]byte) bool {
 
 // rFairNamesOf returns the lock names a queue key can be derived from
 // (with the key prefix), or none when it is not a queue key.
-func (s *Server) rFairNamesOf(queueKey []byte) []string {
+func (s *Locks) rFairNamesOf(queueKey []byte) []string {
 	rest, ok := strings.CutPrefix(s.unprefixed(queueKey), rQueuePrefix+":")
 	if !ok || rest == "" || len(rest) > maxRLockName+2 {
 		return nil
@@ -142,28 +149,27 @@ func (s *Server) rFairNamesOf(queueKey []byte) []string {
 	return out
 }
 
-// runFair serves a recognised fair lock script (its shape checked).
-func (c *client) runFair(rs *rScript, keys, argv [][]byte) *call {
-	s := c.s
+// serveFair serves a recognised fair lock script (its shape checked).
+func (s *Locks) serveFair(rs *Script, keys, argv [][]byte) ([][]byte, Run) {
 	lock := keys[:1]
-	if rs.Kind == rFairLeave {
+	if rs.Kind == KindFairLeave {
 		names := s.rFairNamesOf(keys[0])
 		lock = [][]byte{[]byte(s.cfg.KeyPrefix + names[0])}
 	}
-	return c.async(lock, func(ctx context.Context, dst []byte) []byte {
+	return lock, func(ctx context.Context, dst []byte) []byte {
 		switch rs.Kind {
-		case rFairTry, rFairWait:
+		case KindFairTry, KindFairWait:
 			return s.rFairTryLock(ctx, dst, rs, keys, argv)
-		case rFairUnlock:
+		case KindFairUnlock:
 			return s.rFairUnlock(ctx, dst, rs, keys, argv)
-		case rFairForce:
+		case KindFairForce:
 			return s.rFairForceUnlock(ctx, dst, keys)
 		}
 		for _, n := range s.rFairNamesOf(keys[0]) {
 			s.rFairLeave(s.cfg.KeyPrefix+n, string(argv[0]))
 		}
 		return redcon.AppendNull(dst)
-	})
+	}
 }
 
 // fairRead is a quorum read of the fair lock for owner: the lock's value a
@@ -181,7 +187,7 @@ type fairRead struct {
 	disagree bool
 }
 
-func (s *Server) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairRead, []byte) {
+func (s *Locks) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairRead, []byte) {
 	reps, err := s.rAsk(ctx, fk.lock, scripts.RedissonFairRead, []string{fk.lock, fk.queue, fk.expiry}, []string{owner})
 	if err != nil {
 		return fairRead{}, s.engineErr(err)
@@ -230,7 +236,7 @@ func (s *Server) rFairRead(ctx context.Context, fk fairKeys, owner string) (fair
 // rFairArrive queues owner with a new ticket on a quorum of masters (the
 // engine FairLock's arrival: the largest of a quorum's counters, then
 // registered on a quorum); 0 and the error reply when too few answered.
-func (s *Server) rFairArrive(ctx context.Context, fk fairKeys, owner string, life time.Duration) (int64, []byte) {
+func (s *Locks) rFairArrive(ctx context.Context, fk fairKeys, owner string, life time.Duration) (int64, []byte) {
 	isInt := func(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int > 0 }
 	reps, err := s.tr.Grant(ctx, fk.lock, life, scripts.FairTicket, appendEvalSha(nil, scripts.FairTicket, strArgs(fk.counter), strArgs(msArg(life))), isInt)
 	if err != nil {
@@ -257,7 +263,7 @@ func (s *Server) rFairArrive(ctx context.Context, fk fairKeys, owner string, lif
 }
 
 // undecidedOr is the error reply for replies that did not reach a quorum.
-func (s *Server) undecidedOr(reps []enginex.MasterReply) []byte {
+func (s *Locks) undecidedOr(reps []enginex.MasterReply) []byte {
 	if r := s.undecided(reps); r != nil {
 		return r
 	}
@@ -266,15 +272,15 @@ func (s *Server) undecidedOr(reps []enginex.MasterReply) []byte {
 
 // rFairLeave removes waiter from key's queue on every master (best effort:
 // a master that misses it drops the entry at its expiry).
-func (s *Server) rFairLeave(key, waiter string) {
+func (s *Locks) rFairLeave(key, waiter string) {
 	fk := fairKeysOf(key)
 	s.rBestEffort(key, scripts.FairLeave, []string{fk.lock, fk.queue, fk.expiry, fk.counter}, []string{waiter})
 }
 
-func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rFairTryLock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	key, owner, lease := string(keys[0]), string(argv[1]), millis(argv[0])
 	wait := millis(argv[3])
-	if rs.Kind == rFairWait {
+	if rs.Kind == KindFairWait {
 		wait = millis(argv[2])
 	}
 	life := s.fairLife(wait)
@@ -282,7 +288,7 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 	no := func() []byte { return redcon.AppendInt(dst, 1) } // tryLock(): not acquired
 	fr, e := s.rFairRead(ctx, fk, owner)
 	switch {
-	case fr.disagree && rs.Kind == rFairTry:
+	case fr.disagree && rs.Kind == KindFairTry:
 		return no() // a change under way: not acquired (never a guess that grants)
 	case fr.disagree:
 		return redcon.AppendInt(dst, min(int64(fairPoll), life.Milliseconds()/2))
@@ -295,7 +301,7 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 		}
 		return s.rReenter(ctx, dst, rs, key, cur, lease)
 	}
-	if rs.Kind == rFairWait && fr.ticket == 0 {
+	if rs.Kind == KindFairWait && fr.ticket == 0 {
 		t, e := s.rFairArrive(ctx, fk, owner, life)
 		if e != nil {
 			return append(dst, e...)
@@ -304,7 +310,7 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 	}
 	if fr.value != "" || (fr.head != "" && fr.head != owner) {
 		// Held, or an earlier waiter heads the queue.
-		if rs.Kind == rFairTry {
+		if rs.Kind == KindFairTry {
 			return no()
 		}
 		if fr.ticket > 0 {
@@ -348,7 +354,7 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 	if r := s.undecided(reps); r != nil {
 		return r
 	}
-	if rs.Kind == rFairTry {
+	if rs.Kind == KindFairTry {
 		return no()
 	}
 	return redcon.AppendInt(dst, min(int64(fairPoll), life.Milliseconds()/2))
@@ -356,7 +362,7 @@ func (s *Server) rFairTryLock(ctx context.Context, dst []byte, rs *rScript, keys
 
 // rFairUnlock is RLock's unlock; a release (or a lock found free: Redisson
 // answers 1 then) wakes the waiter heading the queue, on its own channel.
-func (s *Server) rFairUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rFairUnlock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	key := string(keys[0])
 	rkeys, latchTTL, bad := s.unlockKeys(rs, keys, argv)
 	if bad != nil {
@@ -378,7 +384,7 @@ func (s *Server) rFairUnlock(ctx context.Context, dst []byte, rs *rScript, keys,
 // fairFollow times, while the lock stays free — one such chain per lock
 // at a time, at most maxFairChains in all (state kept by this proxy only
 // to send hints: it decides nothing, and a restart loses only hints).
-func (s *Server) rFairWakeNext(key, ch string) {
+func (s *Locks) rFairWakeNext(key, ch string) {
 	f := &s.fairChains
 	f.mu.Lock()
 	if f.m == nil {
@@ -409,7 +415,7 @@ type fairChains struct {
 	m  map[string]*time.Timer // lock key → the chain's next step (nil: running)
 }
 
-// stop ends every chain (Server.Close).
+// stop ends every chain (Locks.Close).
 func (f *fairChains) stop() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -426,7 +432,7 @@ const (
 	maxFairChains = 1024 // chains under way at once
 )
 
-func (s *Server) rFairFollow(key, ch, woken string, left int, chain bool) {
+func (s *Locks) rFairFollow(key, ch, woken string, left int, chain bool) {
 	end := func() {
 		if chain {
 			s.fairChains.mu.Lock()
@@ -465,7 +471,7 @@ func (s *Server) rFairFollow(key, ch, woken string, left int, chain bool) {
 
 // rFairForceUnlock is RLock's forceUnlock (opt-in, tokenless), then the
 // next waiter's wake-up.
-func (s *Server) rFairForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
+func (s *Locks) rFairForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
 	key, ch := string(keys[0]), string(keys[3])
 	return s.rForceUnlockHold(ctx, dst, key, func() { go s.rFairWakeNext(key, ch) })
 }

@@ -1,4 +1,4 @@
-package proxy
+package redisson
 
 import (
 	"context"
@@ -56,11 +56,11 @@ import (
 // never less. Releases before 3.20.0 are not recognised.
 
 // maxRWOwners bounds the owners (threads) a read-write lock's value lists,
-// maxRWValue its bytes, and maxRWRenewOwners the owners one batched read
+// MaxRWValue its bytes (a join that would pass it is refused), and maxRWRenewOwners the owners one batched read
 // renewal names (each is searched for in its lock's value on every master).
 const (
 	maxRWOwners      = 256
-	maxRWValue       = 32 << 10
+	MaxRWValue       = 32 << 10
 	maxRWRenewOwners = 512
 )
 
@@ -74,8 +74,9 @@ const rwAttempts = 8
 // retries after it, tryLock() answers false. Never a grant.
 const rwBusyTTL = 10
 
-// The channel Redisson's read-write lock wakes its waiters on.
-const rwChannelPrefix = "redisson_rwlock"
+// RWChannelPrefix is the prefix of the channel Redisson's read-write lock
+// wakes its waiters on.
+const RWChannelPrefix = "redisson_rwlock"
 
 type rwOwner struct {
 	name  string
@@ -167,19 +168,30 @@ func (st rwState) with(owner string, d int64) rwState {
 	return out
 }
 
+// RWJoin returns read-write hold value v with owner holding one more read
+// hold, as a read tryLock through any proxy writes it; false when v is
+// not a read-write hold.
+func RWJoin(v, owner string) (string, bool) {
+	st, ok := parseRW(v)
+	if !ok {
+		return "", false
+	}
+	return st.with(owner, 1).value(), true
+}
+
 // validWriter reports whether b is a write lock's owner (<id>:<thread>:write).
 func validWriter(b []byte) bool {
 	return validOwner(b) && len(b) > len(":write") && strings.HasSuffix(string(b), ":write")
 }
 
 // rwFits is fits for the read-write lock's scripts.
-func (rs *rScript) rwFits(keys, argv [][]byte) bool {
+func (rs *Script) rwFits(keys, argv [][]byte) bool {
 	switch rs.Kind {
-	case rRWRenewTask, rRWRenewTask44:
+	case KindRWRenewTask, KindRWRenewTask44:
 		if len(keys) < 2 || len(keys)%2 != 0 || len(keys) > 2*maxRenewKeys || len(argv) < 2 || !isMillis(argv[0]) {
 			return false
 		}
-		if rs.Kind == rRWRenewTask {
+		if rs.Kind == KindRWRenewTask {
 			if len(argv) != 1+len(keys)/2 {
 				return false
 			}
@@ -216,30 +228,30 @@ func (rs *rScript) rwFits(keys, argv [][]byte) bool {
 	}
 	latch := rs.LatchArg == 0 || isMillis(argv[rs.LatchArg])
 	switch rs.Kind {
-	case rRWRead:
+	case KindRWRead:
 		return isMillis(argv[0]) && validOwner(argv[1]) && string(argv[2]) == string(argv[1])+":write"
-	case rRWWrite:
+	case KindRWWrite:
 		return isMillis(argv[0]) && validWriter(argv[1])
-	case rRWUnlockRead:
+	case KindRWUnlockRead:
 		return string(argv[0]) == "0" && validOwner(argv[1]) && latch
-	case rRWUnlockWrite:
+	case KindRWUnlockWrite:
 		return string(argv[0]) == "1" && isMillis(argv[1]) && validWriter(argv[2]) && latch
-	case rRWForceRead:
+	case KindRWForceRead:
 		return string(argv[0]) == "0"
-	case rRWForceWrite:
+	case KindRWForceWrite:
 		return string(argv[0]) == "1"
-	case rRWRenew:
+	case KindRWRenew:
 		return isMillis(argv[0]) && validOwner(argv[1])
 	}
-	return true // rRWIsLocked
+	return true // KindRWIsLocked
 }
 
 // rwNames is rNames for the read-write lock's scripts: the lock names are
 // bounded; the channel the proxy publishes on and the latch it keeps are
 // derived from the lock's name. (The timeout and key prefixes Redisson
 // sends name keys the proxy does not keep.)
-func (s *Server) rwNames(rs *rScript, keys [][]byte) bool {
-	if rs.Kind == rRWRenewTask || rs.Kind == rRWRenewTask44 {
+func (s *Locks) rwNames(rs *Script, keys [][]byte) bool {
+	if rs.Kind == KindRWRenewTask || rs.Kind == KindRWRenewTask44 {
 		for i := 0; i < len(keys); i += 2 { // a lock, then its key prefix
 			if len(s.unprefixed(keys[i])) > maxRLockName {
 				return false
@@ -252,8 +264,8 @@ func (s *Server) rwNames(rs *rScript, keys [][]byte) bool {
 		return false
 	}
 	switch rs.Kind {
-	case rRWUnlockRead, rRWUnlockWrite, rRWForceRead, rRWForceWrite:
-		if !s.derived(name, keys[1], rwChannelPrefix) {
+	case KindRWUnlockRead, KindRWUnlockWrite, KindRWForceRead, KindRWForceWrite:
+		if !s.derived(name, keys[1], RWChannelPrefix) {
 			return false
 		}
 		if rs.LatchKey > 0 {
@@ -265,30 +277,29 @@ func (s *Server) rwNames(rs *rScript, keys [][]byte) bool {
 	return true
 }
 
-// runRW serves a recognised read-write lock script (its shape checked).
+// serveRW serves a recognised read-write lock script (its shape checked).
 // It is ordered after the connection's earlier commands on its locks.
-func (c *client) runRW(rs *rScript, keys, argv [][]byte) *call {
-	s := c.s
+func (s *Locks) serveRW(rs *Script, keys, argv [][]byte) ([][]byte, Run) {
 	locks := keys[:1]
-	if rs.Kind == rRWRenewTask || rs.Kind == rRWRenewTask44 {
+	if rs.Kind == KindRWRenewTask || rs.Kind == KindRWRenewTask44 {
 		locks = make([][]byte, 0, len(keys)/2)
 		for i := 0; i < len(keys); i += 2 {
 			locks = append(locks, keys[i])
 		}
 	}
-	return c.async(locks, func(ctx context.Context, dst []byte) []byte {
+	return locks, func(ctx context.Context, dst []byte) []byte {
 		switch rs.Kind {
-		case rRWRead, rRWWrite:
+		case KindRWRead, KindRWWrite:
 			return s.rwTryLock(ctx, dst, rs, keys, argv)
-		case rRWUnlockRead, rRWUnlockWrite:
+		case KindRWUnlockRead, KindRWUnlockWrite:
 			return s.rwUnlock(ctx, dst, rs, keys, argv)
-		case rRWForceRead, rRWForceWrite:
+		case KindRWForceRead, KindRWForceWrite:
 			return s.rwForceUnlock(ctx, dst, keys, argv)
-		case rRWIsLocked:
+		case KindRWIsLocked:
 			return s.rwIsLocked(ctx, dst, keys)
 		}
 		return s.rwRenew(ctx, dst, rs, keys, argv)
-	})
+	}
 }
 
 // rwJitter waits before try attempt (1, 2, …) of a compare-and-set that
@@ -306,10 +317,10 @@ func rwJitter(ctx context.Context, attempt int) bool {
 
 const msgOneKind = "ERR redlock proxy: this lock name is held as an RLock or RFencedLock, not as a read-write lock (one lock name, one kind)"
 
-func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rwTryLock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	key, lease, owner := string(keys[0]), millis(argv[0]), string(argv[1])
 	mode := byte('r')
-	if rs.Kind == rRWWrite {
+	if rs.Kind == KindRWWrite {
 		mode = 'w'
 	}
 	q := s.eng.Quorum()
@@ -377,8 +388,8 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 		}
 		next := st.with(owner, 1)
 		nv := next.value()
-		if len(nv) > maxRWValue {
-			return redcon.AppendError(dst, "ERR redlock proxy: a read-write lock's owners (threads) may take at most "+strconv.Itoa(maxRWValue>>10)+" KiB")
+		if len(nv) > MaxRWValue {
+			return redcon.AppendError(dst, "ERR redlock proxy: a read-write lock's owners (threads) may take at most "+strconv.Itoa(MaxRWValue>>10)+" KiB")
 		}
 		ttl := lease
 		if mode == 'w' {
@@ -414,7 +425,7 @@ func (s *Server) rwTryLock(ctx context.Context, dst []byte, rs *rScript, keys, a
 // unlockKeys returns the keys of a read-write or fair lock's unlock (the
 // lock, and the latch the masters keep for it, when the script has one)
 // and the latch's TTL argument.
-func (s *Server) unlockKeys(rs *rScript, keys, argv [][]byte) ([]string, string, []byte) {
+func (s *Locks) unlockKeys(rs *Script, keys, argv [][]byte) ([]string, string, []byte) {
 	if rs.LatchKey == 0 {
 		return []string{string(keys[0])}, "0", nil
 	}
@@ -425,7 +436,7 @@ func (s *Server) unlockKeys(rs *rScript, keys, argv [][]byte) ([]string, string,
 // keep the latch the client named (rLatchKey) — and the latch's TTL
 // argument (ms, at most maxLatchTTL); or the error reply when the latch
 // could not share the lock's slot.
-func (s *Server) unlockLatch(lock, latch, ttl []byte) ([]string, string, []byte) {
+func (s *Locks) unlockLatch(lock, latch, ttl []byte) ([]string, string, []byte) {
 	key := string(lock)
 	if tag := conn.HashTag(key); len(s.eng.Config().Clusters) > 0 && strings.ContainsAny(tag, "{}") {
 		return nil, "", redcon.AppendError(nil, "ERR redlock proxy: a Redisson lock whose hash tag contains a brace cannot keep its unlock latch on Redis Cluster members; rename the lock")
@@ -433,9 +444,9 @@ func (s *Server) unlockLatch(lock, latch, ttl []byte) ([]string, string, []byte)
 	return []string{key, rLatchKey(key, string(latch))}, msArg(min(millis(ttl), maxLatchTTL)), nil
 }
 
-func (s *Server) rwUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rwUnlock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	key, ch := string(keys[0]), string(keys[1])
-	write := rs.Kind == rRWUnlockWrite
+	write := rs.Kind == KindRWUnlockWrite
 	owner, msg, lease := string(argv[1]), "0", time.Duration(0)
 	if write {
 		owner, msg, lease = string(argv[2]), "1", millis(argv[1])
@@ -499,7 +510,7 @@ type rwResult struct {
 // answered); a later try answers from a latch only at a quorum (on fewer
 // masters it may be this try's own change, which reached too few: the
 // masters make it at most once each, so the try completes it).
-func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted, first bool) (rwResult, rwOutcome) {
+func (s *Locks) rwUnlockOnce(ctx context.Context, rs *Script, rkeys []string, latchTTL, owner string, lease time.Duration, write, deleted, first bool) (rwResult, rwOutcome) {
 	key := rkeys[0]
 	fail := func(reps []enginex.MasterReply, err error) (rwResult, rwOutcome) {
 		if err != nil {
@@ -601,7 +612,7 @@ func (s *Server) rwUnlockOnce(ctx context.Context, rs *rScript, rkeys []string, 
 
 // rwForceUnlock ends the read (or write) lock whoever holds it: 1 when
 // the lock was held in that mode, else 0.
-func (s *Server) rwForceUnlock(ctx context.Context, dst []byte, keys, argv [][]byte) []byte {
+func (s *Locks) rwForceUnlock(ctx context.Context, dst []byte, keys, argv [][]byte) []byte {
 	key, msg := string(keys[0]), string(argv[0])
 	mode := byte('r')
 	if msg == "1" {
@@ -631,7 +642,7 @@ func (s *Server) rwForceUnlock(ctx context.Context, dst []byte, keys, argv [][]b
 
 // rwIsLocked is the read lock's isLocked: 1 when read-locked, or
 // write-locked with a read hold of the writer's thread.
-func (s *Server) rwIsLocked(ctx context.Context, dst []byte, keys [][]byte) []byte {
+func (s *Locks) rwIsLocked(ctx context.Context, dst []byte, keys [][]byte) []byte {
 	v, e := s.rRead(ctx, string(keys[0]))
 	if e != nil {
 		return e
@@ -646,17 +657,17 @@ func (s *Server) rwIsLocked(ctx context.Context, dst []byte, keys [][]byte) []by
 // answering 1/0) or a batch of (lock, key prefix) pairs (3.44.0+, an
 // array of 1/0): a lock is renewed where it holds an entry of one of its
 // owners.
-func (s *Server) rwRenew(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rwRenew(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	lease := millis(argv[0])
 	var items []renewItem
 	switch rs.Kind {
-	case rRWRenew:
+	case KindRWRenew:
 		items = []renewItem{{key: string(keys[0]), owners: []string{string(argv[1])}}}
-	case rRWRenewTask:
+	case KindRWRenewTask:
 		for i := 0; i < len(keys); i += 2 {
 			items = append(items, renewItem{key: string(keys[i]), owners: []string{string(argv[1+i/2])}})
 		}
-	default: // rRWRenewTask44: a count, then that many owners, per lock
+	default: // KindRWRenewTask44: a count, then that many owners, per lock
 		j := 1
 		for i := 0; i < len(keys); i += 2 {
 			n, _ := resp.ParseInt(argv[j])
@@ -672,7 +683,7 @@ func (s *Server) rwRenew(ctx context.Context, dst []byte, rs *rScript, keys, arg
 	if e != nil {
 		return append(dst, e...)
 	}
-	if rs.Kind == rRWRenew {
+	if rs.Kind == KindRWRenew {
 		return redcon.AppendInt(dst, res[0])
 	}
 	dst = redcon.AppendArray(dst, len(res))
@@ -684,7 +695,7 @@ func (s *Server) rwRenew(ctx context.Context, dst []byte, rs *rScript, keys, arg
 
 // rSetLatch writes an unlock's latch (its answer) on every master, best
 // effort, in lockKey's slot.
-func (s *Server) rSetLatch(lockKey, latchKey, answer, latchTTL string) {
+func (s *Locks) rSetLatch(lockKey, latchKey, answer, latchTTL string) {
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()

@@ -1,4 +1,4 @@
-package proxy
+package redisson
 
 import (
 	"context"
@@ -154,21 +154,21 @@ func strArgs(ss ...string) [][]byte {
 // grant for lease: the engine's one grant rule (a TTL over MaxTTL is
 // refused; a reply for which yes is true from a master in restart
 // quarantine is not an answer).
-func (s *Server) rGrant(ctx context.Context, key string, lease time.Duration, sc *conn.Script, keys []string, argv []string, yes func(resp.Reply) bool) ([]enginex.MasterReply, error) {
+func (s *Locks) rGrant(ctx context.Context, key string, lease time.Duration, sc *conn.Script, keys []string, argv []string, yes func(resp.Reply) bool) ([]enginex.MasterReply, error) {
 	return s.tr.Grant(ctx, key, lease, sc, appendEvalSha(nil, sc, strArgs(keys...), strArgs(argv...)), yes)
 }
 
 // rAsk sends a script that grants nothing (a read, a decrement, a delete)
 // with the same rule: no answer of a master in restart quarantine counts
 // (it may have lost what it held).
-func (s *Server) rAsk(ctx context.Context, key string, sc *conn.Script, keys []string, argv []string) ([]enginex.MasterReply, error) {
+func (s *Locks) rAsk(ctx context.Context, key string, sc *conn.Script, keys []string, argv []string) ([]enginex.MasterReply, error) {
 	return s.rGrant(ctx, key, s.eng.Config().MaxTTL, sc, keys, argv, func(resp.Reply) bool { return true })
 }
 
 // rBestEffort sends a cleanup or a revert to every master on key's
 // connection (after the attempt's own commands there: FIFO), without
 // waiting past the engine's cleanup timeout.
-func (s *Server) rBestEffort(key string, sc *conn.Script, keys []string, argv []string) {
+func (s *Locks) rBestEffort(key string, sc *conn.Script, keys []string, argv []string) {
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
@@ -192,13 +192,13 @@ func countYes(reps []enginex.MasterReply, yes func(resp.Reply) bool) int {
 }
 
 // rValid reports whether a grant sent at t1 for lease is still valid.
-func (s *Server) rValid(t1 time.Time, lease time.Duration) bool {
+func (s *Locks) rValid(t1 time.Time, lease time.Duration) bool {
 	return lease-time.Since(t1)-s.drift(lease) > 0
 }
 
 // rFenceKey is the engine's fencing counter for key (engine.fenceKeyFor:
 // in key's slot on a cluster member).
-func (s *Server) rFenceKey(key string) (string, bool) {
+func (s *Locks) rFenceKey(key string) (string, bool) {
 	cfg := s.eng.Config()
 	if len(cfg.Clusters) == 0 {
 		return cfg.FenceKey, true
@@ -222,7 +222,7 @@ const msgDisagree = "ERR redlock proxy: unavailable: no value of this lock is he
 
 // rAgreed returns the value of the lock that a quorum of the read replies
 // hold ("" for none), and the latch value any of them holds.
-func (s *Server) rAgreed(reps []enginex.MasterReply) (v, latch string, ok bool) {
+func (s *Locks) rAgreed(reps []enginex.MasterReply) (v, latch string, ok bool) {
 	counts := map[string]int{}
 	for _, r := range reps {
 		if replyErr(r) != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) < 2 {
@@ -244,7 +244,7 @@ func (s *Server) rAgreed(reps []enginex.MasterReply) (v, latch string, ok bool) 
 
 // rRead is the quorum read of key's hold: the value a quorum holds ("" for
 // none), or the error reply.
-func (s *Server) rRead(ctx context.Context, key string) (string, []byte) {
+func (s *Locks) rRead(ctx context.Context, key string) (string, []byte) {
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, []string{key}, nil)
 	if err != nil {
 		return "", s.engineErr(err)
@@ -260,8 +260,8 @@ func (s *Server) rRead(ctx context.Context, key string) (string, []byte) {
 }
 
 // rAcquired is tryLock's reply for a grant.
-func rAcquired(dst []byte, rs *rScript, token int64) []byte {
-	if rs.Kind == rFencedTryLockToken {
+func rAcquired(dst []byte, rs *Script, token int64) []byte {
+	if rs.Kind == KindFencedTryLockToken {
 		dst = redcon.AppendArray(dst, 2)
 		dst = redcon.AppendInt(dst, -1)
 		return redcon.AppendInt(dst, token)
@@ -270,8 +270,8 @@ func rAcquired(dst []byte, rs *rScript, token int64) []byte {
 }
 
 // rTaken is tryLock's reply when another owner holds the lock.
-func rTaken(dst []byte, rs *rScript, pttl int64) []byte {
-	if rs.Kind == rFencedTryLockToken {
+func rTaken(dst []byte, rs *Script, pttl int64) []byte {
+	if rs.Kind == KindFencedTryLockToken {
 		dst = redcon.AppendArray(dst, 2)
 		dst = redcon.AppendInt(dst, pttl)
 		return redcon.AppendInt(dst, -1)
@@ -279,11 +279,11 @@ func rTaken(dst []byte, rs *rScript, pttl int64) []byte {
 	return redcon.AppendInt(dst, pttl)
 }
 
-func (s *Server) rTryLock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rTryLock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	key, owner, lease := string(keys[0]), string(argv[1]), millis(argv[0])
 	h := rHold{owner: owner, kind: 'R', count: 1, rand: rRand()}
 	rkeys := []string{key}
-	if rs.Kind != rTryLock {
+	if rs.Kind != KindTryLock {
 		h.kind = 'F'
 		fk, ok := s.rFenceKey(key)
 		if !ok {
@@ -356,7 +356,7 @@ func rKindName(k byte) string {
 // counter raised to it, the value rewritten to carry it) at a quorum that
 // still holds this attempt's value, as engine.WithFencing does, so that
 // every later holder's token is higher.
-func (s *Server) rFence(ctx context.Context, dst []byte, rs *rScript, rkeys []string, h rHold, fence int64, t1 time.Time, lease time.Duration) []byte {
+func (s *Locks) rFence(ctx context.Context, dst []byte, rs *Script, rkeys []string, h rHold, fence int64, t1 time.Time, lease time.Duration) []byte {
 	key, v1 := rkeys[0], h.value()
 	h.token = fence
 	vf := h.value()
@@ -376,7 +376,7 @@ func (s *Server) rFence(ctx context.Context, dst []byte, rs *rScript, rkeys []st
 
 // rReenter re-enters cur, the hold a quorum keeps: count+1 by a quorum's
 // compare-and-set within validity, else reverted.
-func (s *Server) rReenter(ctx context.Context, dst []byte, rs *rScript, key string, cur rHold, lease time.Duration) []byte {
+func (s *Locks) rReenter(ctx context.Context, dst []byte, rs *Script, key string, cur rHold, lease time.Duration) []byte {
 	if cur.kind == 'F' && cur.token == 0 {
 		// An RFencedLock value whose token was never written at a
 		// quorum: its grant failed, and the value ends at its lease.
@@ -400,7 +400,7 @@ func (s *Server) rReenter(ctx context.Context, dst []byte, rs *rScript, key stri
 	return s.engineErr(engine.ErrNotAcquired)
 }
 
-func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rUnlock(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	rkeys, latchTTL := []string{string(keys[0])}, "0"
 	if rs.LatchArg > 0 {
 		var bad []byte
@@ -409,14 +409,14 @@ func (s *Server) rUnlock(ctx context.Context, dst []byte, rs *rScript, keys, arg
 		}
 	}
 	ch := string(keys[1])
-	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), nil, func() { s.wake(ch) })
+	return s.rUnlockHold(ctx, dst, rkeys, latchTTL, string(argv[2]), millis(argv[1]), nil, func() { s.Wake(ch) })
 }
 
 // rUnlockHold is an RLock-style unlock of owner's hold on rkeys[0] (with
 // the latch rkeys[1], if any): a quorum read; not this owner's: nil (free:
 // free, when set, with released called); count − 1 with the TTL set to
 // lease (an extension): 0; count 1: delete, released called, 1.
-func (s *Server) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, latchTTL, owner string, lease time.Duration, free []byte, released func()) []byte {
+func (s *Locks) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, latchTTL, owner string, lease time.Duration, free []byte, released func()) []byte {
 	key := rkeys[0]
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
 	if err != nil {
@@ -488,14 +488,14 @@ func (s *Server) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, la
 	return redcon.AppendError(dst, msgDisagree)
 }
 
-func (s *Server) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
+func (s *Locks) rForceUnlock(ctx context.Context, dst []byte, keys [][]byte) []byte {
 	ch := string(keys[1])
-	return s.rForceUnlockHold(ctx, dst, string(keys[0]), func() { s.wake(ch) })
+	return s.rForceUnlockHold(ctx, dst, string(keys[0]), func() { s.Wake(ch) })
 }
 
 // rForceUnlockHold ends whatever hold a quorum keeps on key: 1 (released
 // called) or 0 when none.
-func (s *Server) rForceUnlockHold(ctx context.Context, dst []byte, key string, released func()) []byte {
+func (s *Locks) rForceUnlockHold(ctx context.Context, dst []byte, key string, released func()) []byte {
 	hd, err := s.eng.Holder(ctx, key)
 	if err != nil {
 		return s.engineErr(err)
@@ -520,7 +520,7 @@ func (s *Server) rForceUnlockHold(ctx context.Context, dst []byte, key string, r
 // lease). Any proxy serves it: it asks the masters, not its memory. (A
 // read-write lock's write holder, <id>:<thread>:write, renews with it
 // too: a read-write lock holding an entry of the owner is renewed.)
-func (s *Server) rRenew(ctx context.Context, dst []byte, rs *rScript, keys, argv [][]byte) []byte {
+func (s *Locks) rRenew(ctx context.Context, dst []byte, rs *Script, keys, argv [][]byte) []byte {
 	items := make([]renewItem, len(keys))
 	for i, k := range keys {
 		items[i] = renewItem{key: string(k), owners: []string{string(argv[i+1])}, rlock: true}
@@ -551,7 +551,7 @@ type renewItem struct {
 // renew extends each item's lock to lease (concurrently): 1 where a
 // quorum extended it within validity, else 0; or the error reply when a
 // lock's masters could not tell (too few answered).
-func (s *Server) renew(ctx context.Context, lease time.Duration, items []renewItem) ([]int64, []byte) {
+func (s *Locks) renew(ctx context.Context, lease time.Duration, items []renewItem) ([]int64, []byte) {
 	res := make([]int64, len(items))
 	errs := make([][]byte, len(items))
 	var wg sync.WaitGroup
@@ -587,14 +587,14 @@ func (s *Server) renew(ctx context.Context, lease time.Duration, items []renewIt
 	return res, nil
 }
 
-// cmdHExists answers Redisson's isHeldByThread (HEXISTS lock owner) and
-// cmdHGet its getHoldCount (HGET lock owner) — and a read-write lock's
-// mode (HGET lock mode) — from the value a quorum of masters keeps: the
-// masters hold plain strings, not Redisson's hashes. (Asynchronous, so
-// that they follow the connection's earlier commands on the key.)
-func (c *client) cmdHExists(args [][]byte) *call {
-	key, field, s := string(args[1]), string(args[2]), c.s
-	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
+// HExists answers Redisson's isHeldByThread (HEXISTS lock owner) and
+// HGet its getHoldCount (HGET lock owner) — and a read-write lock's mode
+// (HGET lock mode) — from the value a quorum of masters keeps: the
+// masters hold plain strings, not Redisson's hashes. (The proxy runs
+// them off the reader, so that they follow the connection's earlier
+// commands on the key.)
+func (s *Locks) HExists(key, field string) Run {
+	return func(ctx context.Context, dst []byte) []byte {
 		_, found, e := s.rField(ctx, key, field)
 		switch {
 		case e != nil:
@@ -603,12 +603,12 @@ func (c *client) cmdHExists(args [][]byte) *call {
 			return redcon.AppendInt(dst, 1)
 		}
 		return redcon.AppendInt(dst, 0)
-	})
+	}
 }
 
-func (c *client) cmdHGet(args [][]byte) *call {
-	key, field, s := string(args[1]), string(args[2]), c.s
-	return c.async(args[1:2], func(ctx context.Context, dst []byte) []byte {
+// HGet: see [Locks.HExists].
+func (s *Locks) HGet(key, field string) Run {
+	return func(ctx context.Context, dst []byte) []byte {
 		v, found, e := s.rField(ctx, key, field)
 		switch {
 		case e != nil:
@@ -617,13 +617,13 @@ func (c *client) cmdHGet(args [][]byte) *call {
 			return redcon.AppendBulkString(dst, v)
 		}
 		return redcon.AppendNull(dst)
-	})
+	}
 }
 
 // rField is field of key's Redisson hash as Redisson would find it, by a
 // quorum read: an owner's hold count, or a read-write lock's mode
 // ("read" or "write"); found false when absent; or the error reply.
-func (s *Server) rField(ctx context.Context, key, field string) (string, bool, []byte) {
+func (s *Locks) rField(ctx context.Context, key, field string) (string, bool, []byte) {
 	v, e := s.rRead(ctx, key)
 	if e != nil {
 		return "", false, e
@@ -657,10 +657,16 @@ func rNamesFrom(rest string) []string {
 	return names
 }
 
-// rToken answers RFencedLock.getToken (GET of the lock's token key): the
+// IsTokenKey reports whether key (with the proxy's key prefix) is an
+// RFencedLock's token key, whose GET [Locks.Token] answers.
+func (s *Locks) IsTokenKey(key []byte) bool {
+	return strings.HasPrefix(s.unprefixed(key), TokenPrefix)
+}
+
+// Token answers RFencedLock.getToken (GET of the lock's token key): the
 // fencing token in the value a quorum holds, nil when no RFencedLock hold.
-func (s *Server) rToken(ctx context.Context, tokenKey []byte) []byte {
-	for _, name := range rNamesFrom(strings.TrimPrefix(s.unprefixed(tokenKey), rTokenPrefix)) {
+func (s *Locks) Token(ctx context.Context, tokenKey []byte) []byte {
+	for _, name := range rNamesFrom(strings.TrimPrefix(s.unprefixed(tokenKey), TokenPrefix)) {
 		v, e := s.rRead(ctx, s.cfg.KeyPrefix+name)
 		if e != nil {
 			return e
@@ -672,10 +678,10 @@ func (s *Server) rToken(ctx context.Context, tokenKey []byte) []byte {
 	return redcon.AppendNull(nil)
 }
 
-// rDelLatches is Redisson's DEL of its unlock latches after an unlock:
+// DelLatches is Redisson's DEL of its unlock latches after an unlock:
 // the latches are on the masters (rLatchKey); it returns how many keys
 // some master still had.
-func (s *Server) rDelLatches(ctx context.Context, keys [][]byte) []byte {
+func (s *Locks) DelLatches(ctx context.Context, keys [][]byte) []byte {
 	n := int64(0)
 	for _, k := range keys {
 		l := s.unprefixed(k)

@@ -1,4 +1,4 @@
-package proxy
+package redisson
 
 import (
 	crand "crypto/rand"
@@ -15,7 +15,7 @@ import (
 // waiter may be subscribed through one proxy while the unlock goes through
 // another (proxies behind a load balancer). The proxy that ends a hold
 // wakes its own subscribers at once and also publishes the lock's channel
-// on every master (Config.WakeChannel); every proxy keeps one subscription
+// on every master (proxy.Config.WakeChannel); every proxy keeps one subscription
 // per member to that channel and wakes its subscribers of the lock's
 // channel when the message arrives. The message is "<id> <channel>", the
 // id random per wake-up: a proxy delivers each id once (its own
@@ -23,6 +23,20 @@ import (
 // A message is a hint from a master (which anyone with PUBLISH on the
 // masters can send): it is bounded and checked like a client's SUBSCRIBE,
 // and costs a waiter one early retry of its tryLock at most.
+
+// ChannelPrefix is the prefix of a lock's wake-up channel, the only
+// channels a client may subscribe to (and RWChannelPrefix, a read-write
+// lock's).
+const ChannelPrefix = "redisson_lock__channel"
+
+// MaxChannelLen bounds a wake-up channel's name.
+const MaxChannelLen = 1024
+
+// Channel reports whether ch is a lock's wake-up channel: the predicate
+// of the channels the proxy's clients may subscribe to.
+func Channel(ch string) bool {
+	return len(ch) <= MaxChannelLen && (strings.HasPrefix(ch, ChannelPrefix) || strings.HasPrefix(ch, RWChannelPrefix))
+}
 
 // DefaultWakeChannel is the masters' channel over which proxies tell each
 // other that a Redisson hold ended (Config.WakeChannel).
@@ -36,7 +50,7 @@ const maxWakeSeen = 4096
 
 // wakeRelay is a server's side of the wake-ups across proxies.
 type wakeRelay struct {
-	s    *Server
+	s    *Locks
 	subs []*conn.Subscriber
 
 	mu   sync.Mutex
@@ -48,7 +62,7 @@ type wakeRelay struct {
 // startWakeRelay subscribes to the wake channel on every member: a
 // standalone master's address, a cluster member's first seed (a cluster
 // delivers PUBLISH on every node).
-func (s *Server) startWakeRelay() {
+func (s *Locks) startWakeRelay() {
 	if s.cfg.LocalWakeups {
 		return
 	}
@@ -105,22 +119,22 @@ func (w *wakeRelay) received(payload []byte) {
 		return // another tenant's lock
 	}
 	local := ch[len(s.cfg.KeyPrefix):]
-	if len(local) > maxChannelLen || !wakeChannel(local) {
+	if !Channel(local) {
 		return
 	}
 	s.publish(local, msg)
 }
 
-// wake wakes the waiters of a Redisson lock whose hold ended: this
+// Wake wakes the waiters of a Redisson lock whose hold ended: this
 // proxy's subscribers of its channel (ch, as on the masters: with the
 // key prefix) at once, and other proxies' through the masters.
-func (s *Server) wake(ch string) { s.wakeMsg(ch, "0") }
+func (s *Locks) Wake(ch string) { s.wakeMsg(ch, "0") }
 
 // wakeMsg is wake with Redisson's message: "0" (an unlock: one waiter
 // retries) or "1" (a read-write lock's write unlock: every waiter
 // retries). Across proxies the message rides on the id ("<id>:1"; a bare
 // id is "0", which proxies of earlier releases also send).
-func (s *Server) wakeMsg(ch, msg string) {
+func (s *Locks) wakeMsg(ch, msg string) {
 	s.publish(s.unprefixed([]byte(ch)), msg)
 	w := s.wakes
 	if w == nil {

@@ -1,0 +1,148 @@
+package redisson
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/resp"
+)
+
+// Publisher delivers a message to this proxy's subscribers of a channel
+// and returns how many got it. The RESP server's pub/sub satisfies it;
+// it must not block.
+type Publisher interface {
+	Publish(channel, message string) (receivers int)
+}
+
+// LockReplies are the lock commands' reply primitives that Redisson's
+// replies share, so that a client reads one wording whichever kind of
+// lock it uses.
+type LockReplies interface {
+	// EngineErr is the error reply of an engine error.
+	EngineErr(err error) []byte
+	// Undecided is the error reply when too few masters answered a
+	// quorum read or write, nil when enough did.
+	Undecided(reps []enginex.MasterReply) []byte
+	// Tokenless is the refusal of a command that changes a lock without
+	// its token (cmd), naming the script to use instead.
+	Tokenless(cmd, script string) string
+}
+
+// Config configures [Locks]. Engine, Transport, Publisher and Replies are
+// required.
+type Config struct {
+	// Engine is the lock engine whose masters keep the holds; Transport
+	// is its broadcasts and agreed-value reads (enginex.Open(Engine)).
+	Engine    *engine.Engine
+	Transport enginex.Transport
+	// KeyPrefix is the proxy's key prefix: keys reach Locks with it, and
+	// channels are named by clients without it.
+	KeyPrefix string
+	// AllowTokenlessWrites serves forceUnlock (off: refused with
+	// Replies.Tokenless).
+	AllowTokenlessWrites bool
+	// WakeChannel is the masters' channel of wake-ups across proxies
+	// (default [DefaultWakeChannel]).
+	WakeChannel string
+	// LocalWakeups keeps wake-ups inside this proxy (no subscription to
+	// WakeChannel, no publication on the masters).
+	LocalWakeups bool
+	// Publisher delivers wake-ups to this proxy's subscribers.
+	Publisher Publisher
+	// Replies are the lock commands' reply primitives.
+	Replies LockReplies
+	// Closing, when set and true, stops the fair locks' wake-up chains
+	// (the server is shutting down).
+	Closing *atomic.Bool
+}
+
+// Locks serves Redisson's recognised scripts over the quorum: one per
+// proxy. Create it with [New]; [Locks.Close] stops what it started.
+type Locks struct {
+	cfg      Config
+	eng      *engine.Engine
+	tr       enginex.Transport
+	wakes    *wakeRelay // wake-ups across proxies (nil with LocalWakeups)
+	shutting *atomic.Bool
+	// fairChains are the fair locks' wake-up chains (redisson_fair.go).
+	fairChains fairChains
+}
+
+// New returns the Redisson room of a proxy and, unless cfg.LocalWakeups,
+// subscribes to cfg.WakeChannel on every member.
+func New(cfg Config) *Locks {
+	if cfg.WakeChannel == "" {
+		cfg.WakeChannel = DefaultWakeChannel
+	}
+	s := &Locks{cfg: cfg, eng: cfg.Engine, tr: cfg.Transport, shutting: cfg.Closing}
+	if s.shutting == nil {
+		s.shutting = new(atomic.Bool)
+	}
+	s.startWakeRelay()
+	return s
+}
+
+// Close stops the fair locks' wake-up chains and the wake channel's
+// subscriptions.
+func (s *Locks) Close() {
+	s.fairChains.stop()
+	if s.wakes != nil {
+		s.wakes.close()
+	}
+}
+
+// Run computes a Redisson command's reply: appended to dst, or in a slice
+// of its own. The proxy runs it off the reader, after the connection's
+// earlier commands on the same locks.
+type Run func(ctx context.Context, dst []byte) []byte
+
+func (s *Locks) engineErr(err error) []byte                  { return s.cfg.Replies.EngineErr(err) }
+func (s *Locks) undecided(reps []enginex.MasterReply) []byte { return s.cfg.Replies.Undecided(reps) }
+func (s *Locks) publish(ch, msg string) int                  { return s.cfg.Publisher.Publish(ch, msg) }
+func (s *Locks) drift(ttl time.Duration) time.Duration       { return s.tr.Drift(ttl) }
+
+// appendCmd encodes a command from a name and byte arguments.
+func appendCmd(name string, args ...[]byte) []byte {
+	dst := resp.AppendArrayHeader(nil, 1+len(args))
+	dst = resp.AppendBulkString(dst, name)
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
+
+func sha1Hex(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// replyErr returns why a master's part of a broadcast is not an answer:
+// its transport error, or its error reply; nil for an answer (as the lock
+// commands read a broadcast).
+func replyErr(r enginex.MasterReply) error {
+	if r.Err == nil && r.Reply.IsError() {
+		return r.Reply.Err()
+	}
+	return r.Err
+}
+
+// isOne reports whether r is the integer 1.
+func isOne(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }
+
+// appendEvalSha encodes EVALSHA sha numkeys keys... args... .
+func appendEvalSha(dst []byte, s *conn.Script, keys, args [][]byte) []byte {
+	dst = s.AppendEvalSha(dst, len(keys), len(args))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
