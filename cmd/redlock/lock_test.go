@@ -73,6 +73,21 @@ func (mc masterClient) do(t *testing.T, args ...string) []string {
 	return out
 }
 
+// waitLines waits until path holds n whole lines and returns them.
+func waitLines(t *testing.T, path string, n int, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && bytes.Count(b, []byte("\n")) >= n {
+			return string(b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, _ := os.ReadFile(path)
+	t.Fatalf("%s did not hold %d lines within %v: %q", path, n, d, b)
+	return ""
+}
+
 // waitFile waits until path exists with content and returns it.
 func waitFile(t *testing.T, path string, d time.Duration) string {
 	t.Helper()
@@ -97,18 +112,20 @@ func TestLockRunsCommand(t *testing.T) {
 	env, stop := filepath.Join(dir, "env"), filepath.Join(dir, "stop")
 	script := fmt.Sprintf(`echo "$REDLOCK_KEY $REDLOCK_TOKEN $REDLOCK_FENCING_TOKEN" > %s; env | grep -c PASSWORD >> %[1]s; while [ ! -e %s ]; do sleep 0.01; done; exit 7`, env, stop)
 	t.Setenv(envProxyPassword, "not-for-the-command") // secrets are not inherited
-	res := make(chan int, 1)
+	type result struct {
+		code   int
+		stderr string
+	}
+	res := make(chan result, 1)
 	go func() {
 		code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
-		if code != 7 {
-			t.Errorf("exit code %d, want the command's 7; stderr:\n%s", code, stderr)
-		}
-		res <- code
+		res <- result{code, stderr}
 	}()
-	waitFile(t, env, 10*time.Second)
-	time.Sleep(50 * time.Millisecond) // the grep's line
-	b, _ := os.ReadFile(env)
-	f := strings.Fields(string(b))
+	// Whatever fails below, the command ends before the test does.
+	t.Cleanup(func() { os.WriteFile(stop, nil, 0o600) })
+	// Two lines: the variables, then the grep's count (waited for: a
+	// fixed 50 ms once missed the second line on a busy machine).
+	f := strings.Fields(waitLines(t, env, 2, 10*time.Second))
 	if len(f) != 4 || f[3] != "0" {
 		t.Fatalf("command environment %q: a PASSWORD variable was inherited", f)
 	}
@@ -149,7 +166,9 @@ func TestLockRunsCommand(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	os.WriteFile(stop, nil, 0o600)
-	<-res
+	if r := <-res; r.code != 7 {
+		t.Fatalf("exit code %d, want the command's 7; stderr:\n%s", r.code, r.stderr)
+	}
 	if code := <-waited; code != 0 {
 		t.Fatalf("waiting runner: exit %d, want 0", code)
 	}
