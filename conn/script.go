@@ -39,6 +39,19 @@ func (s *Script) AppendEvalSha(dst []byte, nkeys, nargs int) []byte {
 	return resp.AppendBulkInt(dst, int64(nkeys))
 }
 
+// AppendCall appends the whole "EVALSHA sha numkeys keys... args..." to
+// dst.
+func (s *Script) AppendCall(dst []byte, keys, args [][]byte) []byte {
+	dst = s.AppendEvalSha(dst, len(keys), len(args))
+	for _, k := range keys {
+		dst = resp.AppendBulk(dst, k)
+	}
+	for _, a := range args {
+		dst = resp.AppendBulk(dst, a)
+	}
+	return dst
+}
+
 // appendEvalFromEvalSha rewrites an encoded "EVALSHA <sha> ..." command into
 // "EVAL <source> ...", appending it to dst. ok is false when cmd does not
 // have that shape.

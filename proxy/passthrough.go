@@ -21,7 +21,7 @@ import (
 func (c *client) passthrough(sc *conn.Script, keys, argv [][]byte) *call {
 	s := c.s
 	return c.async(keys, func(ctx context.Context, _ []byte) []byte {
-		return s.broadcastAgreed(ctx, keys, sc, appendEvalSha(nil, sc, keys, argv))
+		return s.broadcastAgreed(ctx, keys, sc, sc.AppendCall(nil, keys, argv))
 	})
 }
 

@@ -109,7 +109,7 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
 		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
 	}
-	cmd := appendEvalSha(nil, sc, keys, argv)
+	cmd := sc.AppendCall(nil, keys, argv)
 	t1 := time.Now()
 	var reps []enginex.MasterReply
 	var err error
@@ -289,7 +289,7 @@ func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []engi
 		return
 	}
 	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
-	cmd := appendEvalSha(nil, scripts.CleanupMulti, keys, [][]byte{token})
+	cmd := scripts.CleanupMulti.AppendCall(nil, keys, [][]byte{token})
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()

@@ -224,15 +224,3 @@ func sha1Hex(src []byte) string {
 	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])
 }
-
-// appendEvalSha encodes EVALSHA sha numkeys keys... args... .
-func appendEvalSha(dst []byte, s *conn.Script, keys, args [][]byte) []byte {
-	dst = s.AppendEvalSha(dst, len(keys), len(args))
-	for _, k := range keys {
-		dst = resp.AppendBulk(dst, k)
-	}
-	for _, a := range args {
-		dst = resp.AppendBulk(dst, a)
-	}
-	return dst
-}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/resp"
@@ -134,15 +133,3 @@ func replyErr(r enginex.MasterReply) error {
 
 // isOne reports whether r is the integer 1.
 func isOne(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }
-
-// appendEvalSha encodes EVALSHA sha numkeys keys... args... .
-func appendEvalSha(dst []byte, s *conn.Script, keys, args [][]byte) []byte {
-	dst = s.AppendEvalSha(dst, len(keys), len(args))
-	for _, k := range keys {
-		dst = resp.AppendBulk(dst, k)
-	}
-	for _, a := range args {
-		dst = resp.AppendBulk(dst, a)
-	}
-	return dst
-}

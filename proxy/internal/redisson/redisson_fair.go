@@ -238,7 +238,7 @@ func (s *Locks) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairR
 // registered on a quorum); 0 and the error reply when too few answered.
 func (s *Locks) rFairArrive(ctx context.Context, fk fairKeys, owner string, life time.Duration) (int64, []byte) {
 	isInt := func(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int > 0 }
-	reps, err := s.tr.Grant(ctx, fk.lock, life, scripts.FairTicket, appendEvalSha(nil, scripts.FairTicket, strArgs(fk.counter), strArgs(msArg(life))), isInt)
+	reps, err := s.tr.Grant(ctx, fk.lock, life, scripts.FairTicket, scripts.FairTicket.AppendCall(nil, strArgs(fk.counter), strArgs(msArg(life))), isInt)
 	if err != nil {
 		return 0, s.engineErr(err)
 	}
@@ -252,7 +252,7 @@ func (s *Locks) rFairArrive(ctx context.Context, fk fairKeys, owner string, life
 		}
 	}
 	reps, err = s.tr.Grant(ctx, fk.lock, life, scripts.FairRegister,
-		appendEvalSha(nil, scripts.FairRegister, strArgs(fk.counter, fk.queue, fk.expiry), strArgs(owner, strconv.FormatInt(ticket, 10), msArg(life))), isOne)
+		scripts.FairRegister.AppendCall(nil, strArgs(fk.counter, fk.queue, fk.expiry), strArgs(owner, strconv.FormatInt(ticket, 10), msArg(life))), isOne)
 	if err != nil {
 		return 0, s.engineErr(err)
 	}

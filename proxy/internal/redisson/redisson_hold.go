@@ -155,7 +155,7 @@ func strArgs(ss ...string) [][]byte {
 // refused; a reply for which yes is true from a master in restart
 // quarantine is not an answer).
 func (s *Locks) rGrant(ctx context.Context, key string, lease time.Duration, sc *conn.Script, keys []string, argv []string, yes func(resp.Reply) bool) ([]enginex.MasterReply, error) {
-	return s.tr.Grant(ctx, key, lease, sc, appendEvalSha(nil, sc, strArgs(keys...), strArgs(argv...)), yes)
+	return s.tr.Grant(ctx, key, lease, sc, sc.AppendCall(nil, strArgs(keys...), strArgs(argv...)), yes)
 }
 
 // rAsk sends a script that grants nothing (a read, a decrement, a delete)
@@ -172,7 +172,7 @@ func (s *Locks) rBestEffort(key string, sc *conn.Script, keys []string, argv []s
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.tr.Broadcast(ctx, key, timeout, sc, appendEvalSha(nil, sc, strArgs(keys...), strArgs(argv...)))
+	s.tr.Broadcast(ctx, key, timeout, sc, sc.AppendCall(nil, strArgs(keys...), strArgs(argv...)))
 }
 
 // rCreated reports whether a master answered RedissonAcquire with
