@@ -81,7 +81,15 @@ func (e *Engine) sendHandOff(l *Lock, rel *op, deadline time.Time, a *acquisitio
 	if e.obs != nil && rel.t1.IsZero() {
 		rel.t1 = t1
 	}
-	if d := t1.Add(a.mt); d.Before(deadline) {
+	// The one request waits for the later of the two per-master
+	// deadlines, never the earlier: the waiter's short timeout must not
+	// fail a release its master executes within the release's own
+	// timeout (Unlock would report ErrUnavailable for a release that
+	// happened), nor the release's short one an acquire answered within
+	// the waiter's. An answer past an op's own timeout is still the
+	// master's answer: a release that ran, an acquire whose grant is
+	// judged by its validity from the send (verdict, checked last).
+	if d := t1.Add(a.mt); d.After(deadline) {
 		deadline = d
 	}
 	for j := 0; j < e.n; j++ {
