@@ -19,7 +19,6 @@ func TestHandOffWaiterGoneInFlight(t *testing.T) {
 	holder := v.mustLock(key, 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan error, 1)
-	failed := v.e.Stats().Failed
 	go func() {
 		l, err := v.e.Lock(ctx, key, 5*time.Second, engine.WithRetryDelay(5*time.Second))
 		if err == nil {
@@ -27,7 +26,7 @@ func TestHandOffWaiterGoneInFlight(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitIdle(t, v, failed)
+	waitIdle(t, v, key)
 	before := v.e.Stats().HandOffs
 	slowMasters(t, v, 300*time.Millisecond, 0, 1, 2)
 	rel := make(chan error, 1)

@@ -12,20 +12,12 @@ import (
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
-// waitIdle waits until the only Lock call of v's engine on a held key has
-// made its first attempt (refused) and is waiting: an Unlock then hands
-// the key off in one script, not by a kick.
-func waitIdle(t *testing.T, v *env, failedBefore uint64) {
+// waitIdle waits until the only Lock call of v's engine on key has made
+// its first attempt (refused) and waits between tries: an Unlock then
+// hands the key off in one script, not by a kick.
+func waitIdle(t *testing.T, v *env, key string) {
 	t.Helper()
-	waitQueued(t, v, 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for v.e.Stats().Failed == failedBefore {
-		if time.Now().After(deadline) {
-			t.Fatal("the waiter's first attempt never ended")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // past its PTTL read: it sleeps in its wait
+	waitHeadIdle(t, v, key)
 }
 
 // slowMasters stops masters idx for d (SIGSTOP), so that what is sent to
@@ -66,7 +58,6 @@ func TestHandOffReleaseKeepsItsTimeout(t *testing.T) {
 	key := keyName(t)
 	holder := v.mustLock(key, 10*time.Second)
 	got := make(chan error, 1)
-	failed := v.e.Stats().Failed
 	go func() {
 		l, err := v.e.Lock(ctx, key, 5*time.Second, engine.WithMasterTimeout(20*time.Millisecond),
 			engine.WithRetryDelay(50*time.Millisecond))
@@ -75,7 +66,7 @@ func TestHandOffReleaseKeepsItsTimeout(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitIdle(t, v, failed)
+	waitIdle(t, v, key)
 	before := v.e.Stats().HandOffs
 	// Three masters answer 200 ms late: within the release's 1 s timeout.
 	slowMasters(t, v, 200*time.Millisecond, 0, 1, 2)
@@ -104,7 +95,6 @@ func TestHandOffAcquireKeepsItsTimeout(t *testing.T) {
 	key := keyName(t)
 	holder := v.mustLock(key, 500*time.Millisecond, engine.WithMasterTimeout(time.Second))
 	got := make(chan error, 1)
-	failed := v.e.Stats().Failed
 	go func() {
 		l, err := v.e.Lock(ctx, key, 10*time.Second, engine.WithMasterTimeout(time.Second),
 			engine.WithMaxTries(2), engine.WithRetryDelay(5*time.Second))
@@ -113,7 +103,7 @@ func TestHandOffAcquireKeepsItsTimeout(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitIdle(t, v, failed)
+	waitIdle(t, v, key)
 	before := v.e.Stats().HandOffs
 	slowMasters(t, v, 100*time.Millisecond, 0, 1, 2)
 	holder.UnlockAsync(func(error) {}) // its own release may time out: not what is checked
