@@ -107,7 +107,10 @@ func TestCPUProfileTargetOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Duration(p.DurationNanos); got < d*9/10 || got > d*3/2 {
+	// One window alone spans d/2 and the warm-ups would add d: the bounds
+	// tell those apart with room for a busy machine's late starts (899.6
+	// ms once failed a 0.9 d bound).
+	if got := time.Duration(p.DurationNanos); got < d*7/10 || got > d*3/2 {
 		t.Errorf("profile spans %v; want about %v (the target's two windows, without warm-ups)", got, d)
 	}
 	var engine int
