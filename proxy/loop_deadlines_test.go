@@ -74,8 +74,9 @@ func TestLoopRequestTimeoutWhilePaused(t *testing.T) {
 				c.EventLoops = m.loops
 				c.RequestTimeout = 300 * time.Millisecond
 			})
+			req := echoRequests(n)
 			nc := dialSmallRcv(t, e.addr, 4096)
-			sendEchos(nc, n, 10*time.Second)
+			sendEchos(nc, req, 10*time.Second)
 			time.Sleep(1200 * time.Millisecond) // reads nothing for 4 RequestTimeouts
 			nc.SetReadDeadline(time.Now().Add(8 * time.Second))
 			br := bufio.NewReaderSize(nc, 64<<10)
@@ -140,8 +141,9 @@ func TestLoopIdleTimeoutDropsPendingReplies(t *testing.T) {
 				c.EventLoops = m.loops
 				c.IdleTimeout = 500 * time.Millisecond
 			})
+			req := echoRequests(n)
 			nc := dialSmallRcv(t, e.addr, 4096)
-			sendEchos(nc, n, 10*time.Second)
+			sendEchos(nc, req, 10*time.Second)
 			time.Sleep(1500 * time.Millisecond) // does not read for 3 IdleTimeouts
 			nc.SetReadDeadline(time.Now().Add(8 * time.Second))
 			br := bufio.NewReaderSize(nc, 64<<10)

@@ -135,8 +135,9 @@ func TestLoopShutdownBlockedClient(t *testing.T) {
 				c.EventLoops = m.loops
 				c.writeTimeout = time.Second // the default, 10 s, made the test 11 s long
 			})
+			req := echoRequests(2000)
 			nc := dialSmallRcv(t, e.addr, 4096)
-			sendEchos(nc, 2000, 9*time.Second)
+			sendEchos(nc, req, 9*time.Second)
 			time.Sleep(500 * time.Millisecond) // the proxy's writes to it block
 			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 			defer cancel()
