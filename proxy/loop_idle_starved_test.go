@@ -2,7 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"net"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,14 +29,14 @@ func TestLoopIdleNotWithBytesWaiting(t *testing.T) {
 		t.Skip("no event loop here")
 	}
 	set := mastertest.Start(t, 1)
-	p := proctest.StartProxy(t, nil, set.Addrs(), "--idle-timeout", "300ms", "--event-loops", "1")
+	p := proctest.StartProxy(t, nil, set.Addrs(), "--idle-timeout", "2s", "--event-loops", "1")
 	nc, err := net.Dial("tcp", p.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	br := bufio.NewReader(nc)
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := nc.Write([]byte("PING\r\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +48,25 @@ func TestLoopIdleNotWithBytesWaiting(t *testing.T) {
 	}
 	cont := func() { p.Cmd.Process.Signal(syscall.SIGCONT) }
 	defer cont()
+	// Stopped before the command is sent (a 2 s IdleTimeout: the test's
+	// own process may be starved between the PONG and here on a busy
+	// machine, and the proxy would then rightly find it idle).
+	stat := fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if b, err := os.ReadFile(stat); err == nil {
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] == "T" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy did not stop")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if _, err := nc.Write([]byte("ECHO waiting\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(900 * time.Millisecond) // three IdleTimeouts, the command in the socket
+	time.Sleep(4 * time.Second) // two IdleTimeouts, the command in the socket
 	cont()
 	if l, err := br.ReadString('\n'); err != nil || l != "$7\r\n" {
 		t.Fatalf("after the proxy ran again: %q %v; want the ECHO's reply", l, err)
