@@ -106,16 +106,6 @@ func (s *Locks) undecided(reps []enginex.MasterReply) []byte { return s.cfg.Repl
 func (s *Locks) publish(ch, msg string) int                  { return s.cfg.Publisher.Publish(ch, msg) }
 func (s *Locks) drift(ttl time.Duration) time.Duration       { return s.tr.Drift(ttl) }
 
-// appendCmd encodes a command from a name and byte arguments.
-func appendCmd(name string, args ...[]byte) []byte {
-	dst := resp.AppendArrayHeader(nil, 1+len(args))
-	dst = resp.AppendBulkString(dst, name)
-	for _, a := range args {
-		dst = resp.AppendBulk(dst, a)
-	}
-	return dst
-}
-
 func sha1Hex(src []byte) string {
 	sum := sha1.Sum(src)
 	return hex.EncodeToString(sum[:])

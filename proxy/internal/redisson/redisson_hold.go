@@ -693,7 +693,7 @@ func (s *Locks) DelLatches(ctx context.Context, keys [][]byte) []byte {
 		found := false
 		for _, name := range rNamesFrom(rest[:i]) {
 			lock := s.cfg.KeyPrefix + name
-			reps, err := s.tr.Broadcast(ctx, lock, 0, nil, appendCmd("DEL", []byte(rLatchKey(lock, l))))
+			reps, err := s.tr.Broadcast(ctx, lock, 0, nil, resp.AppendCommandStrings(nil, "DEL", rLatchKey(lock, l)))
 			if err != nil {
 				return s.engineErr(err)
 			}

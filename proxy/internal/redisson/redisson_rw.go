@@ -699,5 +699,5 @@ func (s *Locks) rSetLatch(lockKey, latchKey, answer, latchTTL string) {
 	timeout := s.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.tr.Broadcast(ctx, lockKey, timeout, nil, appendCmd("SET", []byte(latchKey), []byte(answer), []byte("PX"), []byte(latchTTL)))
+	s.tr.Broadcast(ctx, lockKey, timeout, nil, resp.AppendCommandStrings(nil, "SET", latchKey, answer, "PX", latchTTL))
 }
