@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestAllocs bounds the allocations of one SET NX PX through the proxy by
@@ -23,7 +25,7 @@ func TestAllocs(t *testing.T) {
 		t.Skip("sync.Pool drops items at random under the race detector")
 	}
 	for _, loops := range []int{-1, 1} {
-		if loops > 0 && !loopsSupported {
+		if loops > 0 && !respserver.LoopsSupported {
 			continue
 		}
 		t.Run(fmt.Sprintf("loops=%d", loops), func(t *testing.T) { testAllocs(t, loops) })
@@ -94,55 +96,15 @@ func TestLower(t *testing.T) {
 		{"\xffSET", "\xffset"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			if got := lower([]byte(tc.in)); got != tc.want {
-				t.Errorf("lower(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := respserver.Lower([]byte(tc.in)); got != tc.want {
+				t.Errorf("Lower(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}
 	for _, w := range []string{"SET", "nx", "PX", "evalsha", "CLIENT", "SetName"} {
 		b := []byte(w)
-		if n := testing.AllocsPerRun(100, func() { lower(b) }); n != 0 {
-			t.Errorf("lower(%q): %.0f allocs, want 0", w, n)
+		if n := testing.AllocsPerRun(100, func() { respserver.Lower(b) }); n != 0 {
+			t.Errorf("Lower(%q): %.0f allocs, want 0", w, n)
 		}
-	}
-}
-
-// deadlineCounter counts SetWriteDeadline calls and keeps the last one.
-type deadlineCounter struct {
-	net.Conn
-	n    int
-	last time.Time
-}
-
-func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
-	d.n++
-	d.last = t
-	return d.Conn.SetWriteDeadline(t)
-}
-
-// TestArmWrite: replies reuse the write deadline until it is writeSlack
-// old, and it is always at least writeTimeout ahead of a write.
-func TestArmWrite(t *testing.T) {
-	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
-	d := &deadlineCounter{Conn: a}
-	c := &client{s: &Server{cfg: Config{writeTimeout: writeTimeout}}, nc: d, created: time.Now()}
-	for range 1000 {
-		c.armWrite()
-		if left := time.Until(d.last); left < writeTimeout {
-			t.Fatalf("write deadline %v away, want >= %v", left, writeTimeout)
-		}
-	}
-	if d.n != 1 {
-		t.Fatalf("1000 writes set the deadline %d times, want 1", d.n)
-	}
-	c.wdlSet.Add(-int64(writeSlack)) // as if set writeSlack ago
-	c.armWrite()
-	if d.n != 2 {
-		t.Fatalf("a deadline set writeSlack ago was not pushed back (%d sets)", d.n)
-	}
-	if left := time.Until(d.last); left < writeTimeout+writeSlack-time.Second/10 {
-		t.Fatalf("write deadline %v away, want about %v", left, writeTimeout+writeSlack)
 	}
 }

@@ -141,16 +141,16 @@ func FuzzServe(f *testing.F) {
 				break
 			}
 		}
-		if n := srv.panics.Load(); n != 0 {
+		if n := srv.rs.Stats().PanicsRecovered; n != 0 {
 			t.Fatalf("%d panics recovered", n)
 		}
 		// The connection is closed: everything it held is given back.
 		deadline := time.Now().Add(fuzzInputTimeout)
-		for srv.mem.Load() != 0 || srv.clients.Load() != 0 {
+		for srv.rs.MemCharged() != 0 || srv.rs.Stats().ConnectedClients != 0 {
 			if time.Now().After(deadline) {
 				buf := make([]byte, 1<<20)
 				t.Fatalf("after the connection closed: %d bytes still charged, %d clients; goroutines:\n%s",
-					srv.mem.Load(), srv.clients.Load(), buf[:runtime.Stack(buf, true)])
+					srv.rs.MemCharged(), srv.rs.Stats().ConnectedClients, buf[:runtime.Stack(buf, true)])
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // The grant rule (docs/safety.md, "The grant rule"; ../shared/DESIGN.md
@@ -1684,8 +1685,8 @@ func TestGrantRuleTableComplete(t *testing.T) {
 			classify(typ.Elem().Name() + "." + typ.Method(i).Name)
 		}
 	}
-	for _, c := range commandTable {
-		classify(c.name)
+	for _, c := range append((&Server{}).commands(), respserver.ServerCommands()...) {
+		classify(c.Name)
 	}
 	out, _ := exec.Command("go", "run", "../cmd/redlock").CombinedOutput()
 	subs := regexp.MustCompile(`(?m)^  ([a-z]+)  `).FindAllSubmatch(out, -1)

@@ -17,6 +17,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -42,7 +43,7 @@ func startEnvOn(t *testing.T, set *localmaster.Set, mod func(*Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
-	if cfg.EventLoops > 0 && !loopsSupported {
+	if cfg.EventLoops > 0 && !respserver.LoopsSupported {
 		t.Skip("no event loop here (epoll: Linux)")
 	}
 	srv, addr := serve(t, cfg)
@@ -271,6 +272,6 @@ func slowAsync(t *testing.T, d time.Duration) {
 			time.Sleep(d)
 		}
 	}
-	testHook.Store(&hook)
-	t.Cleanup(func() { testHook.Store(nil) })
+	respserver.SetTestHook(hook)
+	t.Cleanup(func() { respserver.SetTestHook(nil) })
 }

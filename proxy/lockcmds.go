@@ -15,47 +15,48 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
 // Lock commands: SET NX PX, the recognised lock scripts, and quorum reads.
 
 // cmdSet accepts SET key value NX PX ms | NX EX s (any order, any case).
-func (c *client) cmdSet(args [][]byte) *call {
+func (s *Server) cmdSet(c *client, args [][]byte) *call {
 	for _, a := range args[3:] {
 		if len(a) == 4 && bytes.EqualFold(a, ifeqOpt) {
-			return c.setIfEq(args) // an extension (native.go)
+			return s.setIfEq(c, args) // an extension (native.go)
 		}
 	}
 	var nx bool
 	var ttl time.Duration
 	for i := 3; i < len(args); i++ {
-		switch opt := lower(args[i]); opt {
+		switch opt := respserver.Lower(args[i]); opt {
 		case "nx":
 			if nx {
-				return errCall(msgSyntax)
+				return respserver.ErrCall(msgSyntax)
 			}
 			nx = true
 		case "px", "ex":
 			if ttl != 0 || i+1 >= len(args) {
-				return errCall(msgSyntax)
+				return respserver.ErrCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = c.s.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = s.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++
 		default:
-			return errCall(msgSetForm)
+			return respserver.ErrCall(msgSetForm)
 		}
 	}
 	if nx && ttl == 0 {
-		return errCall(msgSetNoTTL)
+		return respserver.ErrCall(msgSetNoTTL)
 	}
 	if !nx {
-		return errCall(msgSetForm)
+		return respserver.ErrCall(msgSetForm)
 	}
-	return c.acquire(args, ttl, false)
+	return s.acquire(c, args, ttl, false)
 }
 
 // setExpire reads SET's PX milliseconds or EX seconds (opt "px", "ex");
@@ -67,7 +68,7 @@ func (s *Server) setExpire(opt string, arg []byte) (ttl time.Duration, bad *call
 	}
 	ttl, msg := s.clientTTL(arg, unit, msgBadExpire)
 	if msg != "" {
-		return 0, errCall(msg)
+		return 0, respserver.ErrCall(msg)
 	}
 	return ttl, nil
 }
@@ -103,11 +104,11 @@ func (s *Server) clientTTL(arg []byte, unit time.Duration, invalid string) (time
 // acquire runs a quorum acquisition of key args[1] with the client's value
 // args[2] as the token (and a fencing token when fenced): +OK (fenced: the
 // token as an integer), nil when held, else the engine's error reply.
-func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
+func (s *Server) acquire(c *client, args [][]byte, ttl time.Duration, fenced bool) *call {
 	if len(args[2]) == 0 {
-		return errCall("ERR redlock proxy: the lock value (token) must not be empty")
+		return respserver.ErrCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
-	k, token, s := string(args[1]), engine.WithToken(string(args[2])), c.s
+	k, token := string(args[1]), engine.WithToken(string(args[2]))
 	answer := func(dst []byte, l *engine.Lock, err error) []byte {
 		if err == nil {
 			s.refused.granted(args[1], args[2])
@@ -124,7 +125,7 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 		}
 		return s.engineErr(err)
 	}
-	return c.asyncCB(args[1:2], func(ctx context.Context, dst []byte) []byte {
+	return c.AsyncCB(args[1:2], func(ctx context.Context, dst []byte) []byte {
 		var l *engine.Lock
 		var err error
 		if fenced {
@@ -133,7 +134,7 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
 		}
 		return answer(dst, l, err)
-	}, func(done func(replyFunc)) {
+	}, func(done func(respserver.ReplyFunc)) {
 		// No context: every engine operation ends by its per-master
 		// deadlines (runOne uses the server's, which Close cancels).
 		f := func(l *engine.Lock, err error) { done(func(dst []byte) []byte { return answer(dst, l, err) }) }
@@ -150,18 +151,18 @@ func (c *client) acquire(args [][]byte, ttl time.Duration, fenced bool) *call {
 // It answers the fencing token as an integer, nil when the key is held, or
 // the unavailable error. Release and extend as for SET NX PX (the
 // compare-and-delete / compare-and-pexpire scripts on key and value).
-func (c *client) cmdRedlockLock(args [][]byte) *call {
-	ttl, msg := c.s.clientTTL(args[3], time.Millisecond, "ERR invalid expire time in 'redlock.lock' command")
+func (s *Server) cmdRedlockLock(c *client, args [][]byte) *call {
+	ttl, msg := s.clientTTL(args[3], time.Millisecond, "ERR invalid expire time in 'redlock.lock' command")
 	if msg != "" {
-		return errCall(msg)
+		return respserver.ErrCall(msg)
 	}
-	return c.acquire(args, ttl, true)
+	return s.acquire(c, args, ttl, true)
 }
 
 // fenceCheck refuses script keys that name the fencing counter.
-func (c *client) fenceCheck(keys [][]byte) *call {
+func (s *Server) fenceCheck(c *client, keys [][]byte) *call {
 	for _, k := range keys {
-		if cl := c.s.reservedKey(k); cl != nil {
+		if cl := s.reservedKey(k); cl != nil {
 			return cl
 		}
 	}
@@ -178,11 +179,11 @@ var reservedPrefixes = []string{"redlock:fair:", "redlock:leader:", "redlock:rla
 // side keys kept beside a lock (nil: a client's key).
 func (s *Server) reservedKey(k []byte) *call {
 	if s.isFenceKey(k) {
-		return errCall(msgFenceKey)
+		return respserver.ErrCall(msgFenceKey)
 	}
 	for _, p := range reservedPrefixes {
 		if len(k) >= len(p) && string(k[:len(p)]) == p {
-			return errCall(msgReservedKey)
+			return respserver.ErrCall(msgReservedKey)
 		}
 	}
 	return nil
@@ -236,10 +237,10 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 // (conn.ErrConnectTimeout).
 func (s *Server) engineErr(err error) []byte {
 	if errors.Is(err, engine.ErrBadArgument) {
-		s.clientLog.Warn(s.log, "proxy: command failed", []any{"err", err})
+		s.rs.LogClient("proxy: command failed", "err", err)
 		return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	s.masterLog.Warn(s.log, "proxy: command failed", []any{"err", err})
+	s.rs.LogBackend("proxy: command failed", "err", err)
 	if errors.Is(err, engine.ErrMisconfigured) {
 		// The masters refuse for good (an ACL rule, credentials): not an
 		// outage for the client to retry; the message names the master,
@@ -323,51 +324,51 @@ func failureKind(err error) string {
 	return "failed"
 }
 
-func (c *client) cmdGet(args [][]byte) *call {
-	key, s := args[1], c.s
+func (s *Server) cmdGet(c *client, args [][]byte) *call {
+	key := args[1]
 	if r := s.redisson; r.IsTokenKey(key) {
 		// RFencedLock.getToken: the fencing token in the hold a quorum of
 		// masters keeps (the Redisson room); nil when none.
-		return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
+		return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
 	}
-	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
 }
 
-func (c *client) cmdPTTL(args [][]byte) *call {
-	key, s := args[1], c.s
-	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pttl(ctx, key) })
+func (s *Server) cmdPTTL(c *client, args [][]byte) *call {
+	key := args[1]
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pttl(ctx, key) })
 }
 
 // cmdTTL is PTTL's answer in seconds, rounded as Redis rounds it.
-func (c *client) cmdTTL(args [][]byte) *call {
-	key, s := args[1], c.s
-	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.ttl(ctx, key) })
+func (s *Server) cmdTTL(c *client, args [][]byte) *call {
+	key := args[1]
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.ttl(ctx, key) })
 }
 
 // cmdCountKeys runs EXISTS and DEL.
-func (c *client) cmdCountKeys(args [][]byte) *call {
-	name, keys, s := lower(args[0]), args[1:], c.s
+func (s *Server) cmdCountKeys(c *client, args [][]byte) *call {
+	name, keys := respserver.Lower(args[0]), args[1:]
 	if r := s.redisson; name == "del" && r.LatchKeys(keys) {
 		// Redisson's DEL of its unlock latches after an unlock: the
 		// latches are kept under the proxy's names (the Redisson room).
-		return c.async(keys, func(ctx context.Context, _ []byte) []byte { return r.DelLatches(ctx, keys) })
+		return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return r.DelLatches(ctx, keys) })
 	}
 	if name == "del" && !s.cfg.AllowTokenlessWrites {
-		return errCall(msgTokenless("DEL", "compare-and-delete (release)"))
+		return respserver.ErrCall(msgTokenless("DEL", "compare-and-delete (release)"))
 	}
-	return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.countKeys(ctx, name, keys) })
+	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return s.countKeys(ctx, name, keys) })
 }
 
-func (c *client) cmdPExpire(args [][]byte) *call {
-	if !c.s.cfg.AllowTokenlessWrites {
-		return errCall(msgTokenless("PEXPIRE", "compare-and-pexpire (extend)"))
+func (s *Server) cmdPExpire(c *client, args [][]byte) *call {
+	if !s.cfg.AllowTokenlessWrites {
+		return respserver.ErrCall(msgTokenless("PEXPIRE", "compare-and-pexpire (extend)"))
 	}
-	ttl, msg := c.s.clientTTL(args[2], time.Millisecond, "ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
+	ttl, msg := s.clientTTL(args[2], time.Millisecond, "ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
 	if msg != "" {
-		return errCall(msg)
+		return respserver.ErrCall(msg)
 	}
-	key, s, ms := args[1], c.s, ttl.Milliseconds()
-	return c.async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pexpire(ctx, key, ms) })
+	key, ms := args[1], ttl.Milliseconds()
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pexpire(ctx, key, ms) })
 }
 
 // scriptArgs splits EVAL/EVALSHA/FCALL arguments: name-or-sha numkeys
@@ -376,11 +377,11 @@ func scriptArgs(args [][]byte) (keys, argv [][]byte, bad *call) {
 	nkeys, ok := resp.ParseInt(args[2])
 	switch {
 	case !ok:
-		return nil, nil, errCall(msgNotInteger)
+		return nil, nil, respserver.ErrCall(msgNotInteger)
 	case nkeys < 0:
-		return nil, nil, errCall("ERR Number of keys can't be negative")
+		return nil, nil, respserver.ErrCall("ERR Number of keys can't be negative")
 	case nkeys > int64(len(args)-3):
-		return nil, nil, errCall("ERR Number of keys can't be greater than number of args")
+		return nil, nil, respserver.ErrCall("ERR Number of keys can't be greater than number of args")
 	}
 	return args[3 : 3+nkeys], args[3+nkeys:], nil
 }
@@ -388,15 +389,15 @@ func scriptArgs(args [][]byte) (keys, argv [][]byte, bad *call) {
 // cmdEval handles EVAL script numkeys ... and EVALSHA sha numkeys ... . A
 // recognised lock script becomes a quorum operation; any other script is
 // refused unless the operator opted in (passthrough.go).
-func (c *client) cmdEval(args [][]byte) *call {
+func (s *Server) cmdEval(c *client, args [][]byte) *call {
 	keys, argv, bad := scriptArgs(args)
 	if bad == nil {
-		bad = c.fenceCheck(keys)
+		bad = s.fenceCheck(c, keys)
 	}
 	if bad != nil {
 		return bad
 	}
-	name := lower(args[0])
+	name := respserver.Lower(args[0])
 	var sha string
 	if name == "eval" {
 		sha = sha1Hex(args[1])
@@ -404,58 +405,57 @@ func (c *client) cmdEval(args [][]byte) *call {
 		sha = strings.ToLower(string(args[1]))
 	}
 	if rs := redisson.BySHA[sha]; rs != nil {
-		return c.runRedisson(rs, keys, argv)
+		return s.runRedisson(c, rs, keys, argv)
 	}
 	if what := redisson.Refused[sha]; what != "" {
-		return errCall(redisson.RefusedMsg(what))
+		return respserver.ErrCall(redisson.RefusedMsg(what))
 	}
 	if ls := libBySHA[sha]; ls != nil {
 		if why := ls.misfit(keys, argv); why != "" {
-			if !c.s.cfg.AllowScripts {
+			if !s.cfg.AllowScripts {
 				if strings.HasPrefix(why, "called") {
-					return errCall("ERR redlock proxy: " + ls.Name + " " + why + "; " + msgScriptsOff)
+					return respserver.ErrCall("ERR redlock proxy: " + ls.Name + " " + why + "; " + msgScriptsOff)
 				}
-				return errCall("ERR redlock proxy: " + ls.Name + ": " + why)
+				return respserver.ErrCall("ERR redlock proxy: " + ls.Name + ": " + why)
 			}
-			return c.passthrough(ls.script, keys, argv)
+			return s.passthrough(c, ls.script, keys, argv)
 		}
-		s := c.s
-		return c.asyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
+		s := s
+		return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
 	}
-	if !c.s.cfg.AllowScripts {
-		return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
+	if !s.cfg.AllowScripts {
+		return respserver.ErrCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 	}
-	sc := c.s.scripts.get(sha)
+	sc := s.scripts.get(sha)
 	if sc == nil {
 		if name == "evalsha" {
-			return errCall(msgNoScript)
+			return respserver.ErrCall(msgNoScript)
 		}
-		sc = c.s.scripts.put(args[1])
+		sc = s.scripts.put(args[1])
 	}
-	return c.passthrough(sc, keys, argv)
+	return s.passthrough(c, sc, keys, argv)
 }
 
-func (c *client) cmdScript(args [][]byte) *call {
-	s := c.s
-	switch lower(args[1]) {
+func (s *Server) cmdScript(c *client, args [][]byte) *call {
+	switch respserver.Lower(args[1]) {
 	case "load":
 		if len(args) != 3 {
-			return arityErr("script|load")
+			return respserver.ArityErr("script|load")
 		}
 		sha := sha1Hex(args[2])
 		if what := redisson.Refused[sha]; what != "" {
-			return errCall(redisson.RefusedMsg(what))
+			return respserver.ErrCall(redisson.RefusedMsg(what))
 		}
 		if libBySHA[sha] == nil && redisson.BySHA[sha] == nil {
 			if !s.cfg.AllowScripts {
-				return errCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
+				return respserver.ErrCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 			}
 			s.scripts.put(args[2])
 		}
-		return reply(redcon.AppendBulkString(nil, sha))
+		return respserver.Reply(redcon.AppendBulkString(nil, sha))
 	case "exists":
 		if len(args) < 3 {
-			return arityErr("script|exists")
+			return respserver.ArityErr("script|exists")
 		}
 		out := redcon.AppendArray(nil, len(args)-2)
 		for _, a := range args[2:] {
@@ -465,15 +465,15 @@ func (c *client) cmdScript(args [][]byte) *call {
 			}
 			out = redcon.AppendInt(out, int64(v))
 		}
-		return reply(out)
+		return respserver.Reply(out)
 	case "flush":
-		if len(args) > 3 || (len(args) == 3 && lower(args[2]) != "sync" && lower(args[2]) != "async") {
-			return errCall(msgSyntax)
+		if len(args) > 3 || (len(args) == 3 && respserver.Lower(args[2]) != "sync" && respserver.Lower(args[2]) != "async") {
+			return respserver.ErrCall(msgSyntax)
 		}
 		s.scripts.flush()
-		return reply(redcon.AppendOK(nil))
+		return respserver.Reply(redcon.AppendOK(nil))
 	}
-	return errCall("ERR unknown or unsupported command 'SCRIPT " + sub(args) + "'")
+	return respserver.ErrCall("ERR unknown or unsupported command 'SCRIPT " + respserver.Sub(args) + "'")
 }
 
 // oneLine makes msg fit an error reply (no CR or LF).

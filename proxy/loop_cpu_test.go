@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // procCPU is the process's CPU time so far.
@@ -140,8 +142,8 @@ func TestLoopStalledOrderPollCPU(t *testing.T) {
 					time.Sleep(time.Until(release)) // a slow master, until release
 				}
 			}
-			testHook.Store(&hook)
-			defer testHook.Store(nil)
+			respserver.SetTestHook(hook)
+			defer respserver.SetTestHook(nil)
 			var conns []*rawConn
 			for i := range clients {
 				a := dialRaw(t, e.addr)

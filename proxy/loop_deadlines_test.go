@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestLoopSlowLoris: a client sends, in one write, commands that stop
@@ -177,7 +179,7 @@ func TestLoopIdleTimeoutDropsPendingReplies(t *testing.T) {
 // Found by the event loop's second review (a helper's adversarial read of
 // its fixed code): it failed on the loop before its fix.
 func TestLoopIdleAfterSlowCommand(t *testing.T) {
-	if !loopsSupported {
+	if !respserver.LoopsSupported {
 		t.Skip("no event loop here")
 	}
 	for _, m := range loopModes[:1] {
@@ -194,7 +196,7 @@ func TestLoopIdleAfterSlowCommand(t *testing.T) {
 			if got := a.cmd("GET", "idle:a"); got != "$-1\r\n" {
 				t.Fatalf("GET: %q", got)
 			}
-			testHook.Store(nil)
+			respserver.SetTestHook(nil)
 			time.Sleep(60 * time.Millisecond) // well within IdleTimeout
 			if got := a.cmd("PING"); got != "+PONG\r\n" {
 				t.Fatalf("PING %v after the slow command's reply: %q (closed as idle)", 60*time.Millisecond, got)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestLoopIdleNotWithBytesWaiting: a proxy process that did not run for
@@ -25,7 +26,7 @@ import (
 // The loop only: the goroutine path's read deadline is Go's, which fails
 // a read whose deadline passed even with bytes waiting.
 func TestLoopIdleNotWithBytesWaiting(t *testing.T) {
-	if !loopsSupported {
+	if !respserver.LoopsSupported {
 		t.Skip("no event loop here")
 	}
 	set := mastertest.Start(t, 1)

@@ -53,19 +53,12 @@ func TestLoopIdleBuffersRetained(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	var retained, held int64
-	e.srv.mu.Lock()
-	for c := range e.srv.conns {
-		if c.nc == nil { // a loop's client (the loop is idle: nothing touches ls now)
-			retained += int64(cap(c.ls.in))
-			if c.ls.out != nil {
-				retained += int64(cap(c.ls.out.B))
-			}
-		}
-		held += c.held.Load()
+	for _, c := range e.srv.rs.ConnStates() { // a loop's buffers: the loop is idle, nothing touches them now
+		retained += c.LoopBuffers
+		held += c.Held
 	}
-	e.srv.mu.Unlock()
 	t.Logf("%d idle connections: %d bytes of loop buffers retained (%d per connection), held %d, server mem %d",
-		conns, retained, retained/conns, held, e.srv.mem.Load())
+		conns, retained, retained/conns, held, e.srv.rs.MemCharged())
 	if retained/conns > 4<<10 {
 		t.Fatalf("an idle loop connection retains %d bytes of buffers, unaccounted", retained/conns)
 	}
@@ -98,16 +91,9 @@ func TestLoopIdleBufferAfterStop(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	var retained int64
-	e.srv.mu.Lock()
-	for c := range e.srv.conns {
-		if c.nc == nil {
-			retained += int64(cap(c.ls.in))
-			if c.ls.out != nil {
-				retained += int64(cap(c.ls.out.B))
-			}
-		}
+	for _, c := range e.srv.rs.ConnStates() {
+		retained += c.LoopBuffers
 	}
-	e.srv.mu.Unlock()
 	t.Logf("%d idle connections: %d bytes of loop buffers retained", conns, retained)
 	if retained/conns > 4<<10 {
 		t.Fatalf("an idle loop connection retains %d bytes of buffers, unaccounted", retained/conns)
@@ -158,14 +144,12 @@ func TestLoopMemoryBackToZero(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		e.srv.mu.Lock()
-		n := len(e.srv.conns)
-		e.srv.mu.Unlock()
-		if n == 0 && e.srv.mem.Load() == 0 {
+		n := len(e.srv.rs.ConnStates())
+		if n == 0 && e.srv.rs.MemCharged() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.mem.Load())
+			t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.rs.MemCharged())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -229,16 +213,14 @@ func TestLoopMemoryBackToZeroEveryEnd(t *testing.T) {
 				}
 			}
 			time.Sleep(30 * time.Millisecond)
-			t.Logf("%d bytes accounted mid-flight", e.srv.mem.Load())
+			t.Logf("%d bytes accounted mid-flight", e.srv.rs.MemCharged())
 			for end := time.Now().Add(6 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				e.srv.mu.Lock()
-				n := len(e.srv.conns)
-				e.srv.mu.Unlock()
-				if n == 0 && e.srv.mem.Load() == 0 {
+				n := len(e.srv.rs.ConnStates())
+				if n == 0 && e.srv.rs.MemCharged() == 0 {
 					break
 				}
 				if time.Now().After(end) {
-					t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.mem.Load())
+					t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.rs.MemCharged())
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
@@ -249,11 +231,9 @@ func TestLoopMemoryBackToZeroEveryEnd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}
-			e.srv.mu.Lock()
-			n := len(e.srv.conns)
-			e.srv.mu.Unlock()
-			if n != 0 || e.srv.mem.Load() != 0 {
-				t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.mem.Load())
+			n := len(e.srv.rs.ConnStates())
+			if n != 0 || e.srv.rs.MemCharged() != 0 {
+				t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.rs.MemCharged())
 			}
 		})
 	}

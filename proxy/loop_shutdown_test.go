@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestLoopShutdownWritesInFlight: Shutdown lets the commands a
@@ -120,7 +122,7 @@ func TestLoopCloseBoundedNoLeak(t *testing.T) {
 // TestLoopShutdownBlockedClient: a client pipelines requests whose
 // replies fill its socket buffers and never reads them; Shutdown begins.
 // The goroutine path's writer gives up at its write deadline
-// (writeTimeout+writeSlack, "a client that does not read for this long is
+// (writeTimeout+respserver.WriteSlack, "a client that does not read for this long is
 // closed") and Shutdown returns. The loop's scan only touches every client
 // once Shutdown began (its first case), so the blocked-output deadline
 // never fires and Shutdown waits for its context.
@@ -146,7 +148,7 @@ func TestLoopShutdownBlockedClient(t *testing.T) {
 			t.Logf("Shutdown returned %v after %v", err, time.Since(start).Round(time.Millisecond))
 			if err != nil {
 				t.Fatalf("Shutdown: %v after %v (a client that does not read is closed after %v)",
-					err, time.Since(start).Round(time.Millisecond), e.srv.cfg.writeTimeout+writeSlack)
+					err, time.Since(start).Round(time.Millisecond), e.srv.cfg.writeTimeout+respserver.WriteSlack)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestLoopCommandsCountedOnce: the Stats().Commands counter counts
@@ -20,11 +22,11 @@ func TestLoopCommandsCountedOnce(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEnv(t, 1, func(c *Config) { c.EventLoops = m.loops })
 			a := dialRaw(t, e.addr)
-			before := e.srv.commands.Load()
+			before := e.srv.rs.Stats().Commands
 			if got := a.cmd("SUBSCRIBE", "redisson_lock__channel:{a}"); !strings.HasPrefix(got, "*3") {
 				t.Fatalf("SUBSCRIBE: %q", got)
 			}
-			if d := e.srv.commands.Load() - before; d != 1 {
+			if d := e.srv.rs.Stats().Commands - before; d != 1 {
 				t.Fatalf("one SUBSCRIBE counted %d times", d)
 			}
 		})
@@ -35,7 +37,7 @@ func TestLoopCommandsCountedOnce(t *testing.T) {
 // (Stats.LoopClients, INFO loop_clients) until it subscribes, which hands
 // it to goroutines (LoopMoves), or until it closes.
 func TestLoopStats(t *testing.T) {
-	if !loopsSupported {
+	if !respserver.LoopsSupported {
 		t.Skip("no event loop here")
 	}
 	e := startEnv(t, 1, func(c *Config) { c.EventLoops = 1 })

@@ -13,6 +13,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/metrics"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // metricsEnv is a proxy whose /metrics is built as `redlock proxy
@@ -103,11 +104,11 @@ func TestProxyStatsMetrics(t *testing.T) {
 			panic("test panic")
 		}
 	}
-	testHook.Store(&hook)
-	defer testHook.Store(nil)
+	respserver.SetTestHook(hook)
+	defer respserver.SetTestHook(nil)
 	p := dial()
 	checkReply(t, p.cmd("ECHO", "boom"), "-ERR redlock proxy internal error*")
-	testHook.Store(nil)
+	respserver.SetTestHook(nil)
 	for _, c := range []*rawConn{pe, mr, p} {
 		if got := c.read(); got != "" {
 			t.Fatalf("a connection that failed stays open: %q", got)
@@ -255,10 +256,10 @@ func TestInfoMetricsAgree(t *testing.T) {
 			panic("test panic")
 		}
 	}
-	testHook.Store(&hook)
-	defer testHook.Store(nil)
+	respserver.SetTestHook(hook)
+	defer respserver.SetTestHook(nil)
 	checkReply(t, dial().cmd("ECHO", "boom"), "-ERR redlock proxy internal error*")
-	testHook.Store(nil)
+	respserver.SetTestHook(nil)
 	gone(1)
 
 	eval := func(script string, keys []string, args ...string) string {

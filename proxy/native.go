@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // The native compare-and-delete and compare-and-set commands of newer
@@ -20,61 +22,61 @@ var (
 // cmdDelIfEq runs DELIFEQ key token and DELEX key IFEQ token as a quorum
 // release. DELEX without a condition is a token-less DEL; IFNE and the
 // digest conditions are not a release of one's own lock: both refused.
-func (c *client) cmdDelIfEq(args [][]byte) *call {
+func (s *Server) cmdDelIfEq(c *client, args [][]byte) *call {
 	var token []byte
-	switch name := lower(args[0]); {
+	switch name := respserver.Lower(args[0]); {
 	case name == "delifeq" && len(args) == 3:
 		token = args[2]
 	case name == "delex" && len(args) == 2:
-		if !c.s.cfg.AllowTokenlessWrites {
-			return errCall(msgTokenless("DELEX without IFEQ", "compare-and-delete (DELEX key IFEQ value)"))
+		if !s.cfg.AllowTokenlessWrites {
+			return respserver.ErrCall(msgTokenless("DELEX without IFEQ", "compare-and-delete (DELEX key IFEQ value)"))
 		}
-		return c.cmdCountKeys([][]byte{[]byte("del"), args[1]})
-	case name == "delex" && len(args) == 4 && lower(args[2]) == "ifeq":
+		return s.cmdCountKeys(c, [][]byte{[]byte("del"), args[1]})
+	case name == "delex" && len(args) == 4 && respserver.Lower(args[2]) == "ifeq":
 		token = args[3]
 	case name == "delex" && len(args) == 4:
-		return errCall("ERR redlock proxy: only DELEX key IFEQ value (a lock release) is supported; IFNE and the digest conditions are not")
+		return respserver.ErrCall("ERR redlock proxy: only DELEX key IFEQ value (a lock release) is supported; IFNE and the digest conditions are not")
 	default:
-		return errCall(msgSyntax)
+		return respserver.ErrCall(msgSyntax)
 	}
-	return c.native(nativeRelease, args[1], [][]byte{token})
+	return s.native(c, nativeRelease, args[1], [][]byte{token})
 }
 
 // setIfEq runs SET key value IFEQ value PX ms | EX s as a quorum extension:
 // the lock whose token is value gets the new TTL where it holds. The value
 // must be the one compared (a lock's token cannot be changed) and the TTL
 // is required (a lock without one would be held forever).
-func (c *client) setIfEq(args [][]byte) *call {
+func (s *Server) setIfEq(c *client, args [][]byte) *call {
 	var cmp []byte
 	var ttl time.Duration
 	for i := 3; i < len(args); i++ {
-		switch opt := lower(args[i]); opt {
+		switch opt := respserver.Lower(args[i]); opt {
 		case "ifeq":
 			if cmp != nil || i+1 >= len(args) {
-				return errCall(msgSyntax)
+				return respserver.ErrCall(msgSyntax)
 			}
 			cmp = args[i+1]
 			i++
 		case "px", "ex":
 			if ttl != 0 || i+1 >= len(args) {
-				return errCall(msgSyntax)
+				return respserver.ErrCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = c.s.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = s.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++
 		default:
-			return errCall(msgSetIfEqForm)
+			return respserver.ErrCall(msgSetIfEqForm)
 		}
 	}
 	switch {
 	case cmp == nil || ttl == 0:
-		return errCall(msgSetIfEqForm)
+		return respserver.ErrCall(msgSetIfEqForm)
 	case string(cmp) != string(args[2]):
-		return errCall("ERR redlock proxy: SET IFEQ may extend a lock, not change its value: the new value must be the one compared")
+		return respserver.ErrCall("ERR redlock proxy: SET IFEQ may extend a lock, not change its value: the new value must be the one compared")
 	}
-	return c.native(nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ttl.Milliseconds(), 10)})
+	return s.native(c, nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ttl.Milliseconds(), 10)})
 }
 
 var ifeqOpt = []byte("ifeq")
@@ -83,14 +85,13 @@ const msgSetIfEqForm = "ERR redlock proxy: only SET key value IFEQ value PX mill
 
 // native runs ls on key with argv as a quorum operation, as a recognised
 // script call of the same shape is run.
-func (c *client) native(ls *libScript, key []byte, argv [][]byte) *call {
+func (s *Server) native(c *client, ls *libScript, key []byte, argv [][]byte) *call {
 	keys := [][]byte{key}
-	if bad := c.fenceCheck(keys); bad != nil {
+	if bad := s.fenceCheck(c, keys); bad != nil {
 		return bad
 	}
 	if !ls.fits(keys, argv) {
-		return errCall("ERR redlock proxy: " + ls.Name + ": lock values are at most 512 bytes")
+		return respserver.ErrCall("ERR redlock proxy: " + ls.Name + ": lock values are at most 512 bytes")
 	}
-	s := c.s
-	return c.asyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
+	return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
 }

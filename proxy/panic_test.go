@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestPanicContained: a panic while serving one connection — in the reader
@@ -21,8 +22,8 @@ func TestPanicContained(t *testing.T) {
 			panic("test panic in a command")
 		}
 	}
-	testHook.Store(&hook)
-	defer testHook.Store(nil)
+	respserver.SetTestHook(hook)
+	defer respserver.SetTestHook(nil)
 	e := startEnv(t, 3, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 	bystander := dialRaw(t, e.addr)
 	if got := bystander.cmd("SET", "pc:1", "tok", "NX", "PX", "10000"); got != "+OK\r\n" {
@@ -47,7 +48,7 @@ func TestPanicContained(t *testing.T) {
 	if got := b.read(); got != "" {
 		t.Fatalf("the connection of the panicking command stays open: %q", got)
 	}
-	testHook.Store(nil)
+	respserver.SetTestHook(nil)
 	if got := bystander.cmd("PING"); got != "+PONG\r\n" {
 		t.Fatalf("another client after the panics: %q", got)
 	}
@@ -71,8 +72,8 @@ func TestLoopPanicLosesEarlierReply(t *testing.T) {
 			panic("review: test panic in dispatch")
 		}
 	}
-	testHook.Store(&hook)
-	defer testHook.Store(nil)
+	respserver.SetTestHook(hook)
+	defer respserver.SetTestHook(nil)
 	for _, m := range loopModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEnv(t, 1, func(c *Config) { c.EventLoops = m.loops })

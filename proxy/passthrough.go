@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -18,28 +19,27 @@ import (
 // own, and answer with the reply a quorum of masters agrees on.
 
 // passthrough runs sc on every master for the client.
-func (c *client) passthrough(sc *conn.Script, keys, argv [][]byte) *call {
-	s := c.s
-	return c.async(keys, func(ctx context.Context, _ []byte) []byte {
+func (s *Server) passthrough(c *client, sc *conn.Script, keys, argv [][]byte) *call {
+	return c.Async(keys, func(ctx context.Context, _ []byte) []byte {
 		return s.broadcastAgreed(ctx, keys, sc, sc.AppendCall(nil, keys, argv))
 	})
 }
 
 // cmdFcall runs FCALL / FCALL_RO of a function the operator loaded on the
 // masters, when scripts are allowed.
-func (c *client) cmdFcall(args [][]byte) *call {
-	if !c.s.cfg.AllowScripts {
-		return errCall("ERR redlock proxy: functions are not lock scripts; " + msgScriptsOff)
+func (s *Server) cmdFcall(c *client, args [][]byte) *call {
+	if !s.cfg.AllowScripts {
+		return respserver.ErrCall("ERR redlock proxy: functions are not lock scripts; " + msgScriptsOff)
 	}
 	keys, _, bad := scriptArgs(args)
 	if bad == nil {
-		bad = c.fenceCheck(keys)
+		bad = s.fenceCheck(c, keys)
 	}
 	if bad != nil {
 		return bad
 	}
-	cmd, s := resp.AppendCommand(nil, args...), c.s
-	return c.async(keys, func(ctx context.Context, _ []byte) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
+	cmd := resp.AppendCommand(nil, args...)
+	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
 }
 
 // broadcastAgreed sends cmd (on keys) on the passthrough connections and

@@ -38,17 +38,15 @@ func TestSubscribeAfterPipeline(t *testing.T) {
 	}
 	if hung > 0 {
 		time.Sleep(200 * time.Millisecond)
-		e.srv.mu.Lock()
-		for cc := range e.srv.conns {
-			t.Logf("stuck conn %d: unwritten=%d sub=%v", cc.id, cc.unwritten.Load(), cc.sub != nil)
+		for _, cc := range e.srv.rs.ConnStates() {
+			t.Logf("stuck conn %d: unwritten=%d sub=%v", cc.ID, cc.Unwritten, cc.Subscribed)
 		}
-		e.srv.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		t0 := time.Now()
 		err := e.srv.Shutdown(ctx)
 		t.Logf("Shutdown returned %v after %v", err, time.Since(t0))
-		t.Errorf("%d connections never got their SUBSCRIBE reply; connected_clients still %d after the clients closed", hung, e.srv.clients.Load())
+		t.Errorf("%d connections never got their SUBSCRIBE reply; connected_clients still %d after the clients closed", hung, e.srv.rs.Stats().ConnectedClients)
 	}
 }
 
@@ -104,7 +102,7 @@ func TestNoMessageAfterUnsubscribe(t *testing.T) {
 	go func() {
 		defer close(done)
 		for !stop.Load() {
-			e.srv.publish(ch, "0")
+			e.srv.rs.Publish(ch, "0")
 		}
 	}()
 	defer func() { stop.Store(true); <-done }()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -43,7 +44,7 @@ func TestSubscribeWakeups(t *testing.T) {
 	c.sendCmd("SUBSCRIBE", ch, "redisson_lock__channel:{other}")
 	c.expect(pushed("subscribe", ch, 1))
 	c.expect(pushed("subscribe", "redisson_lock__channel:{other}", 2))
-	if n := e.srv.publish(ch, "0"); n != 1 {
+	if n := e.srv.rs.Publish(ch, "0"); n != 1 {
 		t.Fatalf("published to %d subscribers; want 1", n)
 	}
 	c.expect(pushed("message", ch, "0"))
@@ -60,14 +61,14 @@ func TestSubscribeWakeups(t *testing.T) {
 	}
 	c.sendCmd("PING")
 	c.expect("+PONG\r\n") // out of subscribed mode
-	if n := e.srv.publish(ch, "0"); n != 0 {
+	if n := e.srv.rs.Publish(ch, "0"); n != 0 {
 		t.Fatalf("published to %d after UNSUBSCRIBE", n)
 	}
 
 	s := dialRaw(t, e.addr)
 	s.sendCmd("SSUBSCRIBE", ch)
 	s.expect(pushed("ssubscribe", ch, 1))
-	e.srv.publish(ch, "0")
+	e.srv.rs.Publish(ch, "0")
 	s.expect(pushed("smessage", ch, "0"))
 
 	bad := dialRaw(t, e.addr)
@@ -75,38 +76,38 @@ func TestSubscribeWakeups(t *testing.T) {
 	if got := bad.read(); !strings.Contains(got, "wake-up channels") {
 		t.Fatalf("SUBSCRIBE news: %q", got)
 	}
-	bad.sendCmd("SUBSCRIBE", ch+strings.Repeat("x", maxChannelLen))
+	bad.sendCmd("SUBSCRIBE", ch+strings.Repeat("x", respserver.MaxChannelLen))
 	if got := bad.read(); !strings.HasPrefix(got, "-ERR") {
-		t.Fatalf("a channel over %d bytes: %q", maxChannelLen, got)
+		t.Fatalf("a channel over %d bytes: %q", respserver.MaxChannelLen, got)
 	}
 }
 
-// TestSubscribeLimits: a connection holds at most maxSubscriptions
+// TestSubscribeLimits: a connection holds at most respserver.MaxSubscriptions
 // channels, and a subscriber that does not read loses messages (counted)
 // instead of growing the proxy's memory.
 func TestSubscribeLimits(t *testing.T) {
 	e := startEnv(t, 3, nil)
 	c := dialRaw(t, e.addr)
 	args := []string{"SUBSCRIBE"}
-	for i := range maxSubscriptions + 1 {
+	for i := range respserver.MaxSubscriptions + 1 {
 		args = append(args, redisson.ChannelPrefix+":{"+strings.Repeat("k", 3)+string(rune('a'+i%26))+"}"+strings.Repeat("x", i/26))
 	}
 	c.sendCmd(args[:500]...) // within the proxy's arguments limit
 	c.sendCmd(append([]string{"SUBSCRIBE"}, args[500:]...)...)
-	for i := range maxSubscriptions {
+	for i := range respserver.MaxSubscriptions {
 		if got := c.read(); !strings.HasSuffix(got, ":"+itoa(i+1)+"\r\n") {
 			t.Fatalf("confirmation %d: %q", i, got)
 		}
 	}
 	if got := c.read(); !strings.Contains(got, "more than 1024") {
-		t.Fatalf("subscription %d: %q", maxSubscriptions+1, got)
+		t.Fatalf("subscription %d: %q", respserver.MaxSubscriptions+1, got)
 	}
 	// Nobody reads c now: its queue fills, then messages are dropped.
 	ch := args[1]
-	for range msgQueueLen * 4 {
-		e.srv.publish(ch, strings.Repeat("m", 64<<10))
+	for range respserver.MsgQueueLen * 4 {
+		e.srv.rs.Publish(ch, strings.Repeat("m", 64<<10))
 	}
-	if e.srv.wakeDropped.Load() == 0 {
+	if e.srv.rs.Stats().WakeupsDropped == 0 {
 		t.Fatal("no message dropped for a subscriber that does not read")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -26,13 +27,13 @@ func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl)
 // that has one — a single-key release or extension through the engine
 // (Lock.UnlockAsync, Lock.ExtendAsync), as runLib runs it — or nil
 // (runLib on a goroutine).
-func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
+func (s *Server) libStart(ls *libScript, keys, argv [][]byte) respserver.AsyncStart {
 	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == opAcquire {
 		return nil
 	}
 	token := argv[ls.TokenArg]
 	if ls.Op == opRelease {
-		return func(done func(replyFunc)) {
+		return func(done func(respserver.ReplyFunc)) {
 			l := s.tr.Attach(string(keys[0]), string(token), 0)
 			l.UnlockAsync(func(err error) {
 				done(func(dst []byte) []byte { return s.libReleased(dst, ls, keys, token, err) })
@@ -43,7 +44,7 @@ func (s *Server) libStart(ls *libScript, keys, argv [][]byte) asyncStart {
 	if msg != "" {
 		return nil // runLib answers the error
 	}
-	return func(done func(replyFunc)) {
+	return func(done func(respserver.ReplyFunc)) {
 		l := s.tr.Attach(string(keys[0]), string(token), ttl)
 		l.ExtendAsync(ttl, func(err error) {
 			done(func(dst []byte) []byte { return s.libExtended(dst, ls, keys, token, err) })
@@ -346,7 +347,7 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 				fmt.Fprintf(&b, "; master %d (%s): %v", i, addrs[i], err)
 			}
 		}
-		s.masterLog.Warn(s.log, "proxy: too few masters answered", []any{"answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; ")})
+		s.rs.LogBackend("proxy: too few masters answered", "answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; "))
 		return s.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
+	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // The wiring of the Redisson room (proxy/internal/redisson): which
@@ -25,47 +26,45 @@ var (
 	_ redisson.LockReplies = roomHooks{}
 )
 
-func (h roomHooks) Publish(ch, msg string) int                  { return h.s.publish(ch, msg) }
+func (h roomHooks) Publish(ch, msg string) int                  { return h.s.rs.Publish(ch, msg) }
 func (h roomHooks) EngineErr(err error) []byte                  { return h.s.engineErr(err) }
 func (h roomHooks) Undecided(reps []enginex.MasterReply) []byte { return h.s.undecided(reps) }
 func (h roomHooks) Tokenless(cmd, script string) string         { return msgTokenless(cmd, script) }
 
-// startRedisson starts the Redisson room over the server's engine. Its
-// locks' wake-up channels are the channels clients may subscribe to.
+// startRedisson starts the Redisson room over the server's engine. (Its
+// locks' wake-up channels are the channels clients may subscribe to: New.)
 func (s *Server) startRedisson() {
-	s.subs = subscriptions{allowed: redisson.Channel,
-		what: "the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name}"}
 	h := roomHooks{s}
 	s.redisson = redisson.New(redisson.Config{
 		Engine: s.eng, Transport: s.tr, KeyPrefix: s.cfg.KeyPrefix,
 		AllowTokenlessWrites: s.cfg.AllowTokenlessWrites,
 		WakeChannel:          s.cfg.WakeChannel, LocalWakeups: s.cfg.LocalWakeups,
-		Publisher: h, Replies: h, Closing: &s.shutting,
+		Publisher: h, Replies: h, Closing: s.rs.Closing(),
 	})
 }
 
 // runRedisson serves a recognised Redisson script (keys already carry the
 // proxy's key prefix).
-func (c *client) runRedisson(rs *redisson.Script, keys, argv [][]byte) *call {
-	locks, run, refusal := c.s.redisson.Serve(rs, keys, argv)
+func (s *Server) runRedisson(c *client, rs *redisson.Script, keys, argv [][]byte) *call {
+	locks, run, refusal := s.redisson.Serve(rs, keys, argv)
 	if refusal != "" {
-		return errCall(refusal)
+		return respserver.ErrCall(refusal)
 	}
-	return c.async(locks, asyncFunc(run))
+	return c.Async(locks, respserver.AsyncFunc(run))
 }
 
 // cmdHExists answers Redisson's isHeldByThread, cmdHGet its getHoldCount
 // and a read-write lock's mode (redisson.Locks.HExists).
-func (c *client) cmdHExists(args [][]byte) *call {
-	return c.async(args[1:2], asyncFunc(c.s.redisson.HExists(string(args[1]), string(args[2]))))
+func (s *Server) cmdHExists(c *client, args [][]byte) *call {
+	return c.Async(args[1:2], respserver.AsyncFunc(s.redisson.HExists(string(args[1]), string(args[2]))))
 }
 
-func (c *client) cmdHGet(args [][]byte) *call {
-	return c.async(args[1:2], asyncFunc(c.s.redisson.HGet(string(args[1]), string(args[2]))))
+func (s *Server) cmdHGet(c *client, args [][]byte) *call {
+	return c.Async(args[1:2], respserver.AsyncFunc(s.redisson.HGet(string(args[1]), string(args[2]))))
 }
 
 // redissonToken answers RFencedLock.getToken (GET of a token key).
-func (c *client) redissonToken(key []byte) *call {
-	r := c.s.redisson
-	return c.async([][]byte{key}, func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
+func (s *Server) redissonToken(c *client, key []byte) *call {
+	r := s.redisson
+	return c.Async([][]byte{key}, func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
 }

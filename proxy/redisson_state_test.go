@@ -81,7 +81,7 @@ func TestRedissonFencedTokenRace(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := e.srv.panics.Load(); n > 0 {
+	if n := e.srv.rs.Stats().PanicsRecovered; n > 0 {
 		t.Errorf("%d panics recovered", n)
 	}
 }

@@ -150,7 +150,7 @@ func TestRedissonWakeup(t *testing.T) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() { done <- b.Lock(ctx, "wake", 1, 30*time.Second) }()
-	for e.srv.publish(redissonwire.Channel("wake"), "1") == 0 { // "1" wakes nobody: it is not the unlock message
+	for e.srv.rs.Publish(redissonwire.Channel("wake"), "1") == 0 { // "1" wakes nobody: it is not the unlock message
 		time.Sleep(5 * time.Millisecond)
 	}
 	select {
@@ -170,7 +170,7 @@ func TestRedissonWakeup(t *testing.T) {
 	if n, _ := b.HoldCount(ctx, "wake", 1); n != 1 {
 		t.Fatalf("the woken client's hold count: %d", n)
 	}
-	if e.srv.wakesSent.Load() == 0 {
+	if e.srv.rs.Stats().WakeupsSent == 0 {
 		t.Fatal("no wake-up message counted")
 	}
 }

@@ -2,17 +2,11 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/redcon"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
@@ -37,25 +31,9 @@ const (
 	DefaultQueueTimeout    = time.Second      // a pipelined command's wait for the masters (admission.go)
 )
 
-// Limits that apply before a client has authenticated (when RequirePass
-// is set): Redis's own for unauthenticated clients.
-const (
-	unauthMaxArgs    = 10
-	unauthMaxBulkLen = 16 << 10
-)
-
-// freeClientBytes is what each connection may hold (request and reply
-// bytes) without drawing on Config.MaxClientMemory, so that ordinary small
-// commands are never refused because large ones used up the budget.
-const freeClientBytes = 16 << 10
-
-// writeTimeout bounds one write of replies to a client; a client that does
-// not read for this long (up to writeSlack longer) is closed.
+// writeTimeout bounds one write of replies to a client; a client that
+// does not read for this long (up to a second longer) is closed.
 const writeTimeout = 10 * time.Second
-
-// writeSlack is how long a write deadline is reused before it is pushed
-// back (client.armWrite): a reply's write then costs no timer update.
-const writeSlack = time.Second
 
 // Config configures a [Server]. EngineConfig's members (Addrs, Clusters) or
 // Engine are required.
@@ -216,12 +194,12 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.EventLoops == 0 {
-		c.EventLoops = defaultEventLoops()
+		c.EventLoops = respserver.DefaultEventLoops()
 	}
 	if c.EventLoops < 0 {
 		c.EventLoops = 0
 	}
-	if c.EventLoops > 0 && !loopsSupported {
+	if c.EventLoops > 0 && !respserver.LoopsSupported {
 		return c, fmt.Errorf("%w: EventLoops needs Linux (epoll)", ErrBadConfig)
 	}
 	if c.IdleTimeout < 0 || c.ScriptTimeout < 0 || c.AuthTimeout < 0 || c.RequestTimeout < 0 || c.QueueTimeout < 0 {
@@ -248,18 +226,11 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// defaultEventLoops is Config.EventLoops's default (tests may replace it).
-var defaultEventLoops = func() int {
-	if !loopsSupported {
-		return 0
-	}
-	return max(1, runtime.GOMAXPROCS(0)/4)
-}
-
 // Server is a RESP server that turns lock commands of unmodified Redis
 // clients into Redlock quorum operations. Create it with [New].
 type Server struct {
 	cfg       Config
+	rs        *respserver.Server // the clients' connections (the server room)
 	eng       *engine.Engine
 	obs       engine.Observer // eng's Observer (nil: none): library scripts report to it
 	ownEngine bool
@@ -267,53 +238,12 @@ type Server struct {
 	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
 	passTr    enginex.Transport // pass's broadcasts
 	redisson  *redisson.Locks   // the Redisson room (redisson.go)
-	subs      subscriptions     // what clients may subscribe to (the Redisson room's channels)
 	scripts   scriptCache
 	fenceKey  string // the masters' fencing counter: no client command may name it
-	start     time.Time
-	log       *slog.Logger
-	inflight  chan struct{}              // semaphore: commands running on the masters
-	workers   *respserver.Workers[*call] // runs asynchronous commands (pool.go)
-
-	baseCtx context.Context // cancelled by Close
-	cancel  context.CancelFunc
-
-	shutting atomic.Bool
-	nextID   atomic.Int64
-	clients  atomic.Int64
-	mem      atomic.Int64   // bytes charged to MaxClientMemory
-	wg       sync.WaitGroup // serve loops and client goroutines
-	close    sync.Once
-
-	mu        sync.Mutex
-	listeners map[net.Listener]struct{} // guarded by mu
-	conns     map[*client]struct{}      // guarded by mu
-	addr      net.Addr                  // guarded by mu: first listener's address
-
-	// Counters for INFO and Stats.
-	accepted, rejected, commands, protoErrors atomic.Uint64
-
-	panics, authFailures, memRefused atomic.Uint64
-	overloaded                       atomic.Uint64 // requests refused -BUSY (admission.go)
-	adm                              *respserver.Admission[*call]
-
-	loops       []*loop        // event loops (Config.EventLoops)
-	masterConns []*conn.Conn   // what the loops cork
-	loopWG      sync.WaitGroup // the loops' goroutines
-	loopMoves   atomic.Uint64  // clients moved from a loop to goroutines
-	loopClients atomic.Int64   // clients on the loops now
 
 	locks   lockCounts // lock events the proxy reports itself, for INFO
 	refused *refusals  // recently refused acquisitions: their releases are cleanups
-
-	hub                    respserver.Hub[*client] // lock wake-up subscriptions (pubsub.go)
-	wakesSent, wakeDropped atomic.Uint64           // wake-up messages delivered, and lost to full queues
-
-	// Log budgets (respserver.LogBurst lines per LogWindow each): what clients cause
-	// (any client, authenticated or not, can spend it), and the masters'
-	// failures behind clients' error replies (engineErr), which clients
-	// must not be able to crowd out.
-	clientLog, masterLog respserver.LogBudget
+	closed  sync.Once
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
@@ -323,9 +253,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, start: time.Now(), log: cfg.Logger, refused: newRefusals(),
-		inflight:  make(chan struct{}, cfg.MaxInFlight),
-		listeners: map[net.Listener]struct{}{}, conns: map[*client]struct{}{}}
+	s := &Server{cfg: cfg, eng: cfg.Engine, refused: newRefusals()}
 	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
 	if s.eng == nil {
 		ec := cfg.EngineConfig
@@ -348,9 +276,6 @@ func New(cfg Config) (*Server, error) {
 	s.tr = enginex.Open(s.eng)
 	s.obs = s.eng.Config().Observer // the given engine's, when there is one
 	s.fenceKey = s.eng.Config().FenceKey
-	// The latency target: half the per-master timeout of a 30s lock (the
-	// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
-	s.adm = respserver.NewAdmission(s.tr.MasterTimeout(30*time.Second)/2, cfg.QueueTimeout, cfg.MaxInFlight, callArrived)
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.
@@ -360,19 +285,38 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.passTr = enginex.Open(s.pass)
 	}
-	if err := s.startPool(); err != nil {
+	var corks []respserver.Cork
+	for i := range s.eng.Masters() {
+		for _, mc := range s.tr.Conns(i) {
+			corks = append(corks, mc)
+		}
+	}
+	ec := s.eng.Config()
+	s.rs, err = respserver.New(respserver.Config{
+		RequirePass: cfg.RequirePass, MaxAuthFailures: cfg.MaxAuthFailures,
+		AuthTimeout: cfg.AuthTimeout, RequestTimeout: cfg.RequestTimeout,
+		MaxClients: cfg.MaxClients, MaxRequestBytes: cfg.MaxRequestBytes, MaxArgs: cfg.MaxArgs,
+		MaxPipeline: cfg.MaxPipeline, MaxInFlight: cfg.MaxInFlight, QueueTimeout: cfg.QueueTimeout,
+		MaxClientMemory: cfg.MaxClientMemory, IdleTimeout: cfg.IdleTimeout, KeyPrefix: cfg.KeyPrefix,
+		EventLoops: cfg.EventLoops, Logger: cfg.Logger, WriteTimeout: cfg.writeTimeout,
+
+		Commands: s.commands(), CheckKey: s.reservedKey,
+		Subscribable:     redisson.Channel,
+		SubscribableWhat: "the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name}",
+		// The latency target: half the per-master timeout of a 30s lock (the
+		// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
+		LatencyTarget: s.tr.MasterTimeout(30*time.Second) / 2,
+		Corks:         corks,
+		ClosedReply:   s.engineErr,
+		// Close waits for the grant rule's (d): see [Server.Close].
+		CloseWait:    s.tr.MasterTimeout(ec.MaxTTL) + ec.CleanupTimeout + 100*time.Millisecond,
+		InfoSections: []string{"masters"},
+		Info:         s.info,
+	})
+	if err != nil {
 		s.closeEngines()
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	for i := range s.eng.Masters() {
-		s.masterConns = append(s.masterConns, s.tr.Conns(i)...)
-	}
-	if err := s.startLoops(); err != nil {
-		s.workers.Release()
-		s.closeEngines()
-		return nil, err
-	}
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.startRedisson()
 	return s, nil
 }
@@ -381,11 +325,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Engine() *engine.Engine { return s.eng }
 
 // Addr returns the address of the first listener, or nil before Serve.
-func (s *Server) Addr() net.Addr {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+func (s *Server) Addr() net.Addr { return s.rs.Addr() }
 
 // ListenAndServe listens on Config.Listen and serves until Shutdown or Close.
 func (s *Server) ListenAndServe() error {
@@ -398,88 +338,7 @@ func (s *Server) ListenAndServe() error {
 
 // Serve accepts connections on ln until Shutdown or Close (then it returns
 // [ErrServerClosed]) or ln fails. It closes ln.
-func (s *Server) Serve(ln net.Listener) error {
-	s.mu.Lock()
-	if s.shutting.Load() {
-		s.mu.Unlock()
-		ln.Close()
-		return ErrServerClosed
-	}
-	s.listeners[ln] = struct{}{}
-	if s.addr == nil {
-		s.addr = ln.Addr()
-	}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, ln)
-		s.mu.Unlock()
-		ln.Close()
-	}()
-	var backoff time.Duration
-	for {
-		nc, err := ln.Accept()
-		if err != nil {
-			if s.shutting.Load() {
-				return ErrServerClosed
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
-			return err
-		}
-		backoff = 0
-		s.accept(nc)
-	}
-}
-
-func isTemporary(err error) bool {
-	var t interface{ Temporary() bool }
-	return errors.As(err, &t) && t.Temporary()
-}
-
-// accept registers nc and starts its goroutine, or refuses it.
-func (s *Server) accept(nc net.Conn) {
-	if s.clients.Add(1) > int64(s.cfg.MaxClients) {
-		s.clients.Add(-1)
-		s.rejected.Add(1)
-		if _, ok := nc.(*tls.Conn); ok {
-			// The write runs the TLS handshake, which waits for the
-			// client: not on the accept loop, and bounded.
-			go func() {
-				nc.SetDeadline(time.Now().Add(time.Second))
-				nc.Write(redcon.AppendError(nil, msgMaxClients))
-				nc.Close()
-			}()
-			return
-		}
-		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		nc.Write(redcon.AppendError(nil, msgMaxClients))
-		nc.Close()
-		return
-	}
-	if tc, ok := nc.(*net.TCPConn); ok && s.enroll(tc) {
-		return
-	}
-	c := newClient(s, nc, nc.RemoteAddr().String())
-	s.mu.Lock()
-	if s.shutting.Load() {
-		s.mu.Unlock()
-		s.clients.Add(-1)
-		nc.Close()
-		return
-	}
-	s.conns[c] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	s.accepted.Add(1)
-	go c.serve()
-}
+func (s *Server) Serve(ln net.Listener) error { return s.rs.Serve(ln) }
 
 // Shutdown stops accepting, stops reading new commands, lets in-flight
 // commands finish and their replies be written, then closes every client
@@ -488,32 +347,9 @@ func (s *Server) accept(nc net.Conn) {
 // through another proxy). If ctx ends first, Shutdown calls Close and
 // returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopAccepting()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.interrupt() // wakes the reader; it sees shutting
-	}
-	s.mu.Unlock()
-	s.interruptLoops()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return s.Close()
-	case <-ctx.Done():
-		s.Close()
-		<-done
-		return ctx.Err()
-	}
-}
-
-func (s *Server) stopAccepting() {
-	s.mu.Lock()
-	s.shutting.Store(true)
-	for ln := range s.listeners {
-		ln.Close()
-	}
-	s.mu.Unlock()
+	err := s.rs.Shutdown(ctx)
+	s.Close()
+	return err
 }
 
 // Close stops the server: listeners are closed, clients are not read
@@ -529,31 +365,8 @@ func (s *Server) stopAccepting() {
 // could retry the same value through another proxy, and the late cleanup
 // would delete the retry's grant.
 func (s *Server) Close() error {
-	s.close.Do(func() {
-		s.stopAccepting()
-		s.cancel()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.interrupt() // wakes the reader; it sees shutting
-		}
-		s.mu.Unlock()
-		s.interruptLoops()
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
-		bound := time.NewTimer(s.tr.MasterTimeout(s.eng.Config().MaxTTL) + s.eng.Config().CleanupTimeout + 100*time.Millisecond)
-		select {
-		case <-done:
-		case <-bound.C: // a client that does not read its replies
-		}
-		bound.Stop()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.forceClose()
-		}
-		s.mu.Unlock()
-		<-done
-		s.stopLoops()
-		s.workers.Release()
+	s.closed.Do(func() {
+		s.rs.Close()
 		s.closeEngines()
 	})
 	return nil
@@ -570,8 +383,3 @@ func (s *Server) closeEngines() {
 		s.pass.Close()
 	}
 }
-
-// logLimited logs a warning about a client, at most respserver.LogBurst
-// per respserver.LogWindow: a hostile client must not flood the log. The
-// first line of the next window says how many were left out.
-func (s *Server) logLimited(msg string, attrs ...any) { s.clientLog.Warn(s.log, msg, attrs) }

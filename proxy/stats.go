@@ -41,18 +41,19 @@ type Stats struct {
 
 // Stats returns the server's counters. Safe for concurrent use.
 func (s *Server) Stats() Stats {
+	st := s.rs.Stats()
 	return Stats{
-		ConnectedClients:    s.clients.Load(),
-		AcceptedConnections: s.accepted.Load(),
-		RejectedConnections: s.rejected.Load(),
-		Commands:            s.commands.Load(),
-		ProtocolErrors:      s.protoErrors.Load(),
-		AuthFailures:        s.authFailures.Load(),
-		MemoryRefusals:      s.memRefused.Load(),
-		PanicsRecovered:     s.panics.Load(),
-		OverloadRefusals:    s.overloaded.Load(),
-		LoopClients:         s.loopClients.Load(),
-		LoopMoves:           s.loopMoves.Load(),
+		ConnectedClients:    st.ConnectedClients,
+		AcceptedConnections: st.AcceptedConnections,
+		RejectedConnections: st.RejectedConnections,
+		Commands:            st.Commands,
+		ProtocolErrors:      st.ProtocolErrors,
+		AuthFailures:        st.AuthFailures,
+		MemoryRefusals:      st.MemoryRefusals,
+		PanicsRecovered:     st.PanicsRecovered,
+		OverloadRefusals:    st.OverloadRefusals,
+		LoopClients:         st.LoopClients,
+		LoopMoves:           st.LoopMoves,
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package respserver
 
 import (
 	"crypto/tls"
@@ -16,7 +16,6 @@ import (
 	"github.com/tidwall/redcon"
 	"github.com/valyala/bytebufferpool"
 
-	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -27,14 +26,14 @@ const maxTrackedKeys = 4096
 // client is one client connection: a reader goroutine (serve) parses and
 // dispatches commands in order, a writer goroutine writes their replies in
 // the same order.
-type client struct {
+type Conn struct {
 	s       *Server
 	nc      net.Conn
 	remote  string
 	id      int64
 	created time.Time
 	rd      *resp.CommandReader
-	calls   chan *call    // dispatched commands in request order; closed by the reader
+	calls   chan *Call    // dispatched commands in request order; closed by the reader
 	drained chan struct{} // the writer released bytes (cap 1)
 	wdone   chan struct{} // closed when the writer returns
 	wfail   chan struct{} // closed when the writer can no longer write (it panicked)
@@ -57,14 +56,14 @@ type client struct {
 	alone  bool // the last batch (commands until the buffer was empty) was one command
 	// dcall and dstate are the call of the command that runs on the
 	// reader (direct), reused from one such command to the next.
-	dcall  call
+	dcall  Call
 	dstate asyncState
 
 	// Owned by the reader goroutine (commands that change them run there):
 	authed    bool
 	authFails int
 	name, lib string
-	lastByKey map[uint64]*call // last command per key hash (see order)
+	lastByKey map[uint64]*Call // last command per key hash (see order)
 	sweepAt   int              // len(lastByKey) at which finished entries are swept
 	authBy    time.Time        // with a password: when an unauthenticated connection is closed
 	sub       *subState        // subscriptions (pubsub.go); nil before the first SUBSCRIBE
@@ -78,7 +77,7 @@ type client struct {
 }
 
 // call is one command's reply slot.
-type call struct {
+type Call struct {
 	done       chan struct{} // closed when out is final (nil for a direct call: nothing waits for it)
 	out        []byte
 	bb         *bytebufferpool.ByteBuffer // out's pooled buffer, if any (call.release)
@@ -92,8 +91,8 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // newClient returns the client of nc (nil: an event loop's, whose
 // address is remote).
-func newClient(s *Server, nc net.Conn, remote string) *client {
-	c := &client{s: s, nc: nc, remote: remote, id: s.nextID.Add(1), created: time.Now(),
+func newClient(s *Server, nc net.Conn, remote string) *Conn {
+	c := &Conn{s: s, nc: nc, remote: remote, id: s.nextID.Add(1), created: time.Now(),
 		authed: s.cfg.RequirePass == ""}
 	c.growFn = func(n int) bool {
 		if !c.authed && c.held.Load()+int64(n) > freeClientBytes {
@@ -112,10 +111,10 @@ func newClient(s *Server, nc net.Conn, remote string) *client {
 
 // initGoroutines prepares the goroutine path: a reader of src, and the
 // channels between the reader and the writer.
-func (c *client) initGoroutines(src io.Reader) {
-	c.calls = make(chan *call, c.s.cfg.MaxPipeline)
+func (c *Conn) initGoroutines(src io.Reader) {
+	c.calls = make(chan *Call, c.s.cfg.MaxPipeline)
 	c.drained, c.wdone, c.wfail = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	c.rd = resp.NewCommandReader(src, respserver.ReadBufferSize)
+	c.rd = resp.NewCommandReader(src, ReadBufferSize)
 	c.rd.Grow = c.growFn
 }
 
@@ -124,7 +123,7 @@ func (c *client) initGoroutines(src io.Reader) {
 // refusable growth fails, changing nothing, when the budget is exhausted.
 // Lock-free: each change of held applies exactly its own share to the
 // server's count, so concurrent changes add up.
-func (c *client) hold(n int64, refusable bool) bool {
+func (c *Conn) hold(n int64, refusable bool) bool {
 	now := c.held.Add(n)
 	delta := max(0, now-freeClientBytes) - max(0, now-n-freeClientBytes)
 	if delta == 0 {
@@ -138,7 +137,7 @@ func (c *client) hold(n int64, refusable bool) bool {
 	return true
 }
 
-func (c *client) serve() {
+func (c *Conn) serve() {
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		// A TLS listener: finish the handshake first, within the request
 		// timeout, so that a client that never sends its hello (or no
@@ -156,7 +155,7 @@ func (c *client) serve() {
 }
 
 // done unregisters a client that ended.
-func (c *client) done() {
+func (c *Conn) done() {
 	s := c.s
 	s.mu.Lock()
 	delete(s.conns, c)
@@ -166,7 +165,7 @@ func (c *client) done() {
 }
 
 // run serves the connection on the goroutine path: a reader and a writer.
-func (c *client) run() {
+func (c *Conn) run() {
 	defer c.done()
 	go c.writeLoop()
 	c.guard("reader", c.readLoop)
@@ -179,13 +178,13 @@ func (c *client) run() {
 
 // guard runs f; a panic in it is logged with the client's address, counted,
 // and ends this connection only.
-func (c *client) guard(where string, f func()) {
+func (c *Conn) guard(where string, f func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked(where, p)
 			if where == "reader" {
 				// The writer sends this, then closes the connection.
-				c.push(errReply("ERR redlock proxy internal error; closing the connection", true))
+				c.push(ErrReply("ERR redlock proxy internal error; closing the connection", true))
 				return
 			}
 			c.nc.Close()
@@ -194,13 +193,13 @@ func (c *client) guard(where string, f func()) {
 	f()
 }
 
-func (c *client) panicked(where string, p any) {
+func (c *Conn) panicked(where string, p any) {
 	c.s.panics.Add(1)
 	c.s.log.Error("proxy: recovered a panic; closing that client's connection",
 		"remote", c.remote, "client", c.id, "in", where, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 }
 
-func (c *client) readLoop() {
+func (c *Conn) readLoop() {
 	s := c.s
 	for {
 		shutting := s.shutting.Load()
@@ -246,7 +245,7 @@ func (c *client) readLoop() {
 		if err != nil {
 			c.hold(-int64(cmd.Size), false)
 			if msg := c.readErr(err); msg != "" {
-				c.push(errReply(msg, true))
+				c.push(ErrReply(msg, true))
 			}
 			return
 		}
@@ -289,7 +288,7 @@ func (c *client) readLoop() {
 
 // deadlineReader is what the connection's CommandReader reads: a read
 // inside a request (armed) sets the request's deadline first.
-type deadlineReader struct{ c *client }
+type deadlineReader struct{ c *Conn }
 
 func (r deadlineReader) Read(p []byte) (int, error) {
 	c := r.c
@@ -302,7 +301,7 @@ func (r deadlineReader) Read(p []byte) (int, error) {
 
 // setDeadline sets the read deadline d from now (0: none), never later
 // than the authentication deadline, and at once when Shutdown began.
-func (c *client) setDeadline(d time.Duration) {
+func (c *Conn) setDeadline(d time.Duration) {
 	var dl time.Time
 	if d > 0 {
 		dl = time.Now().Add(d)
@@ -319,15 +318,15 @@ func (c *client) setDeadline(d time.Duration) {
 }
 
 // setLimits applies the request limits of the connection's auth state.
-func (c *client) setLimits() { c.limit(c.rd) }
+func (c *Conn) setLimits() { c.limit(c.rd) }
 
 // setLoopLimits makes f parse for c: its limits and its memory.
-func (c *client) setLoopLimits(f *respserver.Framer) {
+func (c *Conn) setLoopLimits(f *Framer) {
 	c.limit(f.Reader())
 	f.Reader().Grow = c.growFn
 }
 
-func (c *client) limit(rd *resp.CommandReader) {
+func (c *Conn) limit(rd *resp.CommandReader) {
 	cfg := &c.s.cfg
 	rd.MaxArgs, rd.MaxBulkLen = cfg.MaxArgs, cfg.MaxRequestBytes
 	if !c.authed {
@@ -338,7 +337,7 @@ func (c *client) limit(rd *resp.CommandReader) {
 }
 
 // readErr returns the error reply for a failed read ("" to close silently).
-func (c *client) readErr(err error) string {
+func (c *Conn) readErr(err error) string {
 	var ne net.Error
 	var pe *resp.ProtocolError
 	switch {
@@ -356,7 +355,7 @@ func (c *client) readErr(err error) string {
 		case pe.Reason == resp.ReasonMemory && !c.authed:
 			return "ERR Protocol error: unauthenticated requests larger than 16 KiB"
 		case pe.Reason == resp.ReasonMemory:
-			return msgMemory + "; closing the connection"
+			return MsgMemory + "; closing the connection"
 		case !c.authed && pe.Limit && pe.Reason == resp.ReasonMultibulkLen:
 			reason = "unauthenticated multibulk length"
 		case !c.authed && pe.Limit && pe.Reason == resp.ReasonBulkLen:
@@ -373,38 +372,42 @@ func (c *client) readErr(err error) string {
 }
 
 // armWrite makes sure the socket's write deadline is at least
-// writeTimeout away: it sets it writeTimeout+writeSlack ahead, and again
-// only once that setting is writeSlack old. (Setting it for every write
+// writeTimeout away: it sets it writeTimeout+WriteSlack ahead, and again
+// only once that setting is WriteSlack old. (Setting it for every write
 // updates a runtime timer per reply.) The reader and the writer both call it.
-func (c *client) armWrite() {
+func (c *Conn) armWrite() {
 	now := time.Since(c.created) // monotonic
-	if set := c.wdlSet.Load(); set != 0 && now-time.Duration(set) < writeSlack {
+	if set := c.wdlSet.Load(); set != 0 && now-time.Duration(set) < WriteSlack {
 		return
 	}
 	c.wdlSet.Store(int64(max(now, 1)))
-	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.writeTimeout + writeSlack))
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout + WriteSlack))
 }
 
 // push queues a reply that is ready (a synchronous command's), holding its
 // bytes until the writer takes it.
-func (c *client) push(cl *call) {
+func (c *Conn) push(cl *Call) {
 	c.hold(cl.replyBytes(), false)
 	c.queue(cl)
 }
 
 // queue hands cl to the writer.
-func (c *client) queue(cl *call) {
+func (c *Conn) queue(cl *Call) {
 	c.unwritten.Add(1)
 	c.calls <- cl
 }
 
-func reply(out []byte) *call { return &call{done: closedChan, out: out} }
+// Reply is the Call of a reply already built.
+func Reply(out []byte) *Call { return &Call{done: closedChan, out: out} }
 
-func errReply(msg string, closeAfter bool) *call {
-	return &call{done: closedChan, out: redcon.AppendError(nil, msg), closeAfter: closeAfter}
+// ErrReply is the Call of the error reply msg; closeAfter closes the
+// connection once it is written.
+func ErrReply(msg string, closeAfter bool) *Call {
+	return &Call{done: closedChan, out: redcon.AppendError(nil, msg), closeAfter: closeAfter}
 }
 
-func errCall(msg string) *call { return errReply(msg, false) }
+// ErrCall is the Call of the error reply msg.
+func ErrCall(msg string) *Call { return ErrReply(msg, false) }
 
 // order records cl as the last command on keys and returns the earlier
 // in-flight commands cl must wait for. Keys are tracked by a 64-bit hash
@@ -413,12 +416,12 @@ func errCall(msg string) *call { return errReply(msg, false) }
 // swept whenever the map doubled since the last sweep, so it holds about
 // twice the keys in flight; beyond maxTrackedKeys keys in flight the reader
 // waits for earlier commands.
-func (c *client) order(keys [][]byte, cl *call) []*call {
+func (c *Conn) order(keys [][]byte, cl *Call) []*Call {
 	if len(keys) == 0 {
 		return nil
 	}
 	if c.lastByKey == nil {
-		c.lastByKey = map[uint64]*call{}
+		c.lastByKey = map[uint64]*Call{}
 		c.sweepAt = 64
 	}
 	if len(c.lastByKey)+len(keys) > c.sweepAt {
@@ -432,7 +435,7 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 		}
 		c.sweepAt = max(64, 2*(len(c.lastByKey)+len(keys)))
 	}
-	var after []*call
+	var after []*Call
 	for _, k := range keys {
 		h := maphash.Bytes(keySeed, k)
 		if prev := c.lastByKey[h]; prev != nil && prev != cl && !ready(prev) { // a key named twice: not itself
@@ -444,7 +447,7 @@ func (c *client) order(keys [][]byte, cl *call) []*call {
 }
 
 // sweepOrder drops the finished commands from the ordering map.
-func (c *client) sweepOrder() {
+func (c *Conn) sweepOrder() {
 	for k, prev := range c.lastByKey {
 		if ready(prev) {
 			delete(c.lastByKey, k)
@@ -454,7 +457,7 @@ func (c *client) sweepOrder() {
 
 // orderRoom reports whether n more keys fit in the ordering map without
 // waiting for earlier commands (an event loop never waits in order).
-func (c *client) orderRoom(n int) bool {
+func (c *Conn) orderRoom(n int) bool {
 	if c.lastByKey == nil || len(c.lastByKey)+n <= maxTrackedKeys {
 		return true
 	}
@@ -465,7 +468,7 @@ func (c *client) orderRoom(n int) bool {
 
 // forceClose closes c's connection at once (Close, after its bound;
 // s.mu held).
-func (c *client) forceClose() {
+func (c *Conn) forceClose() {
 	if c.nc != nil {
 		c.nc.Close()
 		return
@@ -476,7 +479,7 @@ func (c *client) forceClose() {
 
 // interrupt wakes c's reader, which sees Shutdown (s.mu held); a loop's
 // client is woken by its loop (Server.interruptLoops).
-func (c *client) interrupt() {
+func (c *Conn) interrupt() {
 	if c.nc != nil {
 		c.nc.SetReadDeadline(time.Now())
 	}
@@ -488,12 +491,12 @@ var keySeed = maphash.MakeSeed()
 // writeLoop writes replies in request order. It writes as soon as a reply
 // and every earlier one are ready, and flushes when it has nothing more
 // ready: when the next command has no reply yet or none is queued (or
-// respserver.FlushAt bytes are pending). Before such a flush it yields once, so that
+// FlushAt bytes are pending). Before such a flush it yields once, so that
 // replies completing at that moment (goroutines already runnable) join
 // the write: replies that complete together go out in one write. Its
 // buffer comes from batchPool for each batch and goes back after the
 // write, so an idle connection holds none.
-func (c *client) writeLoop() {
+func (c *Conn) writeLoop() {
 	defer close(c.wdone)
 	var bb *bytebufferpool.ByteBuffer
 	batched := int64(0) // calls taken since the last flush
@@ -508,10 +511,10 @@ func (c *client) writeLoop() {
 		}
 		switch {
 		case bb == nil:
-		case cap(bb.B) > respserver.FlushAt:
+		case cap(bb.B) > FlushAt:
 			bb = nil // shrink back after a large reply
 		default:
-			respserver.PutBatch(bb)
+			PutBatch(bb)
 			bb = nil
 		}
 		// Written: the reader may write the next reply itself.
@@ -524,7 +527,7 @@ func (c *client) writeLoop() {
 	}
 	c.guard("writer", func() {
 		for {
-			var cl *call
+			var cl *Call
 			var ok bool
 			select {
 			case cl, ok = <-c.calls:
@@ -546,7 +549,7 @@ func (c *client) writeLoop() {
 							// whatever else is ready.
 							if !broken {
 								if bb == nil {
-									bb = respserver.GetBatch()
+									bb = GetBatch()
 								}
 								bb.B = append(bb.B, frame...)
 							}
@@ -574,7 +577,7 @@ func (c *client) writeLoop() {
 			}
 			if !broken {
 				if bb == nil {
-					bb = respserver.GetBatch()
+					bb = GetBatch()
 				}
 				bb.B = append(bb.B, cl.out...)
 			}
@@ -592,14 +595,14 @@ func (c *client) writeLoop() {
 					for n := len(q.ch); n > 0; n-- {
 						frame := <-q.ch
 						if bb == nil {
-							bb = respserver.GetBatch()
+							bb = GetBatch()
 						}
 						bb.B = append(bb.B, frame...)
 						c.hold(-int64(len(frame)), false)
 					}
 				}
 			}
-			if cl.closeAfter || (bb != nil && len(bb.B) >= respserver.FlushAt) {
+			if cl.closeAfter || (bb != nil && len(bb.B) >= FlushAt) {
 				flush()
 			}
 			if cl.closeAfter && !broken {
@@ -623,7 +626,7 @@ func (c *client) writeLoop() {
 	}
 }
 
-func ready(cl *call) bool {
+func ready(cl *Call) bool {
 	select {
 	case <-cl.done:
 		return true
@@ -632,10 +635,10 @@ func ready(cl *call) bool {
 	}
 }
 
-// lower returns the ASCII lower-case form of a command name or option.
+// Lower returns the ASCII lower-case form of a command name or option.
 // The words the proxy compares against (lowerWords) come back without an
 // allocation, whatever their case: a SET NX PX costs three lookups.
-func lower(b []byte) string {
+func Lower(b []byte) string {
 	var buf [maxWordLen]byte
 	if len(b) <= len(buf) {
 		l := buf[:len(b)]
@@ -656,35 +659,33 @@ func lower(b []byte) string {
 // maxWordLen is the longest word lower interns.
 const maxWordLen = 16
 
-// lowerWords interns the command names of commandTable and the options
-// and subcommands the handlers compare against (a word missing here still
-// works: lower then allocates it). Filled in init: commandTable's
-// handlers call lower.
-var lowerWords map[string]string
+// lowerWords interns the command names and the options and subcommands
+// the handlers compare against (a word missing here still works: Lower
+// then allocates it): the server's own, and those a handler package gives
+// Intern in its init. It is only written during package initialisation.
+var lowerWords = map[string]string{}
 
-func init() {
-	m := map[string]string{}
-	add := func(w string) {
+// Intern adds words to those Lower returns without an allocation. Call it
+// only from a package's init (Lower reads the words unlocked).
+func Intern(words ...string) {
+	for _, w := range words {
 		if len(w) <= maxWordLen {
-			m[w] = w
+			lowerWords[w] = w
 		}
 	}
-	for _, ct := range commandTable {
-		add(ct.name)
-	}
-	for _, w := range []string{"nx", "px", "ex", "ifeq", "get", "load", "exists", "flush", "sync", "async",
-		"setname", "getname", "setinfo", "id", "lib-name", "lib-ver", "auth", "count", "docs", "info",
-		"all", "default", "everything"} {
-		add(w)
-	}
-	for _, w := range infoSections {
-		add(w)
-	}
-	lowerWords = m
 }
 
-// printable shortens a client-supplied name for an error message.
-func printable(b []byte) string {
+func init() {
+	for _, c := range serverCommands {
+		Intern(c.Name)
+	}
+	Intern("setname", "getname", "setinfo", "id", "lib-name", "lib-ver", "auth", "count", "docs", "info",
+		"all", "default", "everything", "get", "optin", "on", "off", "tracking", "caching")
+	Intern(infoSections...)
+}
+
+// Printable shortens a client-supplied name for an error message.
+func Printable(b []byte) string {
 	if len(b) > 64 {
 		b = b[:64]
 	}

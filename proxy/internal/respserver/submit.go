@@ -1,4 +1,4 @@
-package proxy
+package respserver
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	"github.com/tidwall/redcon"
 )
 
-// The admission of pooled asynchronous commands to the masters: the
-// decision is respserver.Admission's (its doc says how the limit adapts);
+// The admission of pooled asynchronous commands to the backends: the
+// decision is Admission's (its doc says how the limit adapts);
 // starting an admitted command and refusing one are here.
 
 // callArrived is when a queued call arrived (the admission's clock).
-func callArrived(cl *call) time.Time { return cl.a.arrived }
+func callArrived(cl *Call) time.Time { return cl.a.arrived }
 
 // submit admits cl (holding a MaxInFlight slot), queues it, or refuses it.
-func (s *Server) submit(cl *call) {
+func (s *Server) submit(cl *Call) {
 	now := time.Now()
 	admit, why := s.adm.Submit(cl, now)
 	switch {
@@ -29,11 +29,11 @@ func (s *Server) submit(cl *call) {
 // launch starts an admitted command — unless Close began: a command that
 // waited here has not reached the masters, and does not after Close (as
 // runOne's sends nothing once the server's context ended).
-func (s *Server) launch(cl *call, now time.Time) {
+func (s *Server) launch(cl *Call, now time.Time) {
 	cl.a.started = now
 	if err := s.baseCtx.Err(); err != nil {
 		cl.a.cb, cl.a.run = nil, nil
-		cl.a.c.completeCB(cl, fixed(s.engineErr(err)), nil)
+		cl.a.c.completeCB(cl, Fixed(s.cfg.ClosedReply(err)), nil)
 		return
 	}
 	if cl.a.cb != nil {
@@ -59,10 +59,10 @@ func (s *Server) admitted(started time.Time) {
 
 // busy refuses cl, which did not reach the masters within
 // Config.QueueTimeout.
-func (s *Server) busy(cl *call, why string) {
+func (s *Server) busy(cl *Call, why string) {
 	s.overloaded.Add(1)
 	s.logLimited("proxy: overloaded: a request was refused before reaching the masters", "why", why, "queue_timeout", s.cfg.QueueTimeout)
 	msg := "BUSY redlock proxy: overloaded: " + why + ", longer than its queue timeout " + s.cfg.QueueTimeout.String() + "; the masters were not asked: retry later"
 	cl.a.cb, cl.a.run = nil, nil
-	cl.a.c.completeCB(cl, fixed(redcon.AppendError(nil, msg)), nil)
+	cl.a.c.completeCB(cl, Fixed(redcon.AppendError(nil, msg)), nil)
 }

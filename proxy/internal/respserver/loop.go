@@ -1,12 +1,10 @@
-package proxy
+package respserver
 
 import (
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
-
-	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // loopState is a client's state in a loop (owned by the loop goroutine,
@@ -14,7 +12,7 @@ import (
 type loopState struct {
 	fd         int32
 	in         []byte  // bytes received, not parsed yet: the start of a command, or the commands after a stopped batch
-	q          []*call // unwritten replies, in request order
+	q          []*Call // unwritten replies, in request order
 	qHead      int
 	out        *bytebufferpool.ByteBuffer // replies not yet written (nil: none)
 	outSince   time.Time
@@ -25,15 +23,15 @@ type loopState struct {
 	dead       bool // the socket failed: no more writes
 	closeAfter bool // a reply that closes the connection was queued
 	touched    bool
-	stallCl    *call // an asynchronous call waiting for an in-flight slot
+	stallCl    *Call // an asynchronous call waiting for an in-flight slot
 	slotWait   bool  // a goroutine waits for stallCl's slot
 	slotGot    atomic.Bool
-	stallCmd   [][]byte             // a command waiting for room in the ordering map
-	stallSize  int                  // its request bytes
-	moveData   []byte               // non-nil: move to the goroutine path with these bytes first
-	lastRead   time.Time            // the last bytes received, or the last scan that found it busy: IdleTimeout's clock
-	partSince  time.Time            // since when the rest of in's command is awaited: RequestTimeout's clock (zero: none)
-	scan       respserver.FrameScan // how far in's command was checked
+	stallCmd   [][]byte  // a command waiting for room in the ordering map
+	stallSize  int       // its request bytes
+	moveData   []byte    // non-nil: move to the goroutine path with these bytes first
+	lastRead   time.Time // the last bytes received, or the last scan that found it busy: IdleTimeout's clock
+	partSince  time.Time // since when the rest of in's command is awaited: RequestTimeout's clock (zero: none)
+	scan       FrameScan // how far in's command was checked
 	killed     atomic.Bool
 	moved      atomic.Bool // handed to the goroutine path
 	queued     bool        // on the loop's ready list (guarded by loop.mu)
@@ -42,7 +40,7 @@ type loopState struct {
 // prefixReader reads pre, then the connection (deadlineReader).
 type prefixReader struct {
 	pre []byte
-	c   *client
+	c   *Conn
 }
 
 func (r *prefixReader) Read(p []byte) (int, error) {
@@ -57,7 +55,7 @@ func (r *prefixReader) Read(p []byte) (int, error) {
 // dropOut gives the output buffer back.
 func (ls *loopState) dropOut() {
 	if ls.out != nil {
-		respserver.PutBatch(ls.out)
+		PutBatch(ls.out)
 		ls.out = nil
 	}
 }

@@ -1,19 +1,19 @@
 //go:build !linux
 
-package proxy
+package respserver
 
 import (
 	"net"
 	"sync"
 )
 
-// loopsSupported reports whether Config.EventLoops can be honoured here:
+// LoopsSupported reports whether Config.EventLoops can be honoured here:
 // the event loop is epoll's (loop_linux.go).
-const loopsSupported = false
+const LoopsSupported = false
 
 type loop struct{ mu sync.Mutex }
 
-func (l *loop) ready(*client)                 {}
+func (l *loop) ready(*Conn)                   {}
 func (s *Server) startLoops() error           { return nil }
 func (s *Server) enroll(tc *net.TCPConn) bool { return false }
 func (s *Server) stopLoops()                  {}

@@ -1,4 +1,4 @@
-package proxy
+package respserver
 
 import (
 	"strings"
@@ -30,9 +30,9 @@ type subscriptions struct {
 
 // Bounds of a connection's subscriptions and of its undelivered messages.
 const (
-	maxSubscriptions = 1024
-	maxChannelLen    = 1024
-	msgQueueLen      = 128
+	MaxSubscriptions = 1024
+	MaxChannelLen    = 1024
+	MsgQueueLen      = 128
 )
 
 // msgQueue carries a subscribed connection's pushed frames (messages and
@@ -47,20 +47,11 @@ type subState struct {
 	chans map[string]bool // channel → subscribed with SSUBSCRIBE
 }
 
-// publish sends msg on ch to every subscriber and returns how many got it
-// (the hub queues under its lock: see respserver.Hub.Publish).
-func (s *Server) publish(ch, msg string) int {
-	n, dropped := s.hub.Publish(ch, msg)
-	s.wakeDropped.Add(uint64(dropped))
-	s.wakesSent.Add(uint64(n))
-	return n
-}
-
 // Deliver queues a message frame of msg on ch for the connection, unless
 // it takes no messages (not subscribed), or its queue or the memory
 // budget is full (dropped). The hub calls it under its lock: it never
 // blocks.
-func (c *client) Deliver(ch, msg string, shard bool) (queued, dropped bool) {
+func (c *Conn) Deliver(ch, msg string, shard bool) (queued, dropped bool) {
 	q := c.msgs.Load()
 	if q == nil {
 		return false, false
@@ -91,27 +82,27 @@ func (c *client) Deliver(ch, msg string, shard bool) (queued, dropped bool) {
 }
 
 // subscribed reports whether the connection is in subscribed mode.
-func (c *client) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0 }
+func (c *Conn) subscribed() bool { return c.sub != nil && len(c.sub.chans) > 0 }
 
 // cmdSubscribe answers SUBSCRIBE / SSUBSCRIBE channel [channel ...].
-func (c *client) cmdSubscribe(args [][]byte) *call {
-	shard := lower(args[0]) == "ssubscribe"
+func (c *Conn) cmdSubscribe(args [][]byte) *Call {
+	shard := Lower(args[0]) == "ssubscribe"
 	for _, a := range args[1:] {
-		if len(a) > maxChannelLen || !c.s.subs.allowed(string(a)) {
-			return errCall("ERR redlock proxy: " + strings.ToUpper(lower(args[0])) + " serves " + c.s.subs.what + " only")
+		if len(a) > MaxChannelLen || !c.s.subs.allowed(string(a)) {
+			return ErrCall("ERR redlock proxy: " + strings.ToUpper(Lower(args[0])) + " serves " + c.s.subs.what + " only")
 		}
 	}
 	if c.sub == nil {
 		// Replies from now on go through the message queue, after every
 		// reply already queued: wait until those are written.
 		if !c.waitWritten() {
-			return errReply(msgShuttingDown, true)
+			return ErrReply(MsgShuttingDown, true)
 		}
-		c.sub = &subState{q: &msgQueue{ch: make(chan []byte, msgQueueLen)}, chans: map[string]bool{}}
+		c.sub = &subState{q: &msgQueue{ch: make(chan []byte, MsgQueueLen)}, chans: map[string]bool{}}
 		c.msgs.Store(c.sub.q)
 		// The writer may be waiting for a call with no queue to watch: an
 		// empty call makes it look again.
-		c.queue(&call{done: closedChan})
+		c.queue(&Call{done: closedChan})
 	}
 	kind := "subscribe"
 	if shard {
@@ -120,13 +111,13 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 	for _, a := range args[1:] {
 		ch := string(a)
 		if _, ok := c.sub.chans[ch]; !ok {
-			if len(c.sub.chans) >= maxSubscriptions {
+			if len(c.sub.chans) >= MaxSubscriptions {
 				return c.pushFrame(redcon.AppendError(nil, "ERR redlock proxy: more than 1024 subscriptions on one connection"))
 			}
 			// A subscription is kept as long as the connection: charged to
 			// MaxClientMemory (not to the connection's backpressure).
 			if !c.s.charge(subCost(ch)) {
-				return c.pushFrame(redcon.AppendError(nil, msgMemory))
+				return c.pushFrame(redcon.AppendError(nil, MsgMemory))
 			}
 			c.sub.chans[ch] = shard
 			c.s.hub.Add(ch, c, shard)
@@ -135,11 +126,11 @@ func (c *client) cmdSubscribe(args [][]byte) *call {
 			return cl
 		}
 	}
-	return &call{done: closedChan}
+	return &Call{done: closedChan}
 }
 
 // subFrame is subFrame in the connection's protocol: a push in RESP3.
-func (c *client) subFrame(dst []byte, kind, ch string, n int) []byte {
+func (c *Conn) subFrame(dst []byte, kind, ch string, n int) []byte {
 	if !c.resp3.Load() {
 		return subFrame(dst, kind, ch, n)
 	}
@@ -168,8 +159,8 @@ func subFrame(dst []byte, kind, ch string, n int) []byte {
 
 // cmdUnsubscribe answers UNSUBSCRIBE / SUNSUBSCRIBE [channel ...] (none:
 // every channel of that kind).
-func (c *client) cmdUnsubscribe(args [][]byte) *call {
-	shard := lower(args[0]) == "sunsubscribe"
+func (c *Conn) cmdUnsubscribe(args [][]byte) *Call {
+	shard := Lower(args[0]) == "sunsubscribe"
 	kind := "unsubscribe"
 	if shard {
 		kind = "sunsubscribe"
@@ -189,13 +180,13 @@ func (c *client) cmdUnsubscribe(args [][]byte) *call {
 	if c.sub == nil {
 		// Never subscribed: the replies are ordinary ones (pushes in RESP3).
 		if len(chans) == 0 {
-			return reply(c.subFrame(nil, kind, "", -1))
+			return Reply(c.subFrame(nil, kind, "", -1))
 		}
 		var out []byte
 		for _, ch := range chans {
 			out = c.subFrame(out, kind, ch, 0)
 		}
-		return reply(out)
+		return Reply(out)
 	}
 	if len(chans) == 0 {
 		return c.pushFrame(c.subFrame(nil, kind, "", -len(c.sub.chans)-1))
@@ -206,10 +197,10 @@ func (c *client) cmdUnsubscribe(args [][]byte) *call {
 			return cl
 		}
 	}
-	return &call{done: closedChan}
+	return &Call{done: closedChan}
 }
 
-func (c *client) unsubscribe(ch string) {
+func (c *Conn) unsubscribe(ch string) {
 	if _, ok := c.sub.chans[ch]; !ok {
 		return
 	}
@@ -219,7 +210,7 @@ func (c *client) unsubscribe(ch string) {
 }
 
 // unsubscribeAll leaves every channel (RESET, and the connection's end).
-func (c *client) unsubscribeAll() {
+func (c *Conn) unsubscribeAll() {
 	if c.sub == nil {
 		return
 	}
@@ -231,21 +222,21 @@ func (c *client) unsubscribeAll() {
 // pushFrame queues a reply frame of subscribed mode behind the messages
 // already queued, and returns the empty call dispatch hands on (or, when
 // the connection is closing, one that closes it).
-func (c *client) pushFrame(frame []byte) *call {
+func (c *Conn) pushFrame(frame []byte) *Call {
 	c.hold(int64(len(frame)), false)
 	select {
 	case c.sub.q.ch <- frame:
-		return &call{done: closedChan}
+		return &Call{done: closedChan}
 	case <-c.wdone:
 	case <-c.wfail:
 	case <-c.s.baseCtx.Done():
 	}
 	c.hold(-int64(len(frame)), false)
-	return &call{done: closedChan, closeAfter: true}
+	return &Call{done: closedChan, closeAfter: true}
 }
 
 // pingSubscribed answers PING in subscribed mode: ["pong", message].
-func (c *client) pingSubscribed(args [][]byte) *call {
+func (c *Conn) pingSubscribed(args [][]byte) *Call {
 	if c.resp3.Load() {
 		// RESP3 has no subscribed mode's PING: an ordinary reply, behind
 		// the frames queued.
@@ -266,13 +257,13 @@ func (c *client) pingSubscribed(args [][]byte) *call {
 
 // waitWritten waits until the writer wrote every queued reply; false when
 // the connection or the server is closing.
-func (c *client) waitWritten() bool {
+func (c *Conn) waitWritten() bool {
 	return c.waitWriter(func() bool { return c.unwritten.Load() == 0 })
 }
 
 // waitWriter waits, woken each time the writer takes something, until
 // done holds; false when the connection or the server is closing.
-func (c *client) waitWriter(done func() bool) bool {
+func (c *Conn) waitWriter(done func() bool) bool {
 	for !done() {
 		select {
 		case <-c.drained:
@@ -296,7 +287,7 @@ var subscribedAllowed = map[string]bool{
 // framesWritten waits, after the connection left subscribed mode, until
 // the writer took every queued frame, so that a later reply follows them;
 // false when the connection or the server is closing.
-func (c *client) framesWritten() bool {
+func (c *Conn) framesWritten() bool {
 	return c.waitWriter(func() bool { return len(c.sub.q.ch) == 0 })
 }
 

@@ -1,11 +1,9 @@
-package proxy
+package respserver
 
 import (
 	"testing"
 
 	"github.com/valyala/bytebufferpool"
-
-	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // TestReplyBuffersStaySmall: a reply is charged by its pooled buffer's
@@ -15,19 +13,19 @@ import (
 // own pool.
 func TestReplyBuffersStaySmall(t *testing.T) {
 	for range 64 {
-		respserver.PutBuffer(&bytebufferpool.ByteBuffer{B: make([]byte, 0, respserver.FlushAt)})
-		respserver.PutBatch(&bytebufferpool.ByteBuffer{B: make([]byte, 0, respserver.FlushAt)})
+		PutBuffer(&bytebufferpool.ByteBuffer{B: make([]byte, 0, FlushAt)})
+		PutBatch(&bytebufferpool.ByteBuffer{B: make([]byte, 0, FlushAt)})
 	}
 	for range 256 {
-		if b := respserver.GetBuffer(); cap(b.B) > respserver.MaxPooledReply {
-			t.Fatalf("reply buffer of capacity %d from the pool, want ≤ %d", cap(b.B), respserver.MaxPooledReply)
+		if b := GetBuffer(); cap(b.B) > MaxPooledReply {
+			t.Fatalf("reply buffer of capacity %d from the pool, want ≤ %d", cap(b.B), MaxPooledReply)
 		}
 	}
-	cl := &call{out: []byte("+OK\r\n"), bb: &bytebufferpool.ByteBuffer{B: make([]byte, 5, 300)}}
+	cl := &Call{out: []byte("+OK\r\n"), bb: &bytebufferpool.ByteBuffer{B: make([]byte, 5, 300)}}
 	if got := cl.replyBytes(); got != 300 {
 		t.Errorf("pooled reply charged %d bytes, want its capacity 300", got)
 	}
-	cl = &call{out: []byte("+OK\r\n")}
+	cl = &Call{out: []byte("+OK\r\n")}
 	if got := cl.replyBytes(); got != 5 {
 		t.Errorf("unpooled reply charged %d bytes, want 5", got)
 	}

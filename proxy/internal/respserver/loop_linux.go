@@ -1,6 +1,6 @@
 //go:build linux
 
-package proxy
+package respserver
 
 import (
 	"fmt"
@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -36,32 +35,32 @@ import (
 //     tenth of the shortest of them.
 //   - What the loop does not serve moves the connection to the goroutine
 //     path, with the bytes not yet parsed: TLS (never in a loop), a
-//     command larger than respserver.LoopScratch, and subscriptions (pushed frames
+//     command larger than LoopScratch, and subscriptions (pushed frames
 //     are the writer goroutine's). It moves once its replies are written.
 
-// loopsSupported reports whether Config.EventLoops can be honoured here.
-const loopsSupported = true
+// LoopsSupported reports whether Config.EventLoops can be honoured here.
+const LoopsSupported = true
 
 type loop struct {
 	s        *Server
 	epfd     int
 	efd      int // eventfd: completions and Shutdown wake the loop
-	f        *respserver.Framer
+	f        *Framer
 	scratch  []byte
 	events   []unix.EpollEvent
-	clients  map[int32]*client // by fd (loop goroutine only)
+	clients  map[int32]*Conn // by fd (loop goroutine only)
 	sleeping atomic.Bool
 
 	mu     sync.Mutex
-	readyQ []*client // clients with completions to write (guarded by mu)
-	newQ   []*client // clients to register (guarded by mu)
-	newB   []*client
-	readyB []*client // the loop's copy of readyQ
+	readyQ []*Conn // clients with completions to write (guarded by mu)
+	newQ   []*Conn // clients to register (guarded by mu)
+	newB   []*Conn
+	readyB []*Conn // the loop's copy of readyQ
 
-	touched  []*client // clients to process this turn (loop only)
-	corked   int       // commands dispatched since the last cork
-	reads    int       // socket reads of the client whose turn it is
-	again    []*client // clients whose turn ended before their bytes did
+	touched  []*Conn // clients to process this turn (loop only)
+	corked   int     // commands dispatched since the last cork
+	reads    int     // socket reads of the client whose turn it is
+	again    []*Conn // clients whose turn ended before their bytes did
 	nextScan time.Time
 	stop     atomic.Bool
 }
@@ -104,8 +103,8 @@ func newLoop(s *Server) (*loop, error) {
 		unix.Close(efd)
 		return nil, fmt.Errorf("event loop: epoll_ctl: %w", err)
 	}
-	return &loop{s: s, epfd: epfd, efd: efd, f: respserver.NewFramer(), scratch: make([]byte, respserver.LoopScratch),
-		events: make([]unix.EpollEvent, 256), clients: map[int32]*client{}}, nil
+	return &loop{s: s, epfd: epfd, efd: efd, f: NewFramer(), scratch: make([]byte, LoopScratch),
+		events: make([]unix.EpollEvent, 256), clients: map[int32]*Conn{}}, nil
 }
 
 func (l *loop) close() {
@@ -129,7 +128,7 @@ func (l *loop) kick() {
 
 // ready puts c on the loop's ready list: one of its commands completed
 // (or Close wants it closed). Any goroutine.
-func (l *loop) ready(c *client) {
+func (l *loop) ready(c *Conn) {
 	if c.ls.moved.Load() {
 		return // the goroutine path's writer writes its replies
 	}
@@ -272,20 +271,20 @@ func (l *loop) run() {
 // dispatches a turn's commands: they go out in one write per master
 // (uncork), or per corkEvery commands.
 func (l *loop) cork() {
-	for _, mc := range l.s.masterConns {
+	for _, mc := range l.s.cfg.Corks {
 		mc.Cork()
 	}
 	l.corked = 0
 }
 
 func (l *loop) uncork() {
-	for _, mc := range l.s.masterConns {
+	for _, mc := range l.s.cfg.Corks {
 		mc.Uncork()
 	}
 }
 
 // maxReadsPerTurn bounds the socket reads of one client in one turn (of
-// up to respserver.LoopScratch bytes each, and the commands they held): one that
+// up to LoopScratch bytes each, and the commands they held): one that
 // sends without pause does not keep the loop from the others.
 const maxReadsPerTurn = 4
 
@@ -294,7 +293,7 @@ const maxReadsPerTurn = 4
 const corkEvery = 64
 
 // register adds a new client's descriptor to the loop.
-func (l *loop) register(c *client) {
+func (l *loop) register(c *Conn) {
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: c.ls.fd}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, int(c.ls.fd), &ev); err != nil {
 		l.s.log.Error("proxy: event loop: epoll_ctl failed; closing the client", "remote", c.remote, "err", err)
@@ -303,7 +302,7 @@ func (l *loop) register(c *client) {
 	l.clients[c.ls.fd] = c
 }
 
-func (l *loop) touch(c *client) {
+func (l *loop) touch(c *Conn) {
 	if !c.ls.touched {
 		c.ls.touched = true
 		l.touched = append(l.touched, c)
@@ -313,7 +312,7 @@ func (l *loop) touch(c *client) {
 // scanEvery is the period of the deadline sweep (0: none needed).
 func (l *loop) scanEvery() time.Duration {
 	cfg := &l.s.cfg
-	d := cfg.writeTimeout
+	d := cfg.WriteTimeout
 	for _, t := range []time.Duration{cfg.IdleTimeout, cfg.RequestTimeout, cfg.AuthTimeout} {
 		if t > 0 {
 			d = min(d, t)
@@ -348,7 +347,7 @@ func (l *loop) scan() {
 			}
 		}
 		switch {
-		case ls.blocked && now.Sub(ls.outSince) > l.s.cfg.writeTimeout+writeSlack:
+		case ls.blocked && now.Sub(ls.outSince) > l.s.cfg.WriteTimeout+WriteSlack:
 			ls.dead = true // also during Shutdown
 			l.touch(c)
 		case shutting || c.ls.killed.Load():
@@ -376,7 +375,7 @@ func inputWaiting(fd int32) bool {
 // process takes c's turn: its ready replies are collected, its requests
 // read and dispatched while it may be read, its output written (one
 // write per turn), and it is closed or moved when its time came.
-func (l *loop) process(c *client) {
+func (l *loop) process(c *Conn) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked("event loop", p)
@@ -388,7 +387,7 @@ func (l *loop) process(c *client) {
 					}
 				}()
 				// Earlier replies first, as the goroutine path's writer.
-				l.queue(c, errReply("ERR redlock proxy internal error; closing the connection", true))
+				l.queue(c, ErrReply("ERR redlock proxy internal error; closing the connection", true))
 				ls.eof = true
 				l.flush(c)
 				l.write(c)
@@ -438,7 +437,7 @@ func (l *loop) process(c *client) {
 // waits for the socket, it has MaxPipeline commands unanswered or holds
 // more than MaxRequestBytes (the goroutine path's backpressure), or it
 // ends (QUIT, a protocol error) or moves.
-func (l *loop) paused(c *client) bool {
+func (l *loop) paused(c *Conn) bool {
 	s := l.s
 	ls := &c.ls
 	return ls.closeAfter || ls.moveData != nil || ls.blocked ||
@@ -447,7 +446,7 @@ func (l *loop) paused(c *client) bool {
 
 // readable reports whether c has a command to dispatch or may be read.
 // Commands it sent before its end (EOF) or before Shutdown still run.
-func (l *loop) readable(c *client) bool {
+func (l *loop) readable(c *Conn) bool {
 	ls := &c.ls
 	switch {
 	case l.paused(c):
@@ -472,7 +471,7 @@ func (l *loop) readable(c *client) bool {
 // mayHaveCommand reports whether c's leftover bytes may hold a whole
 // command (or one the reader refuses): its frame scan, which reads only
 // the headers it did not read before.
-func (l *loop) mayHaveCommand(c *client) bool {
+func (l *loop) mayHaveCommand(c *Conn) bool {
 	c.setLoopLimits(l.f)
 	return c.ls.scan.MayEnd(c.ls.in, l.f.Reader())
 }
@@ -480,7 +479,7 @@ func (l *loop) mayHaveCommand(c *client) bool {
 // read reads what c sent, behind its leftover bytes, and dispatches the
 // complete commands until c is paused; false when nothing more can be
 // done now. With nothing to read, the leftover is parsed where it is.
-func (l *loop) read(c *client) bool {
+func (l *loop) read(c *Conn) bool {
 	s := l.s
 	ls := &c.ls
 	var data []byte
@@ -535,7 +534,7 @@ func (l *loop) read(c *client) bool {
 		c.hold(-int64(size), false)
 		ls.in = nil
 		if msg := c.readErr(err); msg != "" {
-			l.queue(c, errReply(msg, true))
+			l.queue(c, ErrReply(msg, true))
 		} else {
 			ls.dead = true
 		}
@@ -567,7 +566,7 @@ func (l *loop) read(c *client) bool {
 // leftover: the tail of the leftover itself when data is it (no copy),
 // else a copy in a buffer of about its size (an idle connection keeps
 // none).
-func (l *loop) keepIn(c *client, data []byte, rest int) {
+func (l *loop) keepIn(c *Conn, data []byte, rest int) {
 	ls := &c.ls
 	b := data[rest:]
 	switch {
@@ -584,7 +583,7 @@ func (l *loop) keepIn(c *client, data []byte, rest int) {
 
 // moveTo makes c move to the goroutine path once its replies are written,
 // reading data first.
-func (l *loop) moveTo(c *client, data []byte) {
+func (l *loop) moveTo(c *Conn, data []byte) {
 	c.ls.moveData = append([]byte{}, data...)
 	c.ls.in = nil
 }
@@ -596,7 +595,7 @@ func movesToGoroutines(name []byte) bool {
 	if len(name) < 9 || len(name) > 12 {
 		return false
 	}
-	switch lower(name) {
+	switch Lower(name) {
 	case "subscribe", "ssubscribe", "psubscribe", "unsubscribe", "sunsubscribe", "punsubscribe":
 		return true
 	}
@@ -604,7 +603,7 @@ func movesToGoroutines(name []byte) bool {
 }
 
 // dispatch runs one command of c, as the goroutine path's reader does.
-func (l *loop) dispatch(c *client, args [][]byte, size int) {
+func (l *loop) dispatch(c *Conn, args [][]byte, size int) {
 	if n := len(args); c.lastByKey != nil && len(c.lastByKey)+n > maxTrackedKeys && !c.orderRoom(n) {
 		c.ls.stallCmd, c.ls.stallSize = args, size
 		return
@@ -634,7 +633,7 @@ func (l *loop) dispatch(c *client, args [][]byte, size int) {
 // has one; it reports whether c may be read on. With no slot free, a
 // goroutine waits for one in the semaphore's queue, with the goroutine
 // path's readers (first come, first served), and hands it to the loop.
-func (l *loop) startStalled(c *client) bool {
+func (l *loop) startStalled(c *Conn) bool {
 	if !l.slot(c) {
 		return false
 	}
@@ -647,7 +646,7 @@ func (l *loop) startStalled(c *client) bool {
 // slot reports whether c holds an in-flight slot for its stalled call:
 // one free now, or the one its waiting goroutine got (which then brings c
 // back to the loop).
-func (l *loop) slot(c *client) bool {
+func (l *loop) slot(c *Conn) bool {
 	ls := &c.ls
 	if ls.slotWait {
 		if !ls.slotGot.Load() {
@@ -673,7 +672,7 @@ func (l *loop) slot(c *client) bool {
 
 // dispatchStalled dispatches c's command that waits for room in its
 // ordering map, if there is room; it reports whether c may be read on.
-func (l *loop) dispatchStalled(c *client) bool {
+func (l *loop) dispatchStalled(c *Conn) bool {
 	args := c.ls.stallCmd
 	if !c.orderRoom(len(args)) {
 		return false // each of c's commands that completes brings it back (ready)
@@ -684,7 +683,7 @@ func (l *loop) dispatchStalled(c *client) bool {
 }
 
 // queue appends cl to c's replies in request order.
-func (l *loop) queue(c *client, cl *call) {
+func (l *loop) queue(c *Conn, cl *Call) {
 	c.ls.q = append(c.ls.q, cl)
 	if cl.closeAfter {
 		c.ls.closeAfter = true
@@ -692,8 +691,8 @@ func (l *loop) queue(c *client, cl *call) {
 }
 
 // flush moves c's ready replies to its output, in order; the output is
-// written at the end of the turn (write), or here once it reaches respserver.FlushAt.
-func (l *loop) flush(c *client) {
+// written at the end of the turn (write), or here once it reaches FlushAt.
+func (l *loop) flush(c *Conn) {
 	ls := &c.ls
 	for ls.qHead < len(ls.q) {
 		cl := ls.q[ls.qHead]
@@ -702,7 +701,7 @@ func (l *loop) flush(c *client) {
 		}
 		if !ls.dead && len(cl.out) > 0 {
 			if ls.out == nil {
-				ls.out = respserver.GetBatch()
+				ls.out = GetBatch()
 			}
 			ls.out.B = append(ls.out.B, cl.out...)
 		}
@@ -715,7 +714,7 @@ func (l *loop) flush(c *client) {
 			ls.eof = true
 			break
 		}
-		if ls.out != nil && len(ls.out.B) >= respserver.FlushAt {
+		if ls.out != nil && len(ls.out.B) >= FlushAt {
 			l.write(c)
 			if ls.blocked {
 				break
@@ -732,8 +731,8 @@ func (l *loop) flush(c *client) {
 
 // write writes c's output, as much as the socket takes; what it does not
 // take blocks c (paused) until EPOLLOUT says it may take more. A client
-// whose output stays blocked writeTimeout+writeSlack is closed (scan).
-func (l *loop) write(c *client) {
+// whose output stays blocked writeTimeout+WriteSlack is closed (scan).
+func (l *loop) write(c *Conn) {
 	ls := &c.ls
 	if ls.out == nil {
 		return
@@ -766,7 +765,7 @@ func (l *loop) write(c *client) {
 
 // finish closes c once every command it started ended (their replies'
 // memory is given back as they end).
-func (l *loop) finish(c *client) {
+func (l *loop) finish(c *Conn) {
 	ls := &c.ls
 	if ls.fd >= 0 {
 		delete(l.clients, ls.fd)
@@ -787,7 +786,7 @@ func (l *loop) finish(c *client) {
 			}
 			ls.stallCl = nil
 			cl.a.cb, cl.a.run = nil, nil
-			c.completeCB(cl, fixed(nil), nil) // brings c back here
+			c.completeCB(cl, Fixed(nil), nil) // brings c back here
 		}
 		return // the last completion brings c back here (ready)
 	}
@@ -809,7 +808,7 @@ func (l *loop) finish(c *client) {
 func (ls *loopState) closed() bool { return ls.fd == -2 }
 
 // move hands c to the goroutine path: it reads c.ls.moveData first.
-func (l *loop) move(c *client) {
+func (l *loop) move(c *Conn) {
 	s := l.s
 	fd := int(c.ls.fd)
 	delete(l.clients, c.ls.fd)

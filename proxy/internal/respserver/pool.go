@@ -1,4 +1,4 @@
-package proxy
+package respserver
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/redcon"
-
-	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // How asynchronous commands run.
@@ -23,7 +21,7 @@ import (
 //     then writes the reply itself, with no hand-off to a command
 //     goroutine or to the writer, and reuses one call (client.dcall) for
 //     every such command: nothing else ever refers to it;
-//   - otherwise on a worker of the server's pool (respserver.Workers: a bounded
+//   - otherwise on a worker of the server's pool (Workers: a bounded
 //     github.com/panjf2000/ants/v2 pool; it replaced a goroutine per
 //     command, measured in docs/history/benchmarks-journal.md).
 //
@@ -42,47 +40,47 @@ import (
 // writes) or written.
 
 // Reply and batch buffers come from the server room's pools
-// (respserver.GetBuffer, GetBatch): a small reply never gets a batch-sized
+// (GetBuffer, GetBatch): a small reply never gets a batch-sized
 // buffer (its capacity is charged).
 
-// asyncFunc computes an asynchronous command's reply. It appends the reply
+// AsyncFunc computes an asynchronous command's reply. It appends the reply
 // to dst (a pooled buffer) or returns a slice of its own; never one it
 // shares (the result becomes a pooled buffer).
-type asyncFunc func(ctx context.Context, dst []byte) []byte
+type AsyncFunc func(ctx context.Context, dst []byte) []byte
 
-// asyncStart starts an asynchronous command whose reply is computed where
+// AsyncStart starts an asynchronous command whose reply is computed where
 // the masters' answers complete it (engine.TryLockAsync): it calls done
 // exactly once, with a function that builds the reply — appended to dst
 // or in a slice of its own — which completeCB runs under its recover, and
-// must not block. A command that has one still has its asyncFunc, run
+// must not block. A command that has one still has its AsyncFunc, run
 // where the command runs on a goroutine anyway (direct, or after an
 // earlier command of its connection on the same key).
-type asyncStart func(done func(build replyFunc))
+type AsyncStart func(done func(build ReplyFunc))
 
-// replyFunc builds a reply: appended to dst, or a slice of its own.
-type replyFunc func(dst []byte) []byte
+// ReplyFunc builds a reply: appended to dst, or a slice of its own.
+type ReplyFunc func(dst []byte) []byte
 
-// fixed is a replyFunc of a reply already built.
-func fixed(out []byte) replyFunc { return func([]byte) []byte { return out } }
+// fixed is a ReplyFunc of a reply already built.
+func Fixed(out []byte) ReplyFunc { return func([]byte) []byte { return out } }
 
 // asyncState is the part of a call used by asynchronous commands.
 type asyncState struct {
-	c       *client
-	run     asyncFunc    // nil once run (it holds the request's arguments)
-	cb      asyncStart   // nil: run only
+	c       *Conn
+	run     AsyncFunc    // nil once run (it holds the request's arguments)
+	cb      AsyncStart   // nil: run only
 	arrived time.Time    // when the reader started it (admission.go)
 	started time.Time    // when admitted to the masters (zero: not admitted)
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
 	// completed is set by the first completion of a call started by its
-	// asyncStart (startCB): a second, or a panic after it, is ignored.
+	// AsyncStart (startCB): a second, or a panic after it, is ignored.
 	completed atomic.Bool
 	mu        sync.Mutex // guards next, and closing done
-	next      []*call    // commands waiting for this one (guarded by mu)
+	next      []*Call    // commands waiting for this one (guarded by mu)
 }
 
 // asyncCall is an asynchronous call with its state.
 type asyncCall struct {
-	call  call
+	call  Call
 	state asyncState
 }
 
@@ -91,13 +89,13 @@ type asyncCall struct {
 // except that a command waits for the connection's earlier in-flight
 // commands on the same keys (so a pipelined SET then release of one key
 // keep their order).
-func (c *client) async(keys [][]byte, f asyncFunc) *call {
+func (c *Conn) Async(keys [][]byte, f AsyncFunc) *Call {
 	if c.direct {
 		// Nothing of this connection is in flight, and nothing will wait
 		// for this command (it enters no ordering map): the reader's own
 		// call is reused, with no done channel (runDirect).
 		c.dstate = asyncState{c: c, run: f}
-		c.dcall = call{a: &c.dstate}
+		c.dcall = Call{a: &c.dstate}
 		return &c.dcall
 	}
 	ac := &asyncCall{} // the call and its state in one allocation
@@ -120,15 +118,15 @@ func (c *client) async(keys [][]byte, f asyncFunc) *call {
 // (cb): started by the reader with no predecessor in flight, it holds its
 // in-flight slot until the masters' answers complete it, and no worker
 // waits for it.
-func (c *client) asyncCB(keys [][]byte, f asyncFunc, cb asyncStart) *call {
-	cl := c.async(keys, f)
+func (c *Conn) AsyncCB(keys [][]byte, f AsyncFunc, cb AsyncStart) *Call {
+	cl := c.Async(keys, f)
 	cl.a.cb = cb
 	return cl
 }
 
 // start runs cl on the pool once its predecessors finished: the reader
 // calls it after queueing cl for the writer.
-func (c *client) start(cl *call) {
+func (c *Conn) start(cl *Call) {
 	if cl.a.pending.Add(-1) != 0 {
 		return // the last predecessor to finish runs it
 	}
@@ -137,10 +135,10 @@ func (c *client) start(cl *call) {
 	c.s.submit(cl)
 }
 
-// startCB starts cl (holding a slot) by its asyncStart; complete finishes
+// startCB starts cl (holding a slot) by its AsyncStart; complete finishes
 // it where its reply is computed.
-func (c *client) startCB(cl *call) {
-	bb := respserver.GetBuffer()
+func (c *Conn) startCB(cl *Call) {
+	bb := GetBuffer()
 	if cap(bb.B) == 0 {
 		bb.B = make([]byte, 0, 64)
 	}
@@ -154,7 +152,7 @@ func (c *client) startCB(cl *call) {
 				c.completeCB(cl, nil, p)
 			}
 		}()
-		cb(func(build replyFunc) {
+		cb(func(build ReplyFunc) {
 			if completed.CompareAndSwap(false, true) {
 				c.completeCB(cl, build, nil)
 			}
@@ -167,9 +165,9 @@ func (c *client) startCB(cl *call) {
 // first of the commands that were waiting for it, and runs those on the
 // pool: the goroutine that completes it (a master connection's reader)
 // never waits for a slot or runs a command.
-func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
+func (c *Conn) completeCB(cl *Call, build ReplyFunc, panicked any) {
 	s := c.s
-	var next []*call
+	var next []*Call
 	var out []byte
 	func() {
 		// As runOne's: the reply (or the panic's) is charged, done closed.
@@ -186,7 +184,7 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 				if cap(out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(out) == unsafe.SliceData(bb.B) {
 					bb.B = out
 				} else {
-					respserver.PutBuffer(bb)
+					PutBuffer(bb)
 					cl.bb = nil
 				}
 			}
@@ -214,7 +212,7 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 			out = build(dst)
 		}
 	}()
-	var ready []*call
+	var ready []*Call
 	for _, d := range next {
 		if d.a.pending.Add(-1) == 0 {
 			ready = append(ready, d)
@@ -239,7 +237,7 @@ func (c *client) completeCB(cl *call, build replyFunc, panicked any) {
 // execute runs cl, which holds an in-flight slot, then the commands that
 // were waiting for it and are now free to run, in that same slot; then it
 // gives the slot back. Pool workers run it.
-func execute(cl *call) {
+func execute(cl *Call) {
 	s := cl.a.c.s
 	// Deferred: even a panic escaping runOne (its own recovery calls the
 	// user's logger) gives the slot back.
@@ -250,7 +248,7 @@ func execute(cl *call) {
 		}
 		<-s.inflight
 	}()
-	var buf [4]*call
+	var buf [4]*Call
 	queue := append(buf[:0], cl)
 	for len(queue) > 0 {
 		cl := queue[0]
@@ -266,7 +264,7 @@ func execute(cl *call) {
 // runOne computes cl's reply, recovering a panic (which costs this
 // connection only), and completes cl: it returns the commands that were
 // waiting for it.
-func (c *client) runOne(cl *call) (next []*call) {
+func (c *Conn) runOne(cl *Call) (next []*Call) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.panicked("command", p)
@@ -291,7 +289,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 	if h := testHook.Load(); h != nil {
 		(*h)("async", nil)
 	}
-	bb := respserver.GetBuffer()
+	bb := GetBuffer()
 	if cap(bb.B) == 0 {
 		bb.B = make([]byte, 0, 64) // a fresh buffer: room for the usual replies
 	}
@@ -304,7 +302,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 	} else {
 		// A reply in memory of its own (grown past the buffer, or a
 		// slice run did not build in dst): it never enters the pool.
-		respserver.PutBuffer(bb)
+		PutBuffer(bb)
 	}
 	return nil
 }
@@ -312,7 +310,7 @@ func (c *client) runOne(cl *call) (next []*call) {
 // runDirect runs cl on the reader goroutine and writes its reply (the
 // connection has nothing else in flight, so the writer is idle). It
 // reports whether the connection stays open.
-func (c *client) runDirect(cl *call) bool {
+func (c *Conn) runDirect(cl *Call) bool {
 	c.s.inflight <- struct{}{}
 	c.runOne(cl) // no command can wait for it: it is not in the ordering map
 	<-c.s.inflight
@@ -322,7 +320,7 @@ func (c *client) runDirect(cl *call) bool {
 // writeDirect writes a ready reply from the reader goroutine, which may do
 // so only while no earlier reply is unwritten (c.unwritten == 0). It
 // reports whether the connection stays open.
-func (c *client) writeDirect(cl *call) bool {
+func (c *Conn) writeDirect(cl *Call) bool {
 	var err error
 	if len(cl.out) > 0 { // empty: SUBSCRIBE's, whose frames the writer writes
 		c.armWrite()
@@ -339,7 +337,7 @@ func (c *client) writeDirect(cl *call) bool {
 
 // replyBytes is what cl's reply is charged to the client's memory: its
 // pooled buffer's capacity, or its length.
-func (cl *call) replyBytes() int64 {
+func (cl *Call) replyBytes() int64 {
 	if cl.bb != nil {
 		return int64(cap(cl.bb.B))
 	}
@@ -347,17 +345,17 @@ func (cl *call) replyBytes() int64 {
 }
 
 // release gives cl's reply buffer back; cl.out is no longer used.
-func (cl *call) release() {
+func (cl *Call) release() {
 	if cl.bb != nil {
-		respserver.PutBuffer(cl.bb)
+		PutBuffer(cl.bb)
 		cl.bb = nil
 	}
 	cl.size, cl.out = 0, nil // the ordering map may keep the call a while
 }
 
-// startPool creates the server's worker pool (respserver.Workers).
+// startPool creates the server's worker pool (Workers).
 func (s *Server) startPool() error {
-	p, err := respserver.NewWorkers(s.cfg.MaxInFlight, execute)
+	p, err := NewWorkers(s.cfg.MaxInFlight, execute)
 	if err != nil {
 		return err
 	}
@@ -366,7 +364,7 @@ func (s *Server) startPool() error {
 }
 
 // invoke runs cl (holding a slot) on the pool.
-func (s *Server) invoke(cl *call) {
+func (s *Server) invoke(cl *Call) {
 	if err := s.workers.Invoke(cl); err != nil {
 		// Only a released pool refuses, and it is released after every
 		// reader returned; run it anyway rather than lose a reply.

@@ -1,0 +1,51 @@
+package respserver
+
+// Stats are a [Server]'s own counters, since [New] (ConnectedClients:
+// now): what INFO's clients and proxy sections report; proxy.Stats has
+// the same fields.
+type Stats struct {
+	ConnectedClients    int64  // client connections open
+	AcceptedConnections uint64 // client connections accepted
+	RejectedConnections uint64 // client connections refused at MaxClients
+	Commands            uint64 // commands read
+	// ProtocolErrors: requests that could not be parsed or broke a
+	// request limit (MaxRequestBytes, MaxArgs, the unauthenticated
+	// limits); the connection was closed. Memory refusals are not in it.
+	ProtocolErrors uint64
+	AuthFailures   uint64 // wrong passwords (AUTH, HELLO AUTH)
+	// MemoryRefusals: requests refused because MaxClientMemory was
+	// reached (while being read: the connection was then closed).
+	MemoryRefusals  uint64
+	PanicsRecovered uint64 // panics recovered while serving a connection
+	// OverloadRefusals: pipelined commands answered -BUSY because they
+	// would have waited longer than QueueTimeout for the masters.
+	OverloadRefusals uint64
+	// LoopClients: client connections on event loops now (of
+	// ConnectedClients; the others are on goroutines).
+	LoopClients int64
+	// LoopMoves: connections an event loop handed to goroutines (a
+	// subscription, a request larger than 16 KiB).
+	LoopMoves uint64
+	// WakeupsSent: messages delivered to subscribers; WakeupsDropped:
+	// messages lost to a full queue or the memory budget.
+	WakeupsSent, WakeupsDropped uint64
+}
+
+// Stats returns the server's counters. Safe for concurrent use.
+func (s *Server) Stats() Stats {
+	return Stats{
+		ConnectedClients:    s.clients.Load(),
+		AcceptedConnections: s.accepted.Load(),
+		RejectedConnections: s.rejected.Load(),
+		Commands:            s.commands.Load(),
+		ProtocolErrors:      s.protoErrors.Load(),
+		AuthFailures:        s.authFailures.Load(),
+		MemoryRefusals:      s.memRefused.Load(),
+		PanicsRecovered:     s.panics.Load(),
+		OverloadRefusals:    s.overloaded.Load(),
+		LoopClients:         s.loopClients.Load(),
+		LoopMoves:           s.loopMoves.Load(),
+		WakeupsSent:         s.wakesSent.Load(),
+		WakeupsDropped:      s.wakeDropped.Load(),
+	}
+}
