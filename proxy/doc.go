@@ -42,11 +42,11 @@
 // linearizable. Commands other than the lock, read and plumbing set get
 // "-ERR unknown or unsupported command".
 //
-// The package is cut into rooms with one job each, imports pointing one
-// way (docs/architecture.md, The proxy's rooms): proxy/internal/respserver
-// serves RESP connections and knows no locks; proxy/internal/redisson
-// serves Redisson's locks and knows no server. Package proxy keeps [New],
-// [Config], [Server] and the wiring between the rooms — and, until they
-// are cut out, the client connections and event loop, the command table
-// and plumbing, pub/sub and the lock commands. No room imports proxy.
+// The package is the wiring of three rooms with one job each, imports
+// pointing one way (docs/architecture.md, The proxy's rooms):
+// proxy/internal/respserver serves RESP connections and knows no locks;
+// proxy/internal/lockcmds runs the lock commands over the engine as the
+// server's handler; proxy/internal/redisson serves Redisson's locks and
+// knows no server. Package proxy keeps [New], [Config], [Server] and the
+// wiring between them; no room imports proxy.
 package proxy

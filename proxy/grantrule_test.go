@@ -23,6 +23,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
@@ -74,7 +75,7 @@ type ruleEntry struct {
 	name string
 	// method is the entry point in its own package's table: an engine
 	// method ("Engine.TryLock"), a proxy command ("set"), a script table
-	// ("libTable", "rTable") or a redlock subcommand ("lock").
+	// ("LibTable", "rTable") or a redlock subcommand ("lock").
 	method  string
 	acquire bool // takes a free key; otherwise it keeps (extends, re-enters) a held one
 	fenced  bool // it returns a fencing token
@@ -545,7 +546,7 @@ func engineEntries() []ruleEntry {
 }
 
 // proxyEntries are the proxy's lock commands and recognised library
-// scripts (every libTable entry that acquires or extends: a new one is a
+// scripts (every lockcmds.LibTable entry that acquires or extends: a new one is a
 // row by construction), and Redisson's scripts (redisson.Table).
 func proxyEntries(t *testing.T) []ruleEntry {
 	isGrantReply := func(r string) bool {
@@ -580,9 +581,9 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				return []string{"SET", k, tok, "IFEQ", tok, "PX", ms(ttl)}
 			})},
 	}
-	for i := range libTable {
-		ls := &libTable[i]
-		if ls.Op != opAcquire && ls.Op != opExtend {
+	for i := range lockcmds.LibTable {
+		ls := &lockcmds.LibTable[i]
+		if ls.Op != lockcmds.OpAcquire && ls.Op != lockcmds.OpExtend {
 			continue
 		}
 		modes := []string{""}
@@ -604,7 +605,7 @@ func proxyEntries(t *testing.T) []ruleEntry {
 				}
 				return append([]string{"EVALSHA", ls.SHA, "1", k}, argv...)
 			}
-			e := ruleEntry{name: ls.Name, method: "libTable", acquire: ls.Op == opAcquire, callerToken: true, na: notFenced}
+			e := ruleEntry{name: ls.Name, method: "LibTable", acquire: ls.Op == lockcmds.OpAcquire, callerToken: true, na: notFenced}
 			if mode != "" {
 				e.name += " mode " + mode
 			}
@@ -1125,8 +1126,8 @@ func TestGrantRule(t *testing.T) {
 				rsha = rs.SHA
 			}
 		}
-		for _, ls := range libTable {
-			if ls.Op == opExtend && ls.Engine && plainExtend == "" {
+		for _, ls := range lockcmds.LibTable {
+			if ls.Op == lockcmds.OpExtend && ls.Engine && plainExtend == "" {
 				plainExtend = ls.SHA
 			}
 		}
@@ -1657,7 +1658,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		// proxy commands
 		"setnx": "refused (a lock without a TTL)", "get": "a quorum read", "pttl": "a quorum read", "ttl": "a quorum read (PTTL's, in seconds)", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
 		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
-		"eval":    "runs the scripts of libTable and redisson.Table (rows), others only with --allow-scripts",
+		"eval":    "runs the scripts of lockcmds.LibTable and redisson.Table (rows), others only with --allow-scripts",
 		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",
 		"subscribe": "pub/sub", "ssubscribe": "pub/sub", "unsubscribe": "pub/sub", "sunsubscribe": "pub/sub",
 		"ping": "plumbing", "echo": "plumbing", "hello": "plumbing", "auth": "plumbing", "client": "plumbing",
@@ -1685,7 +1686,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 			classify(typ.Elem().Name() + "." + typ.Method(i).Name)
 		}
 	}
-	for _, c := range append((&Server{}).commands(), respserver.ServerCommands()...) {
+	for _, c := range append((&lockcmds.Commands{}).Table(), respserver.ServerCommands()...) {
 		classify(c.Name)
 	}
 	out, _ := exec.Command("go", "run", "../cmd/redlock").CombinedOutput()
@@ -1696,7 +1697,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 	for _, m := range subs {
 		classify(string(m[1]))
 	}
-	if !rows["libTable"] || !rows["rTable"] {
+	if !rows["LibTable"] || !rows["rTable"] {
 		t.Error("the library and Redisson scripts are not rows")
 	}
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"net"
 	"os"
@@ -274,4 +276,10 @@ func slowAsync(t *testing.T, d time.Duration) {
 	}
 	respserver.SetTestHook(hook)
 	t.Cleanup(func() { respserver.SetTestHook(nil) })
+}
+
+// sha1Hex is the SHA1 of src in hex: how clients name a script.
+func sha1Hex(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-dev/redlock/internal/scripts"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 )
 
@@ -164,13 +165,13 @@ func TestLibrarySources(t *testing.T) {
 			}
 		})
 	}
-	for _, ls := range libTable {
-		if libBySHA[sha1Hex([]byte(ls.Source))] == nil {
+	for _, ls := range lockcmds.LibTable {
+		if lockcmds.LibBySHA[sha1Hex([]byte(ls.Source))] == nil {
 			t.Errorf("%s: not indexed", ls.Name)
 		}
 	}
-	if len(libBySHA) != len(libTable) {
-		t.Errorf("duplicate SHA in the library table: %d entries, %d SHAs", len(libTable), len(libBySHA))
+	if len(lockcmds.LibBySHA) != len(lockcmds.LibTable) {
+		t.Errorf("duplicate SHA in the library table: %d entries, %d SHAs", len(lockcmds.LibTable), len(lockcmds.LibBySHA))
 	}
 }
 
@@ -221,21 +222,21 @@ func TestRedislockOverridePrefix(t *testing.T) {
 // mapping would be dead text), and no two entries share a SHA1.
 func TestLibraryFilesAllRecognised(t *testing.T) {
 	inTable := map[string]bool{}
-	for _, ls := range libTable {
+	for _, ls := range lockcmds.LibTable {
 		inTable[ls.Source] = true
 	}
 	for _, rs := range redisson.Table {
 		inTable[scripts.Lib(rs.File)] = true
-		if libBySHA[rs.SHA] != nil {
+		if lockcmds.LibBySHA[rs.SHA] != nil {
 			t.Errorf("%s shares its SHA1 with a library script", rs.Name)
 		}
 	}
 	for _, name := range scripts.LibNames() {
 		if !inTable[scripts.Lib(name)] {
-			t.Errorf("internal/scripts/lib/%s.lua is not in libTable or rTable", name)
+			t.Errorf("internal/scripts/lib/%s.lua is not in lockcmds.LibTable or rTable", name)
 		}
 	}
-	if len(libBySHA) != len(libTable) || len(redisson.BySHA) != len(redisson.Table) {
-		t.Errorf("%d SHA1s for %d table entries, %d for %d Redisson scripts", len(libBySHA), len(libTable), len(redisson.BySHA), len(redisson.Table))
+	if len(lockcmds.LibBySHA) != len(lockcmds.LibTable) || len(redisson.BySHA) != len(redisson.Table) {
+		t.Errorf("%d SHA1s for %d table entries, %d for %d Redisson scripts", len(lockcmds.LibBySHA), len(lockcmds.LibTable), len(redisson.BySHA), len(redisson.Table))
 	}
 }

@@ -179,12 +179,12 @@ func TestEveryFailureLogged(t *testing.T) {
 		reply string
 	}{
 		{context.DeadlineExceeded, "ERR redlock proxy: command timed out"},
-		{engine.ErrClosed, msgShuttingDown},
+		{engine.ErrClosed, respserver.MsgShuttingDown},
 		{fmt.Errorf("%w: empty key", engine.ErrBadArgument), "ERR redlock proxy: invalid argument: empty key"},
 		{fmt.Errorf("%w: 1/3 masters", engine.ErrLockLost), "ERR redlock proxy: lock lost"},
 	} {
 		before := strings.Count(logs.String(), `msg="proxy: command failed"`)
-		if got := string(srv.engineErr(tc.err)); got != "-"+tc.reply+"\r\n" {
+		if got := string(srv.lc.EngineErr(tc.err)); got != "-"+tc.reply+"\r\n" {
 			t.Errorf("engineErr(%v) = %q, want %q", tc.err, got, tc.reply)
 		}
 		out := logs.String()

@@ -97,7 +97,7 @@ func TestProxyStatsMetrics(t *testing.T) {
 	// A refusal at MaxClientMemory: a request beyond the connection's
 	// free 16 KiB.
 	mr := dial()
-	checkReply(t, mr.cmd("SET", "sm:big", strings.Repeat("v", 64<<10), "NX", "PX", "1000"), "-"+msgMemory+"*")
+	checkReply(t, mr.cmd("SET", "sm:big", strings.Repeat("v", 64<<10), "NX", "PX", "1000"), "-"+respserver.MsgMemory+"*")
 	// A panic in the reader, recovered.
 	hook := func(where string, args [][]byte) {
 		if where == "dispatch" && len(args) == 2 && string(args[1]) == "boom" {
@@ -249,7 +249,7 @@ func TestInfoMetricsAgree(t *testing.T) {
 	checkReply(t, pe.read(), "-ERR Protocol error*")
 	gone(1)
 	mr := dial()
-	checkReply(t, mr.cmd("SET", "agree:big", strings.Repeat("v", 64<<10), "NX", "PX", "1000"), "-"+msgMemory+"*")
+	checkReply(t, mr.cmd("SET", "agree:big", strings.Repeat("v", 64<<10), "NX", "PX", "1000"), "-"+respserver.MsgMemory+"*")
 	gone(1)
 	hook := func(where string, args [][]byte) {
 		if where == "dispatch" && len(args) == 2 && string(args[1]) == "boom" {

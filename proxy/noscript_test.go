@@ -8,6 +8,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 )
 
 // TestCleanupOnFreshMaster: the cleanup of a failed library acquisition
@@ -46,7 +47,7 @@ func TestCleanupOnFreshMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sha string
-	for _, ls := range libTable {
+	for _, ls := range lockcmds.LibTable {
 		if ls.Name == "node-redlock v5 acquire" {
 			sha = ls.SHA
 		}

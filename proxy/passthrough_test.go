@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 )
 
 // TestAllowScripts: with the opt-in, other scripts run on every master and
@@ -35,11 +36,11 @@ func TestAllowScripts(t *testing.T) {
 		{"eval writes", []string{"EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "pt:k", "v"}, "+OK\r\n"},
 		{"eval disagree", []string{"EVAL", "return redis.call('time')[2]", "0"}, "-ERR no quorum agreement*"},
 		{"script load", []string{"SCRIPT", "LOAD", "return 8"}, "$40\r\n" + sha1Hex([]byte("return 8")) + "\r\n"},
-		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA, "nope"}, "*3\r\n:1\r\n:1\r\n:0\r\n"},
+		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), lockcmds.LibTable[0].SHA, "nope"}, "*3\r\n:1\r\n:1\r\n:0\r\n"},
 		{"script flush", []string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
-		{"script exists after flush", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA}, "*2\r\n:0\r\n:1\r\n"},
+		{"script exists after flush", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), lockcmds.LibTable[0].SHA}, "*2\r\n:0\r\n:1\r\n"},
 		{"fcall unknown function", []string{"FCALL", "nope", "0"}, "-ERR Function not found*"},
-		{"lib script in a foreign shape runs as any script", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR Lua redis lib command arguments must be strings or integers*"},
+		{"lib script in a foreign shape runs as any script", []string{"EVAL", lockcmds.LibTable[0].Source, "0", "tok"}, "-ERR Lua redis lib command arguments must be strings or integers*"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkReply(t, c.cmd(tc.args...), tc.want)

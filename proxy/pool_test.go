@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -21,7 +22,7 @@ func pipelineCycles(t *testing.T, addr, prefix string, n, keys int) {
 	for i := range n {
 		k, tok := fmt.Sprintf("%s:%d", prefix, i%keys), fmt.Sprintf("t%d", i)
 		b = resp.AppendCommandStrings(b, "SET", k, tok, "NX", "PX", "10000")
-		b = resp.AppendCommandStrings(b, "EVAL", libTable[0].Source, "1", k, tok)
+		b = resp.AppendCommandStrings(b, "EVAL", lockcmds.LibTable[0].Source, "1", k, tok)
 	}
 	c.send(string(b))
 	for i := range n {
@@ -106,7 +107,7 @@ func TestDirectAndPipelined(t *testing.T) {
 		if got := c.cmd("PING"); got != "+PONG\r\n" {
 			t.Fatalf("PING %d: %q", i, got)
 		}
-		if got := c.cmd("EVAL", libTable[0].Source, "1", k, tok); got != ":1\r\n" {
+		if got := c.cmd("EVAL", lockcmds.LibTable[0].Source, "1", k, tok); got != ":1\r\n" {
 			t.Fatalf("release %d: %q", i, got)
 		}
 	}

@@ -107,7 +107,7 @@ func TestSubscribeLimits(t *testing.T) {
 	for range respserver.MsgQueueLen * 4 {
 		e.srv.rs.Publish(ch, strings.Repeat("m", 64<<10))
 	}
-	if e.srv.rs.Stats().WakeupsDropped == 0 {
+	if _, dropped := e.srv.rs.Wakeups(); dropped == 0 {
 		t.Fatal("no message dropped for a subscriber that does not read")
 	}
 }

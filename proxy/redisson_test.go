@@ -170,7 +170,7 @@ func TestRedissonWakeup(t *testing.T) {
 	if n, _ := b.HoldCount(ctx, "wake", 1); n != 1 {
 		t.Fatalf("the woken client's hold count: %d", n)
 	}
-	if e.srv.rs.Stats().WakeupsSent == 0 {
+	if sent, _ := e.srv.rs.Wakeups(); sent == 0 {
 		t.Fatal("no wake-up message counted")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 )
 
 // TestReobtainFailureKeepsLock: a bsm/redislock client re-obtains its own
@@ -107,7 +108,7 @@ func TestReobtainFailureKeepsLock(t *testing.T) {
 // cleanup ran.
 func TestCloseThenRetryElsewhere(t *testing.T) {
 	var sha string
-	for _, ls := range libTable {
+	for _, ls := range lockcmds.LibTable {
 		if ls.Name == "bsm/redislock v0.9.4 obtain" {
 			sha = ls.SHA
 		}

@@ -74,7 +74,7 @@ func TestRESP3PubSub(t *testing.T) {
 	ch := "redisson_lock__channel:{r3lock}"
 	checkReply(t, sub.cmd("SUBSCRIBE", ch), ">3\r\n$9\r\nsubscribe\r\n$"+strconv.Itoa(len(ch))+"\r\n"+ch+"\r\n:1\r\n")
 	checkReply(t, sub.cmd("PING"), "+PONG\r\n")
-	e.srv.redisson.Wake(ch)
+	e.srv.lc.Redisson().Wake(ch)
 	checkReply(t, sub.read(), ">3\r\n$7\r\nmessage\r\n*")
 	checkReply(t, sub.cmd("UNSUBSCRIBE"), ">3\r\n$11\r\nunsubscribe\r\n*")
 }

@@ -37,12 +37,16 @@ func roomDeps(t *testing.T, pkg string) []string {
 	return deps
 }
 
-// TestRoomImports: the proxy's rooms import one way (docs/architecture.md).
-// The RESP server room knows no locks: of this module it may import only
-// the resp codec — not the engine, the master connections, or the lock
-// rooms — directly or through another package. The Redisson room works
-// over the engine and its transport, never the RESP server room (it
-// publishes through the Publisher it declares).
+// TestRoomImports: the proxy's rooms import one way (docs/architecture.md):
+// proxy → lock commands → Redisson → engine, and the lock commands → the
+// RESP server. The RESP server room knows no locks: of this module it may
+// import only the resp codec — not the engine, the master connections, or
+// the lock rooms — directly or through another package. The Redisson room
+// works over the engine and its transport, never the RESP server room or
+// the lock commands (it publishes through the Publisher it declares and
+// replies through the LockReplies it declares). The lock commands reach
+// the server through its Conn and Call, and its services through the
+// Server interface they declare.
 func TestRoomImports(t *testing.T) {
 	for _, tc := range []struct {
 		room    string
@@ -50,6 +54,8 @@ func TestRoomImports(t *testing.T) {
 	}{
 		{"proxy/internal/respserver", []string{"resp"}},
 		{"proxy/internal/redisson", []string{"conn", "engine", "internal/enginex", "internal/scripts", "resp"}},
+		{"proxy/internal/lockcmds", []string{"conn", "engine", "internal/enginex", "internal/scripts", "resp",
+			"proxy/internal/redisson", "proxy/internal/respserver"}},
 	} {
 		t.Run(tc.room, func(t *testing.T) {
 			for _, d := range roomDeps(t, tc.room) {

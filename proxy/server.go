@@ -10,8 +10,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/enginex"
-	"github.com/redlock-dev/redlock/proxy/internal/redisson"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
@@ -228,22 +227,20 @@ func (c Config) withDefaults() (Config, error) {
 
 // Server is a RESP server that turns lock commands of unmodified Redis
 // clients into Redlock quorum operations. Create it with [New].
+//
+// It is the wiring of the proxy's rooms: the RESP server
+// (proxy/internal/respserver) serves the clients' connections and
+// dispatches their commands to the lock commands
+// (proxy/internal/lockcmds), which run them over the engine and hand
+// Redisson's scripts to the Redisson room (proxy/internal/redisson).
 type Server struct {
 	cfg       Config
-	rs        *respserver.Server // the clients' connections (the server room)
+	rs        *respserver.Server // the clients' connections
+	lc        *lockcmds.Commands // the lock commands
 	eng       *engine.Engine
-	obs       engine.Observer // eng's Observer (nil: none): library scripts report to it
 	ownEngine bool
-	tr        enginex.Transport // eng's broadcasts and attached locks
-	pass      *engine.Engine    // opted-in scripts' own master connections (nil unless AllowScripts)
-	passTr    enginex.Transport // pass's broadcasts
-	redisson  *redisson.Locks   // the Redisson room (redisson.go)
-	scripts   scriptCache
-	fenceKey  string // the masters' fencing counter: no client command may name it
-
-	locks   lockCounts // lock events the proxy reports itself, for INFO
-	refused *refusals  // recently refused acquisitions: their releases are cleanups
-	closed  sync.Once
+	pass      *engine.Engine // opted-in scripts' own master connections (nil unless AllowScripts)
+	closed    sync.Once
 }
 
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
@@ -253,8 +250,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, refused: newRefusals()}
-	s.scripts = scriptCache{max: cfg.MaxScripts, m: map[string]*conn.Script{}}
+	s := &Server{cfg: cfg, eng: cfg.Engine}
 	if s.eng == nil {
 		ec := cfg.EngineConfig
 		for _, n := range []struct {
@@ -267,15 +263,12 @@ func New(cfg Config) (*Server, error) {
 				*n.f = n.flag
 			}
 		}
-		ec.Conn.Scripts = append(append([]*conn.Script(nil), ec.Conn.Scripts...), masterScripts...)
+		ec.Conn.Scripts = append(append([]*conn.Script(nil), ec.Conn.Scripts...), lockcmds.MasterScripts()...)
 		if s.eng, err = engine.New(ec); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		s.ownEngine = true
 	}
-	s.tr = enginex.Open(s.eng)
-	s.obs = s.eng.Config().Observer // the given engine's, when there is one
-	s.fenceKey = s.eng.Config().FenceKey
 	if cfg.AllowScripts {
 		// Opted-in scripts never share a connection with lock traffic:
 		// their replies, stalls and timeouts stay on connections of their own.
@@ -283,15 +276,13 @@ func New(cfg Config) (*Server, error) {
 			s.closeEngines()
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
-		s.passTr = enginex.Open(s.pass)
 	}
-	var corks []respserver.Cork
-	for i := range s.eng.Masters() {
-		for _, mc := range s.tr.Conns(i) {
-			corks = append(corks, mc)
-		}
-	}
-	ec := s.eng.Config()
+	s.lc = lockcmds.New(lockcmds.Config{
+		Engine: s.eng, Scripts: s.pass,
+		AllowScripts: cfg.AllowScripts, AllowTokenlessWrites: cfg.AllowTokenlessWrites,
+		ScriptTimeout: cfg.ScriptTimeout, MaxScripts: cfg.MaxScripts, KeyPrefix: cfg.KeyPrefix,
+		WakeChannel: cfg.WakeChannel, LocalWakeups: cfg.LocalWakeups,
+	})
 	s.rs, err = respserver.New(respserver.Config{
 		RequirePass: cfg.RequirePass, MaxAuthFailures: cfg.MaxAuthFailures,
 		AuthTimeout: cfg.AuthTimeout, RequestTimeout: cfg.RequestTimeout,
@@ -300,24 +291,17 @@ func New(cfg Config) (*Server, error) {
 		MaxClientMemory: cfg.MaxClientMemory, IdleTimeout: cfg.IdleTimeout, KeyPrefix: cfg.KeyPrefix,
 		EventLoops: cfg.EventLoops, Logger: cfg.Logger, WriteTimeout: cfg.writeTimeout,
 
-		Commands: s.commands(), CheckKey: s.reservedKey,
-		Subscribable:     redisson.Channel,
-		SubscribableWhat: "the lock wake-up channels " + redisson.ChannelPrefix + ":{name} and " + redisson.RWChannelPrefix + ":{name}",
-		// The latency target: half the per-master timeout of a 30s lock (the
-		// usual client TTL; at most MaxMasterTimeout/2 with the defaults).
-		LatencyTarget: s.tr.MasterTimeout(30*time.Second) / 2,
-		Corks:         corks,
-		ClosedReply:   s.engineErr,
-		// Close waits for the grant rule's (d): see [Server.Close].
-		CloseWait:    s.tr.MasterTimeout(ec.MaxTTL) + ec.CleanupTimeout + 100*time.Millisecond,
-		InfoSections: []string{"masters"},
-		Info:         s.info,
+		Commands: s.lc.Table(), CheckKey: s.lc.CheckKey,
+		Subscribable: lockcmds.Subscribable, SubscribableWhat: lockcmds.SubscribableWhat,
+		LatencyTarget: s.lc.LatencyTarget(), Corks: s.lc.Corks(),
+		ClosedReply: s.lc.EngineErr, CloseWait: s.lc.CloseWait(),
+		InfoSections: lockcmds.InfoSections, Info: s.lc.Info,
 	})
 	if err != nil {
 		s.closeEngines()
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	s.startRedisson()
+	s.lc.Start(s.rs)
 	return s, nil
 }
 
@@ -373,8 +357,8 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeEngines() {
-	if s.redisson != nil {
-		s.redisson.Close()
+	if s.lc != nil {
+		s.lc.Close()
 	}
 	if s.ownEngine {
 		s.eng.Close()

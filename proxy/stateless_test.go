@@ -11,6 +11,7 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/localmaster"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 )
 
 // TestTwoProxies: proxies keep no lock state of their own, so several of
@@ -37,7 +38,7 @@ func TestTwoProxies(t *testing.T) {
 	if n, err := extend.Run(ctx, cb, []string{"two:k"}, "tok-a", 60000).Int(); err != nil || n != 1 {
 		t.Fatalf("extend A's lock through proxy B: %v %v", n, err)
 	}
-	release := redis.NewScript(libTable[0].Source)
+	release := redis.NewScript(lockcmds.LibTable[0].Source)
 	if n, err := release.Run(ctx, cb, []string{"two:k"}, "tok-b").Int(); err != nil || n != 0 {
 		t.Fatalf("release with the wrong token through B: %v %v, want 0", n, err)
 	}
@@ -69,7 +70,7 @@ func TestClusterMemberProxy(t *testing.T) {
 	e := startEnvOn(t, first.Set, func(c *Config) { c.EngineConfig.Addrs, c.EngineConfig.Clusters = nil, members })
 	c := redis.NewClient(&redis.Options{Addr: e.addr, MaxRetries: -1})
 	defer c.Close()
-	release := redis.NewScript(libTable[0].Source)
+	release := redis.NewScript(lockcmds.LibTable[0].Source)
 	extend := redis.NewScript(`if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`)
 	for i := range 20 {
 		k := fmt.Sprintf("cm:%d", i)

@@ -23,6 +23,7 @@ import (
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/proctest"
+	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -109,9 +110,9 @@ func TestCommands(t *testing.T) {
 		{"client list", []string{"CLIENT", "LIST"}, "-ERR unknown or unsupported command 'CLIENT LIST'\r\n"},
 		{"select 0", []string{"SELECT", "0"}, "+OK\r\n"},
 		{"select 1", []string{"SELECT", "1"}, "-ERR DB index is out of range*"},
-		{"command count", []string{"COMMAND", "COUNT"}, fmt.Sprintf(":%d\r\n", len((&Server{}).commands())+len(respserver.ServerCommands()))},
+		{"command count", []string{"COMMAND", "COUNT"}, fmt.Sprintf(":%d\r\n", len((&lockcmds.Commands{}).Table())+len(respserver.ServerCommands()))},
 		{"command docs", []string{"COMMAND", "DOCS"}, "*0\r\n"},
-		{"command", []string{"COMMAND"}, fmt.Sprintf("*%d\r\n*", len((&Server{}).commands())+len(respserver.ServerCommands()))},
+		{"command", []string{"COMMAND"}, fmt.Sprintf("*%d\r\n*", len((&lockcmds.Commands{}).Table())+len(respserver.ServerCommands()))},
 		{"info", []string{"INFO"}, "$*"},
 		{"auth without pass", []string{"AUTH", "x"}, "-ERR AUTH <password> called without*"},
 		{"unknown", []string{"FLUSHALL"}, "-ERR unknown or unsupported command 'FLUSHALL'\r\n"},
@@ -143,18 +144,18 @@ func TestCommands(t *testing.T) {
 		{"eval numkeys leading zero", []string{"EVAL", "return 1", "01", "a"}, "-ERR value is not an integer or out of range\r\n"},
 		{"eval refused", []string{"EVAL", "redis.call('set', 'script:x', 'y') return 7", "0"}, "-ERR redlock proxy: not a recognised lock script; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"eval flushall refused", []string{"EVAL", "return redis.call('flushall')", "0"}, "-ERR redlock proxy: not a recognised lock script*"},
-		{"lib script in a foreign shape refused", []string{"EVAL", libTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine) called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes); other scripts are disabled (start the proxy with --allow-scripts*"},
+		{"lib script in a foreign shape refused", []string{"EVAL", lockcmds.LibTable[0].Source, "0", "tok"}, "-ERR redlock proxy: plain compare-and-delete (engine) called in a shape its library never sends (or with more than 64 keys, or a value over 512 bytes); other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"lib script with a value over 512 bytes refused", append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "1", "big:1"}, strings.Repeat("v", 513), "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
 		{"lib script with 65 keys refused", append(append([]string{"EVAL", scripts.Lib("node-redlock5-acquire"), "65"}, manyKeys(65)...), "tok", "10000"), "-ERR redlock proxy: node-redlock v5 acquire called in a shape*"},
 		{"fcall refused", []string{"FCALL", "f", "0"}, "-ERR redlock proxy: functions are not lock scripts; other scripts are disabled (start the proxy with --allow-scripts*"},
 		{"script load refused", []string{"SCRIPT", "LOAD", "return 8"}, "-ERR redlock proxy: not a recognised lock script*"},
-		{"script load library", []string{"SCRIPT", "LOAD", libTable[0].Source}, "$40\r\n" + libTable[0].SHA + "\r\n"},
-		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), libTable[0].SHA, "nope"}, "*3\r\n:0\r\n:1\r\n:0\r\n"},
+		{"script load library", []string{"SCRIPT", "LOAD", lockcmds.LibTable[0].Source}, "$40\r\n" + lockcmds.LibTable[0].SHA + "\r\n"},
+		{"script exists", []string{"SCRIPT", "EXISTS", sha1Hex([]byte("return 8")), lockcmds.LibTable[0].SHA, "nope"}, "*3\r\n:0\r\n:1\r\n:0\r\n"},
 		{"script flush", []string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
 		{"set px leading zero", []string{"SET", "c:5", "t", "NX", "PX", "05"}, "-ERR value is not an integer or out of range\r\n"},
 		{"set px plus", []string{"SET", "c:5", "t", "NX", "PX", "+5"}, "-ERR value is not an integer or out of range\r\n"},
-		{"release wrong token", []string{"EVAL", libTable[0].Source, "1", "c:1", "t2"}, ":0\r\n"},
-		{"release", []string{"EVALSHA", libTable[0].SHA, "1", "c:1", "t1"}, ":1\r\n"},
+		{"release wrong token", []string{"EVAL", lockcmds.LibTable[0].Source, "1", "c:1", "t2"}, ":0\r\n"},
+		{"release", []string{"EVALSHA", lockcmds.LibTable[0].SHA, "1", "c:1", "t1"}, ":1\r\n"},
 		{"config get", []string{"CONFIG", "GET", "save"}, "*0\r\n"},
 		{"reset", []string{"RESET"}, "+RESET\r\n"},
 		{"quit", []string{"QUIT"}, "+OK\r\n"},
@@ -322,7 +323,7 @@ func contend(t *testing.T, addrs []string) {
 	var inside [keys]atomic.Int32
 	var overlaps, acquired atomic.Int64
 	var wg sync.WaitGroup
-	release := redis.NewScript(libTable[0].Source)
+	release := redis.NewScript(lockcmds.LibTable[0].Source)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -448,8 +449,8 @@ func TestRedisCLI(t *testing.T) {
 		{[]string{"SET", "cli:k", "tok", "NX", "PX", "10000"}, "OK"},
 		{[]string{"SET", "cli:k", "other", "NX", "PX", "10000"}, ""},
 		{[]string{"GET", "cli:k"}, "tok"},
-		{[]string{"EVAL", libTable[1].Source, "1", "cli:k", "tok", "20000"}, "1"},
-		{[]string{"EVAL", libTable[0].Source, "1", "cli:k", "tok"}, "1"},
+		{[]string{"EVAL", lockcmds.LibTable[1].Source, "1", "cli:k", "tok", "20000"}, "1"},
+		{[]string{"EVAL", lockcmds.LibTable[0].Source, "1", "cli:k", "tok"}, "1"},
 		{[]string{"EXISTS", "cli:k"}, "0"},
 		{[]string{"FLUSHALL"}, "ERR unknown or unsupported command 'FLUSHALL'"},
 	}
@@ -537,29 +538,6 @@ func TestShutdown(t *testing.T) {
 	stacks := string(buf[:runtime.Stack(buf, true)])
 	if strings.Contains(stacks, "proxy.(*client)") {
 		t.Fatalf("client goroutines left after Shutdown/Close:\n%s", stacks)
-	}
-}
-
-func TestQuorumTTL(t *testing.T) {
-	cases := []struct {
-		name string
-		vals []int64
-		q    int
-		want int64
-		ok   bool
-	}{
-		{"too few", []int64{100, 200}, 3, 0, false},
-		{"exact quorum", []int64{300, 100, 200}, 3, 100, true},
-		{"all five", []int64{500, 100, 400, 200, 300}, 3, 300, true},
-		{"four of five", []int64{50, 40, 30, 20}, 3, 30, true},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := quorumTTL(tc.vals, tc.q)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("got %d %v, want %d %v", got, ok, tc.want, tc.ok)
-			}
-		})
 	}
 }
 

@@ -277,13 +277,19 @@ var bySHA = sync.OnceValue(func() map[string]string {
 				continue
 			}
 			for _, src := range []string{string(b), strings.TrimSuffix(string(b), "\n")} {
-				sum := sha1.Sum([]byte(src))
-				m[hex.EncodeToString(sum[:])] = src
+				m[SHA1([]byte(src))] = src
 			}
 		}
 	}
 	return m
 })
+
+// SHA1 returns the SHA1 of a script's text in lower-case hex: the name
+// EVALSHA, SCRIPT EXISTS and a server's errors give it.
+func SHA1(src []byte) string {
+	sum := sha1.Sum(src)
+	return hex.EncodeToString(sum[:])
+}
 
 // CommandAt returns the command (upper case) that line (1-based) of the
 // script whose SHA1 is sha calls, "" when sha is not one of this

@@ -2,8 +2,6 @@ package redisson
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"sync/atomic"
 	"time"
 
@@ -105,11 +103,6 @@ func (s *Locks) engineErr(err error) []byte                  { return s.cfg.Repl
 func (s *Locks) undecided(reps []enginex.MasterReply) []byte { return s.cfg.Replies.Undecided(reps) }
 func (s *Locks) publish(ch, msg string) int                  { return s.cfg.Publisher.Publish(ch, msg) }
 func (s *Locks) drift(ttl time.Duration) time.Duration       { return s.tr.Drift(ttl) }
-
-func sha1Hex(src []byte) string {
-	sum := sha1.Sum(src)
-	return hex.EncodeToString(sum[:])
-}
 
 // replyErr returns why a master's part of a broadcast is not an answer:
 // its transport error, or its error reply; nil for an answer (as the lock

@@ -152,7 +152,7 @@ var BySHA = func() map[string]*Script {
 	m := map[string]*Script{}
 	for i := range Table {
 		rs := &Table[i]
-		rs.SHA = sha1Hex([]byte(scripts.Lib(rs.File)))
+		rs.SHA = scripts.SHA1([]byte(scripts.Lib(rs.File)))
 		m[rs.SHA] = rs
 	}
 	return m

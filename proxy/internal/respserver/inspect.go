@@ -43,3 +43,8 @@ func (s *Server) ConnStates() []ConnState {
 // ServerCommands returns the server's own commands (connection plumbing
 // and pub/sub), which every Server serves beside its handler's.
 func ServerCommands() []*Command { return append([]*Command(nil), serverCommands...) }
+
+// Wakeups returns the messages delivered to subscribers, and those lost
+// to a full queue or the memory budget (INFO: wakeups_sent,
+// wakeups_dropped).
+func (s *Server) Wakeups() (sent, dropped uint64) { return s.wakesSent.Load(), s.wakeDropped.Load() }

@@ -188,18 +188,8 @@ func (c *Conn) completeCB(cl *Call, build ReplyFunc, panicked any) {
 					cl.bb = nil
 				}
 			}
-			if cl.resp3 {
-				out = toRESP3(out)
-			}
 			cl.out = out
-			c.hold(cl.replyBytes(), false)
-			cl.a.mu.Lock()
-			close(cl.done)
-			next, cl.a.next = cl.a.next, nil
-			cl.a.mu.Unlock()
-			if c.lp != nil {
-				c.lp.ready(c) // its loop writes the reply
-			}
+			next = c.completed(cl)
 		}()
 		if h := testHook.Load(); h != nil {
 			(*h)("async", nil)
@@ -271,20 +261,8 @@ func (c *Conn) runOne(cl *Call) (next []*Call) {
 			cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
 			cl.closeAfter = true
 		}
-		if cl.resp3 {
-			cl.out = toRESP3(cl.out)
-		}
-		c.hold(cl.replyBytes(), false)
 		cl.a.run = nil
-		cl.a.mu.Lock()
-		if cl.done != nil { // nil: a direct call, which nothing waits for
-			close(cl.done)
-		}
-		next, cl.a.next = cl.a.next, nil
-		cl.a.mu.Unlock()
-		if c.lp != nil {
-			c.lp.ready(c) // its loop writes the reply
-		}
+		next = c.completed(cl)
 	}()
 	if h := testHook.Load(); h != nil {
 		(*h)("async", nil)
@@ -305,6 +283,27 @@ func (c *Conn) runOne(cl *Call) (next []*Call) {
 		PutBuffer(bb)
 	}
 	return nil
+}
+
+// completed makes cl's reply final: in the connection's protocol,
+// charged to the connection, done closed (nil for a direct call, which
+// nothing waits for); a loop's connection goes back to its loop, which
+// writes it. It returns the commands that were waiting for cl.
+func (c *Conn) completed(cl *Call) (next []*Call) {
+	if cl.resp3 {
+		cl.out = toRESP3(cl.out)
+	}
+	c.hold(cl.replyBytes(), false)
+	cl.a.mu.Lock()
+	if cl.done != nil {
+		close(cl.done)
+	}
+	next, cl.a.next = cl.a.next, nil
+	cl.a.mu.Unlock()
+	if c.lp != nil {
+		c.lp.ready(c) // its loop writes the reply
+	}
+	return next
 }
 
 // runDirect runs cl on the reader goroutine and writes its reply (the

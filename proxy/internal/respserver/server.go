@@ -67,9 +67,12 @@ type Config struct {
 	// CloseWait bounds how long Close waits for the commands in flight
 	// before it closes the connections of clients that do not read.
 	CloseWait time.Duration
-	// InfoSections are the handler's INFO sections, after the server's;
-	// Info appends the handler's lines of a section (the server's own
-	// sections too: "proxy" gets the lock counters) to b.
+	// InfoSections are the handler's INFO sections, after the server's
+	// (server, clients, replication, persistence, cpu, proxy). Info
+	// appends to b the handler's lines of a section: for one of the
+	// server's, lines after the server's own (the lock commands add their
+	// counters to "proxy"); for one of InfoSections, the whole section,
+	// header included.
 	InfoSections []string
 	Info         func(b []byte, section string) []byte
 }
@@ -300,14 +303,7 @@ func (s *Server) accept(nc net.Conn) {
 // returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopAccepting()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.interrupt() // wakes the reader; it sees shutting
-	}
-	s.mu.Unlock()
-	s.interruptLoops()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	done := s.interrupt()
 	select {
 	case <-done:
 		return s.Close()
@@ -316,6 +312,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// interrupt wakes every connection's reader, which sees Shutdown, and
+// returns a channel closed once every connection and Serve ended.
+func (s *Server) interrupt() <-chan struct{} {
+	s.mu.Lock()
+	for c := range s.conns {
+		c.interrupt()
+	}
+	s.mu.Unlock()
+	s.interruptLoops()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	return done
 }
 
 func (s *Server) stopAccepting() {
@@ -328,29 +338,15 @@ func (s *Server) stopAccepting() {
 }
 
 // Close stops the server: listeners are closed, clients are not read
-// again, in-flight commands are cancelled (an acquisition cancelled this
-// way is released), client connections are closed once those commands
-// ended — at most a per-master timeout and a cleanup timeout later —,
-// every goroutine is waited for, and the engines the server created are
-// closed. Idempotent.
-//
-// The wait is for the grant rule's (d): a failed library acquisition's
-// cleanup deletes by the client's value where the attempt created the
-// key; a client that saw its connection close before that cleanup ran
-// could retry the same value through another proxy, and the late cleanup
-// would delete the retry's grant.
+// again, in-flight commands are cancelled (their context ends), client
+// connections are closed once those commands ended — at most
+// Config.CloseWait later —, and every goroutine is waited for.
+// Idempotent.
 func (s *Server) Close() error {
 	s.close.Do(func() {
 		s.stopAccepting()
 		s.cancel()
-		s.mu.Lock()
-		for c := range s.conns {
-			c.interrupt() // wakes the reader; it sees shutting
-		}
-		s.mu.Unlock()
-		s.interruptLoops()
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
+		done := s.interrupt()
 		bound := time.NewTimer(s.cfg.CloseWait)
 		select {
 		case <-done:

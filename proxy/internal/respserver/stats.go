@@ -26,9 +26,6 @@ type Stats struct {
 	// LoopMoves: connections an event loop handed to goroutines (a
 	// subscription, a request larger than 16 KiB).
 	LoopMoves uint64
-	// WakeupsSent: messages delivered to subscribers; WakeupsDropped:
-	// messages lost to a full queue or the memory budget.
-	WakeupsSent, WakeupsDropped uint64
 }
 
 // Stats returns the server's counters. Safe for concurrent use.
@@ -45,7 +42,5 @@ func (s *Server) Stats() Stats {
 		OverloadRefusals:    s.overloaded.Load(),
 		LoopClients:         s.loopClients.Load(),
 		LoopMoves:           s.loopMoves.Load(),
-		WakeupsSent:         s.wakesSent.Load(),
-		WakeupsDropped:      s.wakeDropped.Load(),
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import (
 	"bytes"
@@ -21,33 +21,33 @@ import (
 
 // drift is the engine's allowance, so script acquisitions and SET NX PX
 // (engine TryLock) compute validity alike, also with a given Config.Engine.
-func (s *Server) drift(ttl time.Duration) time.Duration { return s.tr.Drift(ttl) }
+func (h *Commands) drift(ttl time.Duration) time.Duration { return h.tr.Drift(ttl) }
 
 // libStart is the asynchronous start of a recognised library script
 // that has one — a single-key release or extension through the engine
 // (Lock.UnlockAsync, Lock.ExtendAsync), as runLib runs it — or nil
 // (runLib on a goroutine).
-func (s *Server) libStart(ls *libScript, keys, argv [][]byte) respserver.AsyncStart {
-	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == opAcquire {
+func (h *Commands) libStart(ls *LibScript, keys, argv [][]byte) respserver.AsyncStart {
+	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == OpAcquire {
 		return nil
 	}
 	token := argv[ls.TokenArg]
-	if ls.Op == opRelease {
+	if ls.Op == OpRelease {
 		return func(done func(respserver.ReplyFunc)) {
-			l := s.tr.Attach(string(keys[0]), string(token), 0)
+			l := h.tr.Attach(string(keys[0]), string(token), 0)
 			l.UnlockAsync(func(err error) {
-				done(func(dst []byte) []byte { return s.libReleased(dst, ls, keys, token, err) })
+				done(func(dst []byte) []byte { return h.libReleased(dst, ls, keys, token, err) })
 			})
 		}
 	}
-	ttl, msg := s.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
+	ttl, msg := h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
 	if msg != "" {
 		return nil // runLib answers the error
 	}
 	return func(done func(respserver.ReplyFunc)) {
-		l := s.tr.Attach(string(keys[0]), string(token), ttl)
+		l := h.tr.Attach(string(keys[0]), string(token), ttl)
 		l.ExtendAsync(ttl, func(err error) {
-			done(func(dst []byte) []byte { return s.libExtended(dst, ls, keys, token, err) })
+			done(func(dst []byte) []byte { return h.libExtended(dst, ls, keys, token, err) })
 		})
 	}
 }
@@ -55,52 +55,52 @@ func (s *Server) libStart(ls *libScript, keys, argv [][]byte) respserver.AsyncSt
 // libExtended answers a library's engine extension that ended with err.
 // The engine counts and observes the extension, not the end of an
 // attached lock.
-func (s *Server) libExtended(dst []byte, ls *libScript, keys [][]byte, token []byte, err error) []byte {
+func (h *Commands) libExtended(dst []byte, ls *LibScript, keys [][]byte, token []byte, err error) []byte {
 	if err == nil {
-		s.refused.granted(keys[0], token)
+		h.refused.granted(keys[0], token)
 	} else if errors.Is(err, engine.ErrLockLost) {
-		s.lockLost(err)
+		h.lockLost(err)
 	}
-	return s.libEngineReply(dst, ls, len(keys), err)
+	return h.libEngineReply(dst, ls, len(keys), err)
 }
 
 // libReleased answers a library's engine release that ended with err.
-func (s *Server) libReleased(dst []byte, ls *libScript, keys [][]byte, token []byte, err error) []byte {
-	s.observeRelease(keys[0], token, err) // the engine does not count an attached lock's
-	return s.libEngineReply(dst, ls, len(keys), err)
+func (h *Commands) libReleased(dst []byte, ls *LibScript, keys [][]byte, token []byte, err error) []byte {
+	h.observeRelease(keys[0], token, err) // the engine does not count an attached lock's
+	return h.libEngineReply(dst, ls, len(keys), err)
 }
 
 // libEngineReply is a library's reply to an engine release or extension.
-func (s *Server) libEngineReply(dst []byte, ls *libScript, nkeys int, err error) []byte {
+func (h *Commands) libEngineReply(dst []byte, ls *LibScript, nkeys int, err error) []byte {
 	switch {
 	case err == nil:
 		return success(dst, ls, nkeys)
 	case errors.Is(err, engine.ErrLockLost) && !errors.Is(err, engine.ErrUnavailable):
 		return failure(dst, ls)
 	}
-	return s.engineErr(err)
+	return h.engineErr(err)
 }
 
 // runLib runs a recognised library script as a quorum operation and
 // answers in the library's reply contract.
 // The caller checked ls.fits(keys, argv).
-func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, argv [][]byte) []byte {
+func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, argv [][]byte) []byte {
 	token := argv[ls.TokenArg]
 	var ttl time.Duration
 	if ls.TTLArg >= 0 {
 		var msg string
-		if ttl, msg = s.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid"); msg == "invalid" || msg == msgNotInteger {
+		if ttl, msg = h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid"); msg == "invalid" || msg == msgNotInteger {
 			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)")
 		} else if msg != "" {
 			return redcon.AppendError(nil, msg)
 		}
 	}
 	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
-		l := s.tr.Attach(string(keys[0]), string(token), ttl)
-		if ls.Op == opRelease {
-			return s.libReleased(dst, ls, keys, token, l.Unlock(ctx))
+		l := h.tr.Attach(string(keys[0]), string(token), ttl)
+		if ls.Op == OpRelease {
+			return h.libReleased(dst, ls, keys, token, l.Unlock(ctx))
 		}
-		return s.libExtended(dst, ls, keys, token, l.Extend(ctx, ttl))
+		return h.libExtended(dst, ls, keys, token, l.Extend(ctx, ttl))
 	}
 
 	sc := ls.script
@@ -108,44 +108,44 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 		sc = ls.Tells
 	}
 	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
-		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, s.eng.Config().MaxTTL.Milliseconds(), 10)}
+		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, h.eng.Config().MaxTTL.Milliseconds(), 10)}
 	}
 	cmd := sc.AppendCall(nil, keys, argv)
 	t1 := time.Now()
 	var reps []enginex.MasterReply
 	var err error
 	switch ls.Op {
-	case opAcquire:
+	case OpAcquire:
 		if err := ctx.Err(); err != nil { // Close: nothing is sent
-			s.observeLib(ls, keys, token, t1, ttl, err, -s.eng.Quorum())
-			return s.engineErr(err)
+			h.observeLib(ls, keys, token, t1, ttl, err, -h.eng.Quorum())
+			return h.engineErr(err)
 		}
 		// The one grant rule (engine): TTL at most MaxTTL, no vote from
 		// a master in restart quarantine. Every master's answer is
 		// awaited (bounded by the per-master timeout) even when the
 		// client goes away: the cleanup needs to know what was created.
-		reps, err = s.tr.Grant(context.WithoutCancel(ctx), string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
+		reps, err = h.tr.Grant(context.WithoutCancel(ctx), string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
 		if err == nil && ctx.Err() != nil {
 			// Close: the client will not see the answer. A failed attempt
 			// is cleaned up (Close keeps the connection open until then);
 			// a grant is left to its TTL, as the lock of a client that
 			// went away: its value may since be a retry's own.
-			s.observeLib(ls, keys, token, t1, ttl, ctx.Err(), -s.eng.Quorum())
-			if !s.granted(ls, reps, len(keys), t1, ttl) {
-				s.cleanup(ls, keys, token, reps, t1, ttl)
+			h.observeLib(ls, keys, token, t1, ttl, ctx.Err(), -h.eng.Quorum())
+			if !h.granted(ls, reps, len(keys), t1, ttl) {
+				h.cleanup(ls, keys, token, reps, t1, ttl)
 			}
-			return s.engineErr(ctx.Err())
+			return h.engineErr(ctx.Err())
 		}
-	case opExtend:
-		reps, err = s.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
+	case OpExtend:
+		reps, err = h.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
 	default:
-		reps, err = s.tr.Broadcast(ctx, string(keys[0]), s.tr.MasterTimeout(ttl), sc, cmd)
+		reps, err = h.tr.Broadcast(ctx, string(keys[0]), h.tr.MasterTimeout(ttl), sc, cmd)
 	}
 	if err != nil { // nothing was sent, or an extension's wait ended
-		s.observeLib(ls, keys, token, t1, ttl, err, -s.eng.Quorum()) // no grant seen
-		return s.engineErr(err)
+		h.observeLib(ls, keys, token, t1, ttl, err, -h.eng.Quorum()) // no grant seen
+		return h.engineErr(err)
 	}
-	q := s.eng.Quorum()
+	q := h.eng.Quorum()
 	yes, missing := 0, 0
 	for _, r := range reps {
 		if r.Err != nil {
@@ -157,27 +157,27 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 			missing++
 		}
 	}
-	if r := s.undecided(reps); r != nil {
-		s.observeLib(ls, keys, token, t1, ttl, engine.ErrUnavailable, yes-q)
-		if ls.Op == opAcquire {
-			s.cleanup(ls, keys, token, reps, t1, ttl)
+	if r := h.undecided(reps); r != nil {
+		h.observeLib(ls, keys, token, t1, ttl, engine.ErrUnavailable, yes-q)
+		if ls.Op == OpAcquire {
+			h.cleanup(ls, keys, token, reps, t1, ttl)
 		}
 		return r
 	}
-	if ls.Op == opPTTL {
+	if ls.Op == OpPTTL {
 		return pttlReply(ls, reps, q)
 	}
 	ok := yes >= q
-	if ok && ls.Op != opRelease {
-		ok = ttl-time.Since(t1)-s.drift(ttl) > 0
+	if ok && ls.Op != OpRelease {
+		ok = ttl-time.Since(t1)-h.drift(ttl) > 0
 	}
 	if ok {
-		s.observeLib(ls, keys, token, t1, ttl, nil, yes-q)
+		h.observeLib(ls, keys, token, t1, ttl, nil, yes-q)
 		return success(dst, ls, len(keys))
 	}
-	s.observeLib(ls, keys, token, t1, ttl, engine.ErrNotAcquired, yes-q)
-	if ls.Op == opAcquire {
-		s.cleanup(ls, keys, token, reps, t1, ttl)
+	h.observeLib(ls, keys, token, t1, ttl, engine.ErrNotAcquired, yes-q)
+	if ls.Op == OpAcquire {
+		h.cleanup(ls, keys, token, reps, t1, ttl)
 	}
 	if ls.Reply == replyRedsync && missing >= q {
 		return redcon.AppendInt(nil, -1)
@@ -191,9 +191,9 @@ func (s *Server) runLib(ctx context.Context, dst []byte, ls *libScript, keys, ar
 // ErrUnavailable: no quorum; a context error), an extension or a release
 // (ErrNotAcquired: a quorum answered, fewer than a quorum said yes).
 // margin is grants − quorum.
-func (s *Server) observeLib(ls *libScript, keys [][]byte, token []byte, t1 time.Time, ttl time.Duration, err error, margin int) {
-	if ls.Op == opAcquire {
-		s.observeAcquire(keys[0], token, t1, ttl, err, margin)
+func (h *Commands) observeLib(ls *LibScript, keys [][]byte, token []byte, t1 time.Time, ttl time.Duration, err error, margin int) {
+	if ls.Op == OpAcquire {
+		h.observeAcquire(keys[0], token, t1, ttl, err, margin)
 		return
 	}
 	// As the engine's Unlock and Extend fail.
@@ -203,10 +203,10 @@ func (s *Server) observeLib(ls *libScript, keys [][]byte, token []byte, t1 time.
 	case errors.Is(err, engine.ErrNotAcquired):
 		err = engine.ErrLockLost
 	}
-	if ls.Op == opExtend {
-		s.observeExtend(keys[0], token, err)
-	} else if ls.Op == opRelease {
-		s.observeRelease(keys[0], token, err)
+	if ls.Op == OpExtend {
+		h.observeExtend(keys[0], token, err)
+	} else if ls.Op == OpRelease {
+		h.observeRelease(keys[0], token, err)
 	}
 }
 
@@ -214,7 +214,7 @@ var errLostUnavailable = fmt.Errorf("%w: %w", engine.ErrLockLost, engine.ErrUnav
 
 // vote reports whether one master's reply is a yes under ls's contract
 // (for a script that tells what it wrote, 1 created or 2 overwrote).
-func vote(ls *libScript, r resp.Reply, nkeys int) bool {
+func vote(ls *LibScript, r resp.Reply, nkeys int) bool {
 	if ls.Tells != nil {
 		return r.Type == resp.TypeInteger && (r.Int == 1 || r.Int == 2)
 	}
@@ -229,7 +229,7 @@ func vote(ls *libScript, r resp.Reply, nkeys int) bool {
 	return false
 }
 
-func success(dst []byte, ls *libScript, nkeys int) []byte {
+func success(dst []byte, ls *LibScript, nkeys int) []byte {
 	switch ls.Reply {
 	case replyOKNil:
 		return redcon.AppendOK(dst)
@@ -239,7 +239,7 @@ func success(dst []byte, ls *libScript, nkeys int) []byte {
 	return redcon.AppendInt(dst, 1)
 }
 
-func failure(dst []byte, ls *libScript) []byte {
+func failure(dst []byte, ls *LibScript) []byte {
 	if ls.Reply == replyOKNil {
 		return redcon.AppendNull(dst)
 	}
@@ -256,7 +256,7 @@ func quorumTTL(vals []int64, q int) (int64, bool) {
 	return vals[len(vals)-q], true
 }
 
-func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
+func pttlReply(ls *LibScript, reps []enginex.MasterReply, q int) []byte {
 	var vals []int64
 	for _, r := range reps {
 		if r.Err == nil && r.Reply.Type == resp.TypeInteger && r.Reply.Int > 0 {
@@ -285,34 +285,34 @@ func pttlReply(ls *libScript, reps []enginex.MasterReply, q int) []byte {
 // timeout longer than the TTL) may come after the client gave up and
 // took the same value again elsewhere, which a deletion by value would
 // remove; the attempt's keys are then left to their TTL.
-func (s *Server) cleanup(ls *libScript, keys [][]byte, token []byte, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
-	if ttl-time.Since(t1)-s.drift(ttl) <= 0 {
+func (h *Commands) cleanup(ls *LibScript, keys [][]byte, token []byte, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
+	if ttl-time.Since(t1)-h.drift(ttl) <= 0 {
 		return
 	}
 	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
 	cmd := scripts.CleanupMulti.AppendCall(nil, keys, [][]byte{token})
-	timeout := s.eng.Config().CleanupTimeout
+	timeout := h.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	s.tr.BroadcastTo(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd, to)
+	h.tr.BroadcastTo(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd, to)
 }
 
 // granted reports whether reps grant a library acquisition: a quorum
 // voted yes within the validity.
-func (s *Server) granted(ls *libScript, reps []enginex.MasterReply, nkeys int, t1 time.Time, ttl time.Duration) bool {
+func (h *Commands) granted(ls *LibScript, reps []enginex.MasterReply, nkeys int, t1 time.Time, ttl time.Duration) bool {
 	yes := 0
 	for _, r := range reps {
 		if r.Err == nil && vote(ls, r.Reply, nkeys) {
 			yes++
 		}
 	}
-	return yes >= s.eng.Quorum() && ttl-time.Since(t1)-s.drift(ttl) > 0
+	return yes >= h.eng.Quorum() && ttl-time.Since(t1)-h.drift(ttl) > 0
 }
 
 // created reports whether a master's reply to a library acquisition says
 // it created the keys: the vote, or 1 from a script that tells (Tells).
 // A quarantined master's grant counts (what it wrote is there).
-func created(ls *libScript, r enginex.MasterReply, nkeys int) bool {
+func created(ls *LibScript, r enginex.MasterReply, nkeys int) bool {
 	if r.Err != nil && !errors.Is(r.Err, engine.ErrQuarantined) {
 		return false
 	}
@@ -327,7 +327,7 @@ func created(ls *libScript, r enginex.MasterReply, nkeys int) bool {
 // for SET NX PX, "cannot decide" is an error, never a nil or a 0. An error
 // reply (-LOADING, -NOREPLICAS, -OOM, …) is not an answer, as in the
 // engine.
-func (s *Server) undecided(reps []enginex.MasterReply) []byte {
+func (h *Commands) undecided(reps []enginex.MasterReply) []byte {
 	answered, quarantined := 0, 0
 	for _, r := range reps {
 		switch err := replyErr(r); {
@@ -337,18 +337,18 @@ func (s *Server) undecided(reps []enginex.MasterReply) []byte {
 			quarantined++
 		}
 	}
-	if q := s.eng.Quorum(); answered < q {
+	if q := h.eng.Quorum(); answered < q {
 		// The whole story, with addresses and the masters' own texts, for
 		// the operator's log (the client's reply has neither).
-		addrs := s.eng.Masters()
+		addrs := h.eng.Masters()
 		var b strings.Builder
 		for i, r := range reps {
 			if err := replyErr(r); err != nil && i < len(addrs) {
 				fmt.Fprintf(&b, "; master %d (%s): %v", i, addrs[i], err)
 			}
 		}
-		s.rs.LogBackend("proxy: too few masters answered", "answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; "))
-		return s.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
+		h.srv.LogBackend("proxy: too few masters answered", "answered", answered, "quorum", q, "failures", strings.TrimPrefix(b.String(), "; "))
+		return h.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil
 }
@@ -363,19 +363,19 @@ func replyErr(r enginex.MasterReply) error {
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.
-func (s *Server) get(ctx context.Context, key []byte) []byte {
-	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
+func (h *Commands) get(ctx context.Context, key []byte) []byte {
+	reps, err := h.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
 	if err != nil {
-		return s.engineErr(err)
+		return h.engineErr(err)
 	}
-	if r := s.undecided(reps); r != nil {
+	if r := h.undecided(reps); r != nil {
 		return r
 	}
 	counts := map[string]int{}
 	for _, r := range reps {
 		if r.Err == nil && r.Reply.Type == resp.TypeBulkString {
 			counts[string(r.Reply.Str)]++
-			if counts[string(r.Reply.Str)] >= s.eng.Quorum() {
+			if counts[string(r.Reply.Str)] >= h.eng.Quorum() {
 				return redcon.AppendBulk(nil, r.Reply.Str)
 			}
 		}
@@ -385,12 +385,12 @@ func (s *Server) get(ctx context.Context, key []byte) []byte {
 
 // pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
 // holds the key without TTL; -2 otherwise.
-func (s *Server) pttl(ctx context.Context, key []byte) []byte {
-	reps, err := s.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
+func (h *Commands) pttl(ctx context.Context, key []byte) []byte {
+	reps, err := h.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
 	if err != nil {
-		return s.engineErr(err)
+		return h.engineErr(err)
 	}
-	if r := s.undecided(reps); r != nil {
+	if r := h.undecided(reps); r != nil {
 		return r
 	}
 	var vals []int64
@@ -405,7 +405,7 @@ func (s *Server) pttl(ctx context.Context, key []byte) []byte {
 			}
 		}
 	}
-	q := s.eng.Quorum()
+	q := h.eng.Quorum()
 	if v, ok := quorumTTL(vals, q); ok {
 		return redcon.AppendInt(nil, v)
 	}
@@ -417,8 +417,8 @@ func (s *Server) pttl(ctx context.Context, key []byte) []byte {
 
 // ttl answers TTL: pttl's answer in seconds, rounded to the nearest as
 // Redis does; -1 and -2 (and errors) as pttl's.
-func (s *Server) ttl(ctx context.Context, key []byte) []byte {
-	out := s.pttl(ctx, key)
+func (h *Commands) ttl(ctx context.Context, key []byte) []byte {
+	out := h.pttl(ctx, key)
 	if n, ok := resp.ParseInt(bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(":")), []byte("\r\n"))); ok && out[0] == ':' && n > 0 {
 		return redcon.AppendInt(nil, (n+500)/1000)
 	}
@@ -428,21 +428,21 @@ func (s *Server) ttl(ctx context.Context, key []byte) []byte {
 // countKeys answers EXISTS and DEL: the number of keys for which a quorum
 // of masters answered 1 (existed / was deleted). DEL deletes on every
 // master it reaches regardless.
-func (s *Server) countKeys(ctx context.Context, name string, keys [][]byte) []byte {
+func (h *Commands) countKeys(ctx context.Context, name string, keys [][]byte) []byte {
 	cmdName := "EXISTS"
 	if name == "del" {
 		cmdName = "DEL"
 	}
 	n := 0
 	for _, k := range keys {
-		reps, err := s.tr.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
+		reps, err := h.tr.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
 		if err != nil {
-			return s.engineErr(err)
+			return h.engineErr(err)
 		}
-		if r := s.undecided(reps); r != nil {
+		if r := h.undecided(reps); r != nil {
 			return r
 		}
-		if countOnes(reps) >= s.eng.Quorum() {
+		if countOnes(reps) >= h.eng.Quorum() {
 			n++
 		}
 	}
@@ -465,18 +465,18 @@ func countOnes(reps []enginex.MasterReply) int {
 // pexpire answers PEXPIRE: 1 when a quorum of masters set the TTL within
 // its validity. It can extend a lock, so it obeys the grant rule
 // (tr.Grant; the validity checked last, as for every extension).
-func (s *Server) pexpire(ctx context.Context, key []byte, ms int64) []byte {
+func (h *Commands) pexpire(ctx context.Context, key []byte, ms int64) []byte {
 	ttl := time.Duration(ms) * time.Millisecond
 	t1 := time.Now()
 	// The masters get the TTL that Grant checks, not the client's text.
-	reps, err := s.tr.Grant(ctx, string(key), ttl, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ttl.Milliseconds(), 10)), isOne)
+	reps, err := h.tr.Grant(ctx, string(key), ttl, nil, appendCmd("PEXPIRE", key, strconv.AppendInt(nil, ttl.Milliseconds(), 10)), isOne)
 	if err != nil {
-		return s.engineErr(err)
+		return h.engineErr(err)
 	}
-	if r := s.undecided(reps); r != nil {
+	if r := h.undecided(reps); r != nil {
 		return r
 	}
-	if countOnes(reps) >= s.eng.Quorum() && ttl-time.Since(t1)-s.drift(ttl) > 0 {
+	if countOnes(reps) >= h.eng.Quorum() && ttl-time.Since(t1)-h.drift(ttl) > 0 {
 		return redcon.AppendInt(nil, 1)
 	}
 	return redcon.AppendInt(nil, 0)

@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import (
 	"context"
@@ -15,23 +15,23 @@ import (
 // the quorum release and extension the plain scripts get (runLib), with
 // the command's own reply.
 var (
-	nativeRelease = &libScript{Name: "DELEX/DELIFEQ (compare-and-delete)", Op: opRelease, Reply: replyInt10, TTLArg: -1, Engine: true}
-	nativeExtend  = &libScript{Name: "SET IFEQ (compare-and-set)", Op: opExtend, Reply: replyOKNil, TTLArg: 1, Engine: true}
+	nativeRelease = &LibScript{Name: "DELEX/DELIFEQ (compare-and-delete)", Op: OpRelease, Reply: replyInt10, TTLArg: -1, Engine: true}
+	nativeExtend  = &LibScript{Name: "SET IFEQ (compare-and-set)", Op: OpExtend, Reply: replyOKNil, TTLArg: 1, Engine: true}
 )
 
 // cmdDelIfEq runs DELIFEQ key token and DELEX key IFEQ token as a quorum
 // release. DELEX without a condition is a token-less DEL; IFNE and the
 // digest conditions are not a release of one's own lock: both refused.
-func (s *Server) cmdDelIfEq(c *client, args [][]byte) *call {
+func (h *Commands) cmdDelIfEq(c *client, args [][]byte) *call {
 	var token []byte
 	switch name := respserver.Lower(args[0]); {
 	case name == "delifeq" && len(args) == 3:
 		token = args[2]
 	case name == "delex" && len(args) == 2:
-		if !s.cfg.AllowTokenlessWrites {
+		if !h.cfg.AllowTokenlessWrites {
 			return respserver.ErrCall(msgTokenless("DELEX without IFEQ", "compare-and-delete (DELEX key IFEQ value)"))
 		}
-		return s.cmdCountKeys(c, [][]byte{[]byte("del"), args[1]})
+		return h.cmdCountKeys(c, [][]byte{[]byte("del"), args[1]})
 	case name == "delex" && len(args) == 4 && respserver.Lower(args[2]) == "ifeq":
 		token = args[3]
 	case name == "delex" && len(args) == 4:
@@ -39,14 +39,14 @@ func (s *Server) cmdDelIfEq(c *client, args [][]byte) *call {
 	default:
 		return respserver.ErrCall(msgSyntax)
 	}
-	return s.native(c, nativeRelease, args[1], [][]byte{token})
+	return h.native(c, nativeRelease, args[1], [][]byte{token})
 }
 
 // setIfEq runs SET key value IFEQ value PX ms | EX s as a quorum extension:
 // the lock whose token is value gets the new TTL where it holds. The value
 // must be the one compared (a lock's token cannot be changed) and the TTL
 // is required (a lock without one would be held forever).
-func (s *Server) setIfEq(c *client, args [][]byte) *call {
+func (h *Commands) setIfEq(c *client, args [][]byte) *call {
 	var cmp []byte
 	var ttl time.Duration
 	for i := 3; i < len(args); i++ {
@@ -62,7 +62,7 @@ func (s *Server) setIfEq(c *client, args [][]byte) *call {
 				return respserver.ErrCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = s.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = h.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++
@@ -76,7 +76,7 @@ func (s *Server) setIfEq(c *client, args [][]byte) *call {
 	case string(cmp) != string(args[2]):
 		return respserver.ErrCall("ERR redlock proxy: SET IFEQ may extend a lock, not change its value: the new value must be the one compared")
 	}
-	return s.native(c, nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ttl.Milliseconds(), 10)})
+	return h.native(c, nativeExtend, args[1], [][]byte{args[2], strconv.AppendInt(nil, ttl.Milliseconds(), 10)})
 }
 
 var ifeqOpt = []byte("ifeq")
@@ -85,13 +85,13 @@ const msgSetIfEqForm = "ERR redlock proxy: only SET key value IFEQ value PX mill
 
 // native runs ls on key with argv as a quorum operation, as a recognised
 // script call of the same shape is run.
-func (s *Server) native(c *client, ls *libScript, key []byte, argv [][]byte) *call {
+func (h *Commands) native(c *client, ls *LibScript, key []byte, argv [][]byte) *call {
 	keys := [][]byte{key}
-	if bad := s.fenceCheck(c, keys); bad != nil {
+	if bad := h.fenceCheck(c, keys); bad != nil {
 		return bad
 	}
 	if !ls.fits(keys, argv) {
 		return respserver.ErrCall("ERR redlock proxy: " + ls.Name + ": lock values are at most 512 bytes")
 	}
-	return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
+	return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) }, h.libStart(ls, keys, argv))
 }

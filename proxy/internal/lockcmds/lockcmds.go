@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
@@ -22,10 +23,10 @@ import (
 // Lock commands: SET NX PX, the recognised lock scripts, and quorum reads.
 
 // cmdSet accepts SET key value NX PX ms | NX EX s (any order, any case).
-func (s *Server) cmdSet(c *client, args [][]byte) *call {
+func (h *Commands) cmdSet(c *client, args [][]byte) *call {
 	for _, a := range args[3:] {
 		if len(a) == 4 && bytes.EqualFold(a, ifeqOpt) {
-			return s.setIfEq(c, args) // an extension (native.go)
+			return h.setIfEq(c, args) // an extension (native.go)
 		}
 	}
 	var nx bool
@@ -42,7 +43,7 @@ func (s *Server) cmdSet(c *client, args [][]byte) *call {
 				return respserver.ErrCall(msgSyntax)
 			}
 			var bad *call
-			if ttl, bad = s.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = h.setExpire(opt, args[i+1]); bad != nil {
 				return bad
 			}
 			i++
@@ -56,17 +57,17 @@ func (s *Server) cmdSet(c *client, args [][]byte) *call {
 	if !nx {
 		return respserver.ErrCall(msgSetForm)
 	}
-	return s.acquire(c, args, ttl, false)
+	return h.acquire(c, args, ttl, false)
 }
 
 // setExpire reads SET's PX milliseconds or EX seconds (opt "px", "ex");
 // bad is the reply when the proxy does not take it (clientTTL).
-func (s *Server) setExpire(opt string, arg []byte) (ttl time.Duration, bad *call) {
+func (h *Commands) setExpire(opt string, arg []byte) (ttl time.Duration, bad *call) {
 	unit := time.Millisecond
 	if opt == "ex" {
 		unit = time.Second
 	}
-	ttl, msg := s.clientTTL(arg, unit, msgBadExpire)
+	ttl, msg := h.clientTTL(arg, unit, msgBadExpire)
 	if msg != "" {
 		return 0, respserver.ErrCall(msg)
 	}
@@ -84,7 +85,7 @@ const maxClientMs = int64(1<<62) / int64(time.Millisecond)
 // command); any TTL Redis takes, however large, is passed on, and one over
 // --max-ttl gets the --max-ttl refusal (the engine's, or here when it does
 // not fit a time.Duration).
-func (s *Server) clientTTL(arg []byte, unit time.Duration, invalid string) (time.Duration, string) {
+func (h *Commands) clientTTL(arg []byte, unit time.Duration, invalid string) (time.Duration, string) {
 	n, ok := resp.ParseInt(arg)
 	if !ok {
 		return 0, msgNotInteger
@@ -95,7 +96,7 @@ func (s *Server) clientTTL(arg []byte, unit time.Duration, invalid string) (time
 	}
 	ms := n * perMs
 	if ms > maxClientMs {
-		cfg := s.eng.Config()
+		cfg := h.eng.Config()
 		return 0, fmt.Sprintf("ERR redlock proxy: invalid argument: ttl %d ms is longer than the maximum TTL %v: raise %s, or use a shorter TTL", ms, cfg.MaxTTL, cfg.Names.MaxTTL)
 	}
 	return time.Duration(ms) * time.Millisecond, ""
@@ -104,16 +105,16 @@ func (s *Server) clientTTL(arg []byte, unit time.Duration, invalid string) (time
 // acquire runs a quorum acquisition of key args[1] with the client's value
 // args[2] as the token (and a fencing token when fenced): +OK (fenced: the
 // token as an integer), nil when held, else the engine's error reply.
-func (s *Server) acquire(c *client, args [][]byte, ttl time.Duration, fenced bool) *call {
+func (h *Commands) acquire(c *client, args [][]byte, ttl time.Duration, fenced bool) *call {
 	if len(args[2]) == 0 {
 		return respserver.ErrCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
 	k, token := string(args[1]), engine.WithToken(string(args[2]))
 	answer := func(dst []byte, l *engine.Lock, err error) []byte {
 		if err == nil {
-			s.refused.granted(args[1], args[2])
+			h.refused.granted(args[1], args[2])
 		} else {
-			s.refused.refused(args[1], args[2]) // its release is a cleanup
+			h.refused.refused(args[1], args[2]) // its release is a cleanup
 		}
 		switch {
 		case err == nil && fenced:
@@ -123,15 +124,15 @@ func (s *Server) acquire(c *client, args [][]byte, ttl time.Duration, fenced boo
 		case errors.Is(err, engine.ErrNotAcquired):
 			return redcon.AppendNull(dst)
 		}
-		return s.engineErr(err)
+		return h.engineErr(err)
 	}
 	return c.AsyncCB(args[1:2], func(ctx context.Context, dst []byte) []byte {
 		var l *engine.Lock
 		var err error
 		if fenced {
-			l, err = s.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
+			l, err = h.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
 		} else {
-			l, err = s.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
+			l, err = h.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
 		}
 		return answer(dst, l, err)
 	}, func(done func(respserver.ReplyFunc)) {
@@ -139,9 +140,9 @@ func (s *Server) acquire(c *client, args [][]byte, ttl time.Duration, fenced boo
 		// deadlines (runOne uses the server's, which Close cancels).
 		f := func(l *engine.Lock, err error) { done(func(dst []byte) []byte { return answer(dst, l, err) }) }
 		if fenced {
-			s.eng.TryLockAsync(context.Background(), k, ttl, f, token, engine.WithFencing())
+			h.eng.TryLockAsync(context.Background(), k, ttl, f, token, engine.WithFencing())
 		} else {
-			s.eng.TryLockAsync(context.Background(), k, ttl, f, token)
+			h.eng.TryLockAsync(context.Background(), k, ttl, f, token)
 		}
 	})
 }
@@ -151,18 +152,18 @@ func (s *Server) acquire(c *client, args [][]byte, ttl time.Duration, fenced boo
 // It answers the fencing token as an integer, nil when the key is held, or
 // the unavailable error. Release and extend as for SET NX PX (the
 // compare-and-delete / compare-and-pexpire scripts on key and value).
-func (s *Server) cmdRedlockLock(c *client, args [][]byte) *call {
-	ttl, msg := s.clientTTL(args[3], time.Millisecond, "ERR invalid expire time in 'redlock.lock' command")
+func (h *Commands) cmdRedlockLock(c *client, args [][]byte) *call {
+	ttl, msg := h.clientTTL(args[3], time.Millisecond, "ERR invalid expire time in 'redlock.lock' command")
 	if msg != "" {
 		return respserver.ErrCall(msg)
 	}
-	return s.acquire(c, args, ttl, true)
+	return h.acquire(c, args, ttl, true)
 }
 
 // fenceCheck refuses script keys that name the fencing counter.
-func (s *Server) fenceCheck(c *client, keys [][]byte) *call {
+func (h *Commands) fenceCheck(c *client, keys [][]byte) *call {
 	for _, k := range keys {
-		if cl := s.reservedKey(k); cl != nil {
+		if cl := h.reservedKey(k); cl != nil {
 			return cl
 		}
 	}
@@ -177,8 +178,8 @@ var reservedPrefixes = []string{"redlock:fair:", "redlock:leader:", "redlock:rla
 
 // reservedKey refuses a key that is a fencing counter or one of the
 // side keys kept beside a lock (nil: a client's key).
-func (s *Server) reservedKey(k []byte) *call {
-	if s.isFenceKey(k) {
+func (h *Commands) reservedKey(k []byte) *call {
+	if h.isFenceKey(k) {
 		return respserver.ErrCall(msgFenceKey)
 	}
 	for _, p := range reservedPrefixes {
@@ -192,8 +193,8 @@ func (s *Server) reservedKey(k []byte) *call {
 // isFenceKey reports whether k names a fencing counter: the masters' one,
 // or one of the per-key counters FenceKey{tag} used with Redis Cluster
 // members.
-func (s *Server) isFenceKey(k []byte) bool {
-	return string(k) == s.fenceKey || (len(k) > len(s.fenceKey) && string(k[:len(s.fenceKey)]) == s.fenceKey && k[len(s.fenceKey)] == '{')
+func (h *Commands) isFenceKey(k []byte) bool {
+	return string(k) == h.fenceKey || (len(k) > len(h.fenceKey) && string(k[:len(h.fenceKey)]) == h.fenceKey && k[len(h.fenceKey)] == '{')
 }
 
 // unavailableReply is the error a client gets when too few masters
@@ -202,12 +203,12 @@ func (s *Server) isFenceKey(k []byte) bool {
 // grants do not count); failures says which masters did not vote and why
 // (masterFailures). With masters in quarantine it says when a quorum
 // votes and, where it could be true, how to declare fresh masters.
-func (s *Server) unavailableReply(answered, quarantined, total, quorum int, failures string) []byte {
+func (h *Commands) unavailableReply(answered, quarantined, total, quorum int, failures string) []byte {
 	msg := fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, quorum %d", answered, total, quorum)
 	if quarantined > 0 {
 		msg = fmt.Sprintf("ERR redlock proxy: unavailable: %d/%d masters answered, %d of them in restart quarantine (their grants do not count yet), quorum %d",
 			answered, total, quarantined, quorum)
-		at, hint := s.eng.QuarantineOutlook()
+		at, hint := h.eng.QuarantineOutlook()
 		if !at.IsZero() {
 			msg += fmt.Sprintf("; a quorum votes from %s (in %s)", at.UTC().Format(time.RFC3339), time.Until(at).Round(time.Second))
 		}
@@ -235,12 +236,12 @@ func (s *Server) unavailableReply(answered, quarantined, total, quorum int, fail
 // address drops packets) is "not connected" inside the unavailable
 // error, since conn's errors never match context.DeadlineExceeded
 // (conn.ErrConnectTimeout).
-func (s *Server) engineErr(err error) []byte {
+func (h *Commands) engineErr(err error) []byte {
 	if errors.Is(err, engine.ErrBadArgument) {
-		s.rs.LogClient("proxy: command failed", "err", err)
+		h.srv.LogClient("proxy: command failed", "err", err)
 		return redcon.AppendError(nil, "ERR redlock proxy: "+strings.TrimPrefix(err.Error(), "engine: "))
 	}
-	s.rs.LogBackend("proxy: command failed", "err", err)
+	h.srv.LogBackend("proxy: command failed", "err", err)
 	if errors.Is(err, engine.ErrMisconfigured) {
 		// The masters refuse for good (an ACL rule, credentials): not an
 		// outage for the client to retry; the message names the master,
@@ -256,7 +257,7 @@ func (s *Server) engineErr(err error) []byte {
 	}
 	switch {
 	case errors.As(err, &qe) && errors.Is(err, engine.ErrUnavailable):
-		return s.unavailableReply(qe.Answered, qe.Quarantined, qe.Total, qe.Quorum, masterFailures(qe, nil))
+		return h.unavailableReply(qe.Answered, qe.Quarantined, qe.Total, qe.Quorum, masterFailures(qe, nil))
 	case errors.As(err, &qe):
 		return redcon.AppendError(nil, fmt.Sprintf("ERR redlock proxy: %s failed: %d/%d masters granted, quorum %d (%s)",
 			qe.Op, qe.Granted, qe.Total, qe.Quorum, masterFailures(qe, nil)))
@@ -324,51 +325,51 @@ func failureKind(err error) string {
 	return "failed"
 }
 
-func (s *Server) cmdGet(c *client, args [][]byte) *call {
+func (h *Commands) cmdGet(c *client, args [][]byte) *call {
 	key := args[1]
-	if r := s.redisson; r.IsTokenKey(key) {
+	if r := h.redisson; r.IsTokenKey(key) {
 		// RFencedLock.getToken: the fencing token in the hold a quorum of
 		// masters keeps (the Redisson room); nil when none.
 		return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return r.Token(ctx, key) })
 	}
-	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.get(ctx, key) })
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return h.get(ctx, key) })
 }
 
-func (s *Server) cmdPTTL(c *client, args [][]byte) *call {
+func (h *Commands) cmdPTTL(c *client, args [][]byte) *call {
 	key := args[1]
-	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pttl(ctx, key) })
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return h.pttl(ctx, key) })
 }
 
 // cmdTTL is PTTL's answer in seconds, rounded as Redis rounds it.
-func (s *Server) cmdTTL(c *client, args [][]byte) *call {
+func (h *Commands) cmdTTL(c *client, args [][]byte) *call {
 	key := args[1]
-	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.ttl(ctx, key) })
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return h.ttl(ctx, key) })
 }
 
 // cmdCountKeys runs EXISTS and DEL.
-func (s *Server) cmdCountKeys(c *client, args [][]byte) *call {
+func (h *Commands) cmdCountKeys(c *client, args [][]byte) *call {
 	name, keys := respserver.Lower(args[0]), args[1:]
-	if r := s.redisson; name == "del" && r.LatchKeys(keys) {
+	if r := h.redisson; name == "del" && r.LatchKeys(keys) {
 		// Redisson's DEL of its unlock latches after an unlock: the
 		// latches are kept under the proxy's names (the Redisson room).
 		return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return r.DelLatches(ctx, keys) })
 	}
-	if name == "del" && !s.cfg.AllowTokenlessWrites {
+	if name == "del" && !h.cfg.AllowTokenlessWrites {
 		return respserver.ErrCall(msgTokenless("DEL", "compare-and-delete (release)"))
 	}
-	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return s.countKeys(ctx, name, keys) })
+	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return h.countKeys(ctx, name, keys) })
 }
 
-func (s *Server) cmdPExpire(c *client, args [][]byte) *call {
-	if !s.cfg.AllowTokenlessWrites {
+func (h *Commands) cmdPExpire(c *client, args [][]byte) *call {
+	if !h.cfg.AllowTokenlessWrites {
 		return respserver.ErrCall(msgTokenless("PEXPIRE", "compare-and-pexpire (extend)"))
 	}
-	ttl, msg := s.clientTTL(args[2], time.Millisecond, "ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
+	ttl, msg := h.clientTTL(args[2], time.Millisecond, "ERR invalid expire time in 'pexpire' command (the proxy accepts positive values only)")
 	if msg != "" {
 		return respserver.ErrCall(msg)
 	}
 	key, ms := args[1], ttl.Milliseconds()
-	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return s.pexpire(ctx, key, ms) })
+	return c.Async(args[1:2], func(ctx context.Context, _ []byte) []byte { return h.pexpire(ctx, key, ms) })
 }
 
 // scriptArgs splits EVAL/EVALSHA/FCALL arguments: name-or-sha numkeys
@@ -389,10 +390,10 @@ func scriptArgs(args [][]byte) (keys, argv [][]byte, bad *call) {
 // cmdEval handles EVAL script numkeys ... and EVALSHA sha numkeys ... . A
 // recognised lock script becomes a quorum operation; any other script is
 // refused unless the operator opted in (passthrough.go).
-func (s *Server) cmdEval(c *client, args [][]byte) *call {
+func (h *Commands) cmdEval(c *client, args [][]byte) *call {
 	keys, argv, bad := scriptArgs(args)
 	if bad == nil {
-		bad = s.fenceCheck(c, keys)
+		bad = h.fenceCheck(c, keys)
 	}
 	if bad != nil {
 		return bad
@@ -400,57 +401,57 @@ func (s *Server) cmdEval(c *client, args [][]byte) *call {
 	name := respserver.Lower(args[0])
 	var sha string
 	if name == "eval" {
-		sha = sha1Hex(args[1])
+		sha = scripts.SHA1(args[1])
 	} else {
 		sha = strings.ToLower(string(args[1]))
 	}
 	if rs := redisson.BySHA[sha]; rs != nil {
-		return s.runRedisson(c, rs, keys, argv)
+		return h.runRedisson(c, rs, keys, argv)
 	}
 	if what := redisson.Refused[sha]; what != "" {
 		return respserver.ErrCall(redisson.RefusedMsg(what))
 	}
-	if ls := libBySHA[sha]; ls != nil {
+	if ls := LibBySHA[sha]; ls != nil {
 		if why := ls.misfit(keys, argv); why != "" {
-			if !s.cfg.AllowScripts {
+			if !h.cfg.AllowScripts {
 				if strings.HasPrefix(why, "called") {
 					return respserver.ErrCall("ERR redlock proxy: " + ls.Name + " " + why + "; " + msgScriptsOff)
 				}
 				return respserver.ErrCall("ERR redlock proxy: " + ls.Name + ": " + why)
 			}
-			return s.passthrough(c, ls.script, keys, argv)
+			return h.passthrough(c, ls.script, keys, argv)
 		}
-		s := s
-		return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return s.runLib(ctx, dst, ls, keys, argv) }, s.libStart(ls, keys, argv))
+		h := h
+		return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) }, h.libStart(ls, keys, argv))
 	}
-	if !s.cfg.AllowScripts {
+	if !h.cfg.AllowScripts {
 		return respserver.ErrCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 	}
-	sc := s.scripts.get(sha)
+	sc := h.scripts.get(sha)
 	if sc == nil {
 		if name == "evalsha" {
 			return respserver.ErrCall(msgNoScript)
 		}
-		sc = s.scripts.put(args[1])
+		sc = h.scripts.put(args[1])
 	}
-	return s.passthrough(c, sc, keys, argv)
+	return h.passthrough(c, sc, keys, argv)
 }
 
-func (s *Server) cmdScript(c *client, args [][]byte) *call {
+func (h *Commands) cmdScript(c *client, args [][]byte) *call {
 	switch respserver.Lower(args[1]) {
 	case "load":
 		if len(args) != 3 {
 			return respserver.ArityErr("script|load")
 		}
-		sha := sha1Hex(args[2])
+		sha := scripts.SHA1(args[2])
 		if what := redisson.Refused[sha]; what != "" {
 			return respserver.ErrCall(redisson.RefusedMsg(what))
 		}
-		if libBySHA[sha] == nil && redisson.BySHA[sha] == nil {
-			if !s.cfg.AllowScripts {
+		if LibBySHA[sha] == nil && redisson.BySHA[sha] == nil {
+			if !h.cfg.AllowScripts {
 				return respserver.ErrCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)
 			}
-			s.scripts.put(args[2])
+			h.scripts.put(args[2])
 		}
 		return respserver.Reply(redcon.AppendBulkString(nil, sha))
 	case "exists":
@@ -460,7 +461,7 @@ func (s *Server) cmdScript(c *client, args [][]byte) *call {
 		out := redcon.AppendArray(nil, len(args)-2)
 		for _, a := range args[2:] {
 			v := 0
-			if s.scripts.exists(string(a)) {
+			if h.scripts.exists(string(a)) {
 				v = 1
 			}
 			out = redcon.AppendInt(out, int64(v))
@@ -470,7 +471,7 @@ func (s *Server) cmdScript(c *client, args [][]byte) *call {
 		if len(args) > 3 || (len(args) == 3 && respserver.Lower(args[2]) != "sync" && respserver.Lower(args[2]) != "async") {
 			return respserver.ErrCall(msgSyntax)
 		}
-		s.scripts.flush()
+		h.scripts.flush()
 		return respserver.Reply(redcon.AppendOK(nil))
 	}
 	return respserver.ErrCall("ERR unknown or unsupported command 'SCRIPT " + respserver.Sub(args) + "'")

@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -19,50 +20,50 @@ import (
 // own, and answer with the reply a quorum of masters agrees on.
 
 // passthrough runs sc on every master for the client.
-func (s *Server) passthrough(c *client, sc *conn.Script, keys, argv [][]byte) *call {
+func (h *Commands) passthrough(c *client, sc *conn.Script, keys, argv [][]byte) *call {
 	return c.Async(keys, func(ctx context.Context, _ []byte) []byte {
-		return s.broadcastAgreed(ctx, keys, sc, sc.AppendCall(nil, keys, argv))
+		return h.broadcastAgreed(ctx, keys, sc, sc.AppendCall(nil, keys, argv))
 	})
 }
 
 // cmdFcall runs FCALL / FCALL_RO of a function the operator loaded on the
 // masters, when scripts are allowed.
-func (s *Server) cmdFcall(c *client, args [][]byte) *call {
-	if !s.cfg.AllowScripts {
+func (h *Commands) cmdFcall(c *client, args [][]byte) *call {
+	if !h.cfg.AllowScripts {
 		return respserver.ErrCall("ERR redlock proxy: functions are not lock scripts; " + msgScriptsOff)
 	}
 	keys, _, bad := scriptArgs(args)
 	if bad == nil {
-		bad = s.fenceCheck(c, keys)
+		bad = h.fenceCheck(c, keys)
 	}
 	if bad != nil {
 		return bad
 	}
 	cmd := resp.AppendCommand(nil, args...)
-	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return s.broadcastAgreed(ctx, keys, nil, cmd) })
+	return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return h.broadcastAgreed(ctx, keys, nil, cmd) })
 }
 
 // broadcastAgreed sends cmd (on keys) on the passthrough connections and
 // answers the reply a quorum agrees on.
-func (s *Server) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Script, cmd []byte) []byte {
-	timeout := s.cfg.ScriptTimeout
+func (h *Commands) broadcastAgreed(ctx context.Context, keys [][]byte, sc *conn.Script, cmd []byte) []byte {
+	timeout := h.cfg.ScriptTimeout
 	if timeout == 0 {
-		timeout = s.passTr.MasterTimeout(0)
+		timeout = h.passTr.MasterTimeout(0)
 	}
 	key := ""
 	if len(keys) > 0 {
 		key = string(keys[0])
 	}
-	reps, err := s.passTr.Broadcast(ctx, key, timeout, sc, cmd)
+	reps, err := h.passTr.Broadcast(ctx, key, timeout, sc, cmd)
 	if err != nil {
-		return s.engineErr(err)
+		return h.engineErr(err)
 	}
-	return s.agreed(reps)
+	return h.agreed(reps)
 }
 
 // agreed returns the reply a quorum of masters agrees on, byte for byte,
 // else an error naming how far they were from agreeing.
-func (s *Server) agreed(reps []enginex.MasterReply) []byte {
+func (h *Commands) agreed(reps []enginex.MasterReply) []byte {
 	counts := map[string]int{}
 	best, bestN := "", 0
 	for _, r := range reps {
@@ -75,11 +76,11 @@ func (s *Server) agreed(reps []enginex.MasterReply) []byte {
 			best, bestN = k, counts[k]
 		}
 	}
-	if bestN >= s.eng.Quorum() {
+	if bestN >= h.eng.Quorum() {
 		return []byte(best)
 	}
 	return redcon.AppendError(nil, "ERR no quorum agreement among masters: best "+
-		strconv.Itoa(bestN)+"/"+strconv.Itoa(len(reps))+" agree, quorum "+strconv.Itoa(s.eng.Quorum()))
+		strconv.Itoa(bestN)+"/"+strconv.Itoa(len(reps))+" agree, quorum "+strconv.Itoa(h.eng.Quorum()))
 }
 
 // scriptCache holds scripts clients loaded (SCRIPT LOAD) or sent (EVAL)
@@ -105,7 +106,7 @@ const maxCachedScript = 64 << 10
 // the script is still usable for this call but not remembered (EVALSHA
 // then answers NOSCRIPT and clients send EVAL).
 func (c *scriptCache) put(src []byte) *conn.Script {
-	sha := sha1Hex(src)
+	sha := scripts.SHA1(src)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.m[sha]; ok {
@@ -120,7 +121,7 @@ func (c *scriptCache) put(src []byte) *conn.Script {
 
 func (c *scriptCache) exists(sha string) bool {
 	sha = strings.ToLower(sha)
-	if libBySHA[sha] != nil {
+	if LibBySHA[sha] != nil {
 		return true
 	}
 	return c.get(sha) != nil

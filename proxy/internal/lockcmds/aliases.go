@@ -1,4 +1,4 @@
-package proxy
+package lockcmds
 
 import "github.com/redlock-dev/redlock/proxy/internal/respserver"
 
