@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/resp"
@@ -101,8 +100,6 @@ type Conn struct {
 	downErr      error         // returned by Do while !up
 	upCh         chan struct{} // closed while up; replaced on disconnect
 	nc           net.Conn
-	rc           syscall.RawConn // nc's, for direct writes (direct.go); nil: none, or no session
-	writing      bool            // a write is in progress (the writer's or a caller's)
 	q            queue
 	wbuf         []byte
 	wcmds        int       // requests in wbuf (a merged call counts its members)
@@ -122,16 +119,7 @@ type Conn struct {
 
 	clock *clockWatch // the clock check (Config.OnClockJump); nil: off
 
-	// A direct write's buffer and result (direct.go): owned by the
-	// goroutine that set writing for it.
-	dbuf     []byte
-	dn       int
-	derr     error
-	dcalled  bool
-	directFn func(fd uintptr) bool // c.directWrite, made once
-
 	connects, timeouts, broken, writes atomic.Uint64
-	direct, wakeups                    atomic.Uint64 // writes made by callers (direct.go); the writer's wake-ups
 	// rdPending: the reader has replies in its buffer it has not
 	// processed yet (set after each reply read; see readerBehind).
 	rdPending atomic.Bool
@@ -156,7 +144,6 @@ func New(addr string, cfg Config) *Conn {
 
 		connecting: true,
 	}
-	c.directFn = c.directWrite
 	if c.cfg.OnClockJump != nil {
 		c.clock = &clockWatch{c: c, epoch: time.Now()}
 	}
@@ -304,7 +291,6 @@ func (c *Conn) Do(req Request) error {
 		return err
 	}
 	c.nreq++
-	idle := c.idleLocked()
 	var wake bool
 	if req.Merge != nil && c.up && c.nativeForLocked(req.Merge.single) == NativeNone {
 		wake = c.mergeLocked(req, keyAt, argsAt)
@@ -316,15 +302,6 @@ func (c *Conn) Do(req Request) error {
 			req.Script = req.Merge.single
 		}
 		wake = c.pushLocked(req)
-	}
-	if idle {
-		// Nothing else is being or waiting to be written: this caller
-		// writes its request now, TIME first (direct.go).
-		if c.nmerge > 0 {
-			c.flushMergesLocked()
-		}
-		c.writeDirectLocked()
-		return nil
 	}
 	if wake && c.corks > 0 {
 		c.corkedWake, wake = true, false

@@ -9,9 +9,3 @@ func SetReadHook(f func()) {
 	}
 	readHook.Store(&f)
 }
-
-// WriteCounts returns the writes made by callers themselves (direct.go)
-// and the writer goroutine's wake-ups so far.
-func (c *Conn) WriteCounts() (direct, wakeups uint64) {
-	return c.direct.Load(), c.wakeups.Load()
-}

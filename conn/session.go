@@ -89,7 +89,6 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 		return nil
 	}
 	c.nc, c.up, c.info, c.nativeOff = nc, true, info, false
-	c.rc = rawConn(nc)
 	close(c.upCh)
 	c.mu.Unlock()
 	c.firstAttemptDone(nil)
@@ -111,7 +110,7 @@ func (c *Conn) session(nc net.Conn, rd *resp.Reader, info ServerInfo) error {
 		cause, c.kill = c.kill, nil
 	}
 	c.up = false
-	c.nc, c.rc = nil, nil
+	c.nc = nil
 	c.upCh = make(chan struct{})
 	closed := c.closed
 	if cause == nil {
@@ -162,14 +161,13 @@ func (c *Conn) failAll(err error) {
 func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 	for {
 		c.mu.Lock()
-		for len(c.wbuf) == 0 && c.nmerge == 0 || c.writing {
+		for len(c.wbuf) == 0 && c.nmerge == 0 {
 			c.mu.Unlock()
 			select {
 			case <-c.wake:
 			case <-stop:
 				return nil
 			}
-			c.wakeups.Add(1)
 			// Under load, let goroutines that are runnable right now enqueue
 			// too, so they share this write: the queue has "run dry" only
 			// when nobody else is about to add to it. With only a handful
@@ -188,14 +186,12 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 		}
 		buf, n := c.wbuf, c.wcmds
 		c.wbuf, c.spare, c.wcmds = c.spare[:0], nil, 0
-		c.writing = true // callers queue behind it (direct.go)
 		c.mu.Unlock()
 		err := nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
 		if err == nil {
 			_, err = nc.Write(buf)
 		}
 		c.mu.Lock()
-		c.writing = false
 		if cap(buf) <= maxRetainedWriteBuf {
 			c.spare = buf[:0]
 		}
