@@ -203,4 +203,3 @@ var masterScripts = func() []*conn.Script {
 // connect (conn.Config.Scripts), or a cleanup answered NOSCRIPT after its
 // timeout is dropped.
 func MasterScripts() []*conn.Script { return append([]*conn.Script(nil), masterScripts...) }
-
