@@ -144,7 +144,7 @@ func TestLoopMemoryBackToZero(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n := len(e.srv.rs.ConnStates())
+		n := e.srv.rs.Conns()
 		if n == 0 && e.srv.rs.MemCharged() == 0 {
 			break
 		}
@@ -215,7 +215,7 @@ func TestLoopMemoryBackToZeroEveryEnd(t *testing.T) {
 			time.Sleep(30 * time.Millisecond)
 			t.Logf("%d bytes accounted mid-flight", e.srv.rs.MemCharged())
 			for end := time.Now().Add(6 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				n := len(e.srv.rs.ConnStates())
+				n := e.srv.rs.Conns()
 				if n == 0 && e.srv.rs.MemCharged() == 0 {
 					break
 				}
@@ -231,7 +231,7 @@ func TestLoopMemoryBackToZeroEveryEnd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Shutdown: %v", err)
 			}
-			n := len(e.srv.rs.ConnStates())
+			n := e.srv.rs.Conns()
 			if n != 0 || e.srv.rs.MemCharged() != 0 {
 				t.Fatalf("%d connections, %d bytes of client memory still accounted", n, e.srv.rs.MemCharged())
 			}

@@ -39,11 +39,8 @@ func (h *Commands) cmdSet(c *client, args [][]byte) *call {
 			}
 			nx = true
 		case "px", "ex":
-			if ttl != 0 || i+1 >= len(args) {
-				return respserver.ErrCall(msgSyntax)
-			}
 			var bad *call
-			if ttl, bad = h.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = h.expireOpt(opt, args, i, ttl); bad != nil {
 				return bad
 			}
 			i++
@@ -58,6 +55,16 @@ func (h *Commands) cmdSet(c *client, args [][]byte) *call {
 		return respserver.ErrCall(msgSetForm)
 	}
 	return h.acquire(c, args, ttl, false)
+}
+
+// expireOpt reads SET's PX or EX option at args[i] (opt "px", "ex"),
+// given the TTL read so far: a second one, or one without its argument, is
+// a syntax error.
+func (h *Commands) expireOpt(opt string, args [][]byte, i int, ttl time.Duration) (time.Duration, *call) {
+	if ttl != 0 || i+1 >= len(args) {
+		return 0, respserver.ErrCall(msgSyntax)
+	}
+	return h.setExpire(opt, args[i+1])
 }
 
 // setExpire reads SET's PX milliseconds or EX seconds (opt "px", "ex");

@@ -58,11 +58,8 @@ func (h *Commands) setIfEq(c *client, args [][]byte) *call {
 			cmp = args[i+1]
 			i++
 		case "px", "ex":
-			if ttl != 0 || i+1 >= len(args) {
-				return respserver.ErrCall(msgSyntax)
-			}
 			var bad *call
-			if ttl, bad = h.setExpire(opt, args[i+1]); bad != nil {
+			if ttl, bad = h.expireOpt(opt, args, i, ttl); bad != nil {
 				return bad
 			}
 			i++

@@ -9,6 +9,14 @@ func (s *Server) MemCharged() int64 { return s.mem.Load() }
 // Channels returns the number of channels with a subscriber.
 func (s *Server) Channels() int { return s.hub.Channels() }
 
+// Conns returns the number of client connections registered (open, or
+// ending).
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // ConnState is one client connection's state at a moment.
 type ConnState struct {
 	ID         int64
@@ -22,7 +30,10 @@ type ConnState struct {
 	LoopBuffers int64
 }
 
-// ConnStates returns the state of every client connection.
+// ConnStates returns the state of every client connection. Subscribed
+// and LoopBuffers are read without the reader's or the loop's
+// synchronisation: call it only while the connections are idle (a test's
+// quiet moment, or to log a stuck one).
 func (s *Server) ConnStates() []ConnState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
