@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -243,6 +244,9 @@ type Server struct {
 	closed    sync.Once
 }
 
+// The server room serves the lock commands what they declare they need.
+var _ lockcmds.Server = (*respserver.Server)(nil)
+
 // New validates cfg and returns a Server; with Engine.Addrs it starts an
 // engine that connects to the masters in the background.
 func New(cfg Config) (*Server, error) {
@@ -299,7 +303,10 @@ func New(cfg Config) (*Server, error) {
 	})
 	if err != nil {
 		s.closeEngines()
-		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		if errors.Is(err, respserver.ErrConfig) {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
+		return nil, err // an event loop that could not start (file descriptors)
 	}
 	s.lc.Start(s.rs)
 	return s, nil

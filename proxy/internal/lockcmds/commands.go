@@ -93,6 +93,9 @@ func (h *Commands) Close() {
 	}
 }
 
+// A master connection is what an event loop holds back.
+var _ respserver.Cork = (*conn.Conn)(nil)
+
 // Corks returns the master connections of the lock traffic: an event
 // loop holds them back during a turn (respserver.Config.Corks).
 func (h *Commands) Corks() []respserver.Cork {
@@ -181,6 +184,7 @@ func init() {
 	respserver.Intern("set", "setnx", "get", "pttl", "ttl", "exists", "del", "delex", "delifeq", "hexists", "hget",
 		"redlock.lock", "pexpire", "eval", "evalsha", "script", "fcall", "fcall_ro",
 		"nx", "px", "ex", "ifeq", "load", "flush", "sync", "async")
+	respserver.Intern(InfoSections...)
 }
 
 // Info appends the lock commands' INFO lines of section: the lock

@@ -428,7 +428,6 @@ func (h *Commands) cmdEval(c *client, args [][]byte) *call {
 			}
 			return h.passthrough(c, ls.script, keys, argv)
 		}
-		h := h
 		return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) }, h.libStart(ls, keys, argv))
 	}
 	if !h.cfg.AllowScripts {

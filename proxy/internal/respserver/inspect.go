@@ -53,7 +53,13 @@ func (s *Server) ConnStates() []ConnState {
 
 // ServerCommands returns the server's own commands (connection plumbing
 // and pub/sub), which every Server serves beside its handler's.
-func ServerCommands() []*Command { return append([]*Command(nil), serverCommands...) }
+func ServerCommands() []Command {
+	out := make([]Command, len(serverCommands))
+	for i, c := range serverCommands {
+		out[i] = *c
+	}
+	return out
+}
 
 // Wakeups returns the messages delivered to subscribers, and those lost
 // to a full queue or the memory budget (INFO: wakeups_sent,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
@@ -88,8 +89,11 @@ type Cork interface {
 // [Server.Close].
 var ErrServerClosed = errors.New("proxy: server closed")
 
-// ErrLoopsUnsupported: Config.EventLoops is set where there is no epoll.
-var ErrLoopsUnsupported = errors.New("EventLoops needs Linux (epoll)")
+// ErrConfig is matched by the errors of [New] for a Config it cannot
+// serve (a command table with a name twice, a pool size the pool
+// refuses, event loops where there is no epoll). Its other errors (an
+// event loop that could not start: file descriptors) are the system's.
+var ErrConfig = errors.New("respserver: invalid config")
 
 // Server serves RESP clients: on event loops or two goroutines per
 // connection, within the limits of its Config, dispatching their commands
@@ -149,11 +153,11 @@ func New(cfg Config) (*Server, error) {
 		cfg.WriteTimeout = writeTimeout
 	}
 	if cfg.EventLoops > 0 && !LoopsSupported {
-		return nil, ErrLoopsUnsupported
+		return nil, fmt.Errorf("%w: EventLoops needs Linux (epoll)", ErrConfig)
 	}
 	table, err := newCommandTable(cfg.Commands)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Server{cfg: cfg, table: table, start: time.Now(), log: cfg.Logger,
 		inflight:  make(chan struct{}, cfg.MaxInFlight),
@@ -164,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.adm = NewAdmission(cfg.LatencyTarget, cfg.QueueTimeout, cfg.MaxInFlight, callArrived)
 	if err := s.startPool(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err := s.startLoops(); err != nil {
 		s.workers.Release()

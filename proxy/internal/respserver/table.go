@@ -59,7 +59,7 @@ func newCommandTable(handler []*Command) (*commandTable, error) {
 	t := &commandTable{byName: map[string]*Command{}}
 	for _, c := range append(append([]*Command(nil), handler...), serverCommands...) {
 		if c.Name != strings.ToLower(c.Name) || t.byName[c.Name] != nil {
-			return nil, fmt.Errorf("respserver: command %q twice, or not in lower case", c.Name)
+			return nil, fmt.Errorf("command %q twice, or not in lower case", c.Name)
 		}
 		t.list = append(t.list, c)
 		t.byName[c.Name] = c
@@ -69,8 +69,14 @@ func newCommandTable(handler []*Command) (*commandTable, error) {
 }
 
 // Commands returns the server's command table: the handler's commands,
-// then its own.
-func (s *Server) Commands() []*Command { return s.table.list }
+// then its own (copies: changing one changes no server).
+func (s *Server) Commands() []Command {
+	out := make([]Command, len(s.table.list))
+	for i, c := range s.table.list {
+		out[i] = *c
+	}
+	return out
+}
 
 // testHook, when set by a test, runs at the start of every dispatch
 // (where "dispatch", with the command) and of every asynchronous command
