@@ -345,6 +345,18 @@ func authLock(t *testing.T, cn *redis.Conn, m *secureMasters, key string) {
 	if err := connDo(ctx, cn, "AUTH", secProxyPW).Err(); err != nil {
 		t.Fatalf("AUTH with the right password: %v", err)
 	}
+	// The proxy listens before its master connections (TLS, ACL user)
+	// are up: the lock is taken once INFO says every master is.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := connDo(ctx, cn, "INFO", "masters").Text()
+		if err == nil && strings.Contains(info, "masters_up:"+strconv.Itoa(len(m.direct))+"\r\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy's masters are not all up after 10 s: %v\n%s", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if r, err := connDo(ctx, cn, "SET", key, "v", "NX", "PX", 1000).Result(); err != nil || r != "OK" {
 		t.Fatalf("SET %s v NX PX 1000 after AUTH: %v %v, want OK", key, r, err)
 	}
