@@ -22,6 +22,15 @@ type MasterReply struct {
 	Err   error
 }
 
+// Failure returns why a master's part of a broadcast is not an answer:
+// its transport error, or its error reply; nil for an answer.
+func (r MasterReply) Failure() error {
+	if r.Err == nil && r.Reply.IsError() {
+		return r.Reply.Err()
+	}
+	return r.Err
+}
+
 // Lock is what an attached lock offers: the methods of *engine.Lock that
 // need no acquisition.
 type Lock interface {

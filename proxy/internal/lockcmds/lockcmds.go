@@ -296,7 +296,7 @@ func masterFailures(qe *engine.QuorumError, reps []enginex.MasterReply) string {
 		}
 	}
 	for i, r := range reps {
-		if err := replyErr(r); err != nil {
+		if err := r.Failure(); err != nil {
 			add(i, err)
 		}
 	}

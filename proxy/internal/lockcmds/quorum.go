@@ -330,7 +330,7 @@ func created(ls *LibScript, r enginex.MasterReply, nkeys int) bool {
 func (h *Commands) undecided(reps []enginex.MasterReply) []byte {
 	answered, quarantined := 0, 0
 	for _, r := range reps {
-		switch err := replyErr(r); {
+		switch err := r.Failure(); {
 		case err == nil:
 			answered++
 		case errors.Is(err, engine.ErrQuarantined):
@@ -343,7 +343,7 @@ func (h *Commands) undecided(reps []enginex.MasterReply) []byte {
 		addrs := h.eng.Masters()
 		var b strings.Builder
 		for i, r := range reps {
-			if err := replyErr(r); err != nil && i < len(addrs) {
+			if err := r.Failure(); err != nil && i < len(addrs) {
 				fmt.Fprintf(&b, "; master %d (%s): %v", i, addrs[i], err)
 			}
 		}
@@ -351,15 +351,6 @@ func (h *Commands) undecided(reps []enginex.MasterReply) []byte {
 		return h.unavailableReply(answered+quarantined, quarantined, len(reps), q, masterFailures(nil, reps))
 	}
 	return nil
-}
-
-// replyErr returns why a master's part of a broadcast is not an answer:
-// its transport error, or its error reply; nil for an answer.
-func replyErr(r enginex.MasterReply) error {
-	if r.Err == nil && r.Reply.IsError() {
-		return r.Reply.Err()
-	}
-	return r.Err
 }
 
 // get answers GET with the value a quorum of masters holds, else nil.

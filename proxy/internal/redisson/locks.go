@@ -104,15 +104,5 @@ func (s *Locks) undecided(reps []enginex.MasterReply) []byte { return s.cfg.Repl
 func (s *Locks) publish(ch, msg string) int                  { return s.cfg.Publisher.Publish(ch, msg) }
 func (s *Locks) drift(ttl time.Duration) time.Duration       { return s.tr.Drift(ttl) }
 
-// replyErr returns why a master's part of a broadcast is not an answer:
-// its transport error, or its error reply; nil for an answer (as the lock
-// commands read a broadcast).
-func replyErr(r enginex.MasterReply) error {
-	if r.Err == nil && r.Reply.IsError() {
-		return r.Reply.Err()
-	}
-	return r.Err
-}
-
 // isOne reports whether r is the integer 1.
 func isOne(r resp.Reply) bool { return r.Type == resp.TypeInteger && r.Int == 1 }

@@ -198,7 +198,7 @@ func (s *Locks) rFairRead(ctx context.Context, fk fairKeys, owner string) (fairR
 	values, tickets, heads := map[string]int{}, map[string]int{}, map[string]int{}
 	pttl, life := map[string]int64{}, map[string]int64{}
 	for _, r := range reps {
-		if replyErr(r) != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) != 5 {
+		if r.Failure() != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) != 5 {
 			continue
 		}
 		e := r.Reply.Elems
@@ -247,7 +247,7 @@ func (s *Locks) rFairArrive(ctx context.Context, fk fairKeys, owner string, life
 		return 0, s.undecidedOr(reps)
 	}
 	for _, r := range reps {
-		if replyErr(r) == nil && isInt(r.Reply) {
+		if r.Failure() == nil && isInt(r.Reply) {
 			ticket = max(ticket, r.Reply.Int)
 		}
 	}

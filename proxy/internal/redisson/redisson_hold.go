@@ -88,7 +88,7 @@ func latchRand(v, latchKey string) string {
 func latchCount(reps []enginex.MasterReply) int {
 	n := 0
 	for _, r := range reps {
-		if replyErr(r) == nil && r.Reply.Type == resp.TypeArray && len(r.Reply.Elems) > 2 && r.Reply.Elems[2].Text() != "" {
+		if r.Failure() == nil && r.Reply.Type == resp.TypeArray && len(r.Reply.Elems) > 2 && r.Reply.Elems[2].Text() != "" {
 			n++
 		}
 	}
@@ -225,7 +225,7 @@ const msgDisagree = "ERR redlock proxy: unavailable: no value of this lock is he
 func (s *Locks) rAgreed(reps []enginex.MasterReply) (v, latch string, ok bool) {
 	counts := map[string]int{}
 	for _, r := range reps {
-		if replyErr(r) != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) < 2 {
+		if r.Failure() != nil || r.Reply.Type != resp.TypeArray || len(r.Reply.Elems) < 2 {
 			continue
 		}
 		e := r.Reply.Elems
@@ -304,7 +304,7 @@ func (s *Locks) rTryLock(ctx context.Context, dst []byte, rs *Script, keys, argv
 	yes, fence, pttl := 0, int64(0), int64(-2)
 	held := map[string]int{}
 	for _, r := range reps {
-		if replyErr(r) != nil {
+		if r.Failure() != nil {
 			continue
 		}
 		if rCreated(r.Reply) {

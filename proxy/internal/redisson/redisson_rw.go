@@ -340,7 +340,7 @@ func (s *Locks) rwTryLock(ctx context.Context, dst []byte, rs *Script, keys, arg
 		yes := 0
 		held, pttl := map[string]int{}, map[string]int64{}
 		for _, r := range reps {
-			if replyErr(r) != nil {
+			if r.Failure() != nil {
 				continue
 			}
 			if rCreated(r.Reply) {
