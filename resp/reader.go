@@ -367,16 +367,24 @@ func (r *Reader) readAggregate(t Type, body []byte, depth int) (Reply, error) {
 }
 
 // skip reads and drops n replies without storing them, iteratively (no
-// recursion, however deep the nesting).
+// recursion, however deep the nesting). A line longer than the buffer is
+// gathered as read gathers it, so that what skip accepts or refuses does
+// not depend on the buffer's size.
 func (r *Reader) skip(n int64) error {
 	for n > 0 {
 		n--
 		line, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			if err := r.discardLine(); err != nil {
+			mark := len(r.bytes)
+			long, err := r.readLongLine(line)
+			if err == nil {
+				n, err = r.skipHeader(long, n)
+			}
+			r.bytes = r.bytes[:mark]
+			if err != nil {
 				return err
 			}
-			continue // a long simple line: nothing more to drop
+			continue
 		}
 		if err != nil {
 			return eofIn(err)
@@ -384,41 +392,51 @@ func (r *Reader) skip(n int64) error {
 		if len(line) < 3 || line[len(line)-2] != '\r' {
 			return protoErr("line not terminated by CRLF", line)
 		}
-		t, body := Type(line[0]), line[1:len(line)-2]
-		switch t {
-		case TypeSimpleString, TypeError, TypeBigNumber, TypeInteger, TypeNull, TypeBoolean, TypeDouble:
-		case TypeBulkString, TypeBlobError, TypeVerbatim:
-			m, ok := parseInt(body)
-			if !ok || m < -1 {
-				return protoErr("invalid bulk length", body)
-			}
-			if m >= 0 {
-				if err := r.discard(m + 2); err != nil {
-					return err
-				}
-			}
-		case TypeArray, TypeSet, TypePush, TypeMap, '|':
-			m, ok := parseInt(body)
-			if !ok || m < -1 || m > 1<<40 {
-				return protoErr("invalid aggregate length", body)
-			}
-			if t == TypeMap || t == '|' {
-				m *= 2
-			}
-			if t == '|' {
-				m++ // the reply the attribute annotates
-			}
-			if m > 0 {
-				if n > 1<<60 {
-					return protoErr("aggregate too large to skip", body)
-				}
-				n += m
-			}
-		default:
-			return protoErr("unknown reply type", line)
+		if n, err = r.skipHeader(line[:len(line)-2], n); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// skipHeader is skip's step for one reply's first line (without its
+// CRLF), n replies still to drop after it: it drops a bulk reply's
+// payload, and returns n grown by an aggregate's elements.
+func (r *Reader) skipHeader(line []byte, n int64) (int64, error) {
+	t, body := Type(line[0]), line[1:]
+	switch t {
+	case TypeSimpleString, TypeError, TypeBigNumber, TypeInteger, TypeNull, TypeBoolean, TypeDouble:
+	case TypeBulkString, TypeBlobError, TypeVerbatim:
+		m, ok := parseInt(body)
+		if !ok || m < -1 {
+			return n, protoErr("invalid bulk length", body)
+		}
+		if m >= 0 {
+			if err := r.discard(m + 2); err != nil {
+				return n, err
+			}
+		}
+	case TypeArray, TypeSet, TypePush, TypeMap, '|':
+		m, ok := parseInt(body)
+		if !ok || m < -1 || m > 1<<40 {
+			return n, protoErr("invalid aggregate length", body)
+		}
+		if t == TypeMap || t == '|' {
+			m *= 2
+		}
+		if t == '|' {
+			m++ // the reply the attribute annotates
+		}
+		if m > 0 {
+			if n > 1<<60 {
+				return n, protoErr("aggregate too large to skip", body)
+			}
+			n += m
+		}
+	default:
+		return n, protoErr("unknown reply type", line)
+	}
+	return n, nil
 }
 
 // discard drops n bytes of the stream.
