@@ -84,7 +84,7 @@ type asyncCall struct {
 	state asyncState
 }
 
-// async returns an asynchronous call of f, not started: the reader starts
+// Async returns an asynchronous call of f, not started: the reader starts
 // it (start or runDirect). Commands of one connection run concurrently,
 // except that a command waits for the connection's earlier in-flight
 // commands on the same keys (so a pipelined SET then release of one key
@@ -114,7 +114,7 @@ func (c *Conn) Async(keys [][]byte, f AsyncFunc) *Call {
 	return cl
 }
 
-// asyncCB is async for a command that can also start without a goroutine
+// AsyncCB is Async for a command that can also start without a goroutine
 // (cb): started by the reader with no predecessor in flight, it holds its
 // in-flight slot until the masters' answers complete it, and no worker
 // waits for it.

@@ -22,7 +22,12 @@ type Command struct {
 	First, Last, Step int      // key positions, for COMMAND
 	Flags             []string // for COMMAND
 	NoAuth            bool     // allowed before AUTH
-	Run               func(c *Conn, args [][]byte) *Call
+	// Run serves the command: a reply built at once ([Reply], [ErrCall])
+	// is computed as the command is read, before the connection's earlier
+	// asynchronous commands completed; a command that must follow them
+	// (see their effects) is asynchronous on the same keys ([Conn.Async]).
+	// Replies are written in request order either way.
+	Run func(c *Conn, args [][]byte) *Call
 }
 
 // serverCommands are the server's own commands: connection plumbing
