@@ -42,13 +42,13 @@ func AppendRESP3(dst, src []byte) ([]byte, bool) {
 		end := lineEnd(src, r)
 		switch t := src[r]; t {
 		case '$', '*', '%', '~', '>', '!', '=':
-			if end-r == 3 && src[r+1] == '-' && src[r+2] == '1' && (t == '$' || t == '*') {
+			n, _ := parseInt(src[r+1 : end]) // wellFormed read it: "-1", "-01", "+0" ...
+			if n == -1 && (t == '$' || t == '*') {
 				dst = append(dst, '_', '\r', '\n')
 				r = end + 2
 				continue
 			}
 			if t == '$' || t == '!' || t == '=' {
-				n, _ := parseInt(src[r+1 : end])
 				end += 2 + int(n) // the payload, before its CRLF
 			}
 		}
