@@ -25,29 +25,9 @@ import (
 func TestMetricsMove(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	mastertest.RequireReal(t, set)
-	reg := metrics.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), Observer: m, MasterTimeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := m.Watch(e); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("http://%s/metrics", addr)
-	if _, err := e.WaitReady(ctx); err != nil { // every master's first connect
-		t.Fatal(err)
-	}
+	e, url := servedEngine(t, ctx, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: 200 * time.Millisecond})
 	before := check.Scrape(t, url)
 	if before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`] != 1 || before["redlock_quorum"] != 2 || before["redlock_masters_voting"] != 3 {
 		t.Fatalf("state gauges at start: up=%v quorum=%v voting=%v", before[`redlock_master_up{addr="`+set.Addrs()[1]+`",master="1"}`], before["redlock_quorum"], before["redlock_masters_voting"])
@@ -188,27 +168,7 @@ func TestClusterMetrics(t *testing.T) {
 	defer cancel()
 	lc := mastertest.StartCluster(t, localmaster.ClusterOptions{Shards: 3})
 	set := mastertest.Start(t, 2)
-	reg := metrics.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), Clusters: []engine.ClusterMember{{Seeds: lc.Addrs()[:1]}}, MasterTimeout: time.Second, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := m.Watch(e); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + addr.String() + "/metrics"
+	e, url := servedEngine(t, ctx, engine.Config{FreshMasters: true, Addrs: set.Addrs(), Clusters: []engine.ClusterMember{{Seeds: lc.Addrs()[:1]}}, MasterTimeout: time.Second})
 	l, err := e.TryLock(ctx, "cm:k", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -372,27 +332,7 @@ func TestClockJumpSeries(t *testing.T) {
 	f := clockfront.Start(t, set.Addrs()[0])
 	addrs := set.Addrs()
 	addrs[0] = f.Addr()
-	reg := metrics.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := m.Watch(e); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + addr.String() + "/metrics"
+	e, url := servedEngine(t, ctx, engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: time.Second})
 	const fwd, back, quar = `redlock_master_clock_jumps_total{direction="forward"}`, `redlock_master_clock_jumps_total{direction="backward"}`, `redlock_master_quarantined{master="0"}`
 	if s := check.Scrape(t, url); s[fwd] != 0 || s[back] != 0 || s[quar] != 0 {
 		t.Fatalf("before any jump: %v %v %v", s[fwd], s[back], s[quar])
@@ -433,27 +373,7 @@ func TestClockJumpSeries(t *testing.T) {
 func TestHandOffSeries(t *testing.T) {
 	set := mastertest.Start(t, 3)
 	ctx := t.Context()
-	reg := metrics.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: time.Second, Observer: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	if err := m.Watch(e); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + addr.String() + "/metrics"
+	e, url := servedEngine(t, ctx, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MasterTimeout: time.Second})
 	const waiters, handOffs = "redlock_lock_waiters", "redlock_handoffs_total"
 	holder, err := e.TryLock(ctx, "ho:k", 10*time.Second)
 	if err != nil {
@@ -489,4 +409,34 @@ func TestHandOffSeries(t *testing.T) {
 	} else if n == 0 {
 		t.Log("no hand-off: the waiter was still in its first try")
 	}
+}
+
+// servedEngine starts an engine of cfg whose Observer and Watch feed a new
+// registry, waits until every master connected, and serves the registry's
+// /metrics (until ctx ends); it returns the engine (closed at the test's
+// end) and the URL.
+func servedEngine(t *testing.T, ctx context.Context, cfg engine.Config) (*engine.Engine, string) {
+	t.Helper()
+	reg := metrics.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Observer = m
+	e, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if err := m.Watch(e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitReady(ctx); err != nil { // every master's first connect
+		t.Fatal(err)
+	}
+	addr, err := metrics.Serve(ctx, "127.0.0.1:0", reg, e.Voting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, "http://" + addr.String() + "/metrics"
 }
