@@ -45,7 +45,7 @@ type Config struct {
 	// What the handler gives the server.
 
 	// Commands are the handler's commands, served beside the server's own
-	// (connection plumbing and pub/sub: [Server.Commands] lists them all).
+	// (connection plumbing and pub/sub: [ServerCommands]).
 	Commands []*Command
 	// CheckKey, if set, is asked of every key argument of a command
 	// before it runs (after KeyPrefix): a non-nil Call is the reply

@@ -73,16 +73,6 @@ func newCommandTable(handler []*Command) (*commandTable, error) {
 	return t, nil
 }
 
-// Commands returns the server's command table: the handler's commands,
-// then its own (copies: changing one changes no server).
-func (s *Server) Commands() []Command {
-	out := make([]Command, len(s.table.list))
-	for i, c := range s.table.list {
-		out[i] = *c
-	}
-	return out
-}
-
 // testHook, when set by a test, runs at the start of every dispatch
 // (where "dispatch", with the command) and of every asynchronous command
 // (where "async"): it lets tests make the serving code panic.
