@@ -31,10 +31,6 @@ const (
 	DefaultQueueTimeout    = time.Second      // a pipelined command's wait for the masters (admission.go)
 )
 
-// writeTimeout bounds one write of replies to a client; a client that
-// does not read for this long (up to a second longer) is closed.
-const writeTimeout = 10 * time.Second
-
 // Config configures a [Server]. EngineConfig's members (Addrs, Clusters) or
 // Engine are required.
 type Config struct {
@@ -153,15 +149,12 @@ type Config struct {
 	// nil discards them. Passwords are never logged.
 	Logger *slog.Logger
 
-	// writeTimeout replaces the package's writeTimeout (tests: a client
-	// that does not read is closed sooner).
+	// writeTimeout replaces the server room's 10 s write timeout (0: that
+	// default; tests: a client that does not read is closed sooner).
 	writeTimeout time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.writeTimeout <= 0 {
-		c.writeTimeout = writeTimeout
-	}
 	members := len(c.EngineConfig.Addrs) + len(c.EngineConfig.Clusters)
 	if c.Engine == nil && members == 0 {
 		return c, fmt.Errorf("%w: no masters (EngineConfig.Addrs, EngineConfig.Clusters or Engine)", ErrBadConfig)
