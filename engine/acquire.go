@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -134,7 +133,7 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 		l.token, l.callerToken = co.token, true
 	} else {
 		var raw [TokenLen / 2]byte
-		crand.Read(raw[:])
+		readRandom(raw[:])
 		hex.Encode(l.tokenBuf[:], raw[:])
 		l.token = unsafe.String(&l.tokenBuf[0], TokenLen)
 		if co.tokenPrefix != "" {

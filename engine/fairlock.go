@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -117,7 +116,7 @@ func (f *FairLock) Lock(ctx context.Context, ttl time.Duration, opts ...Option) 
 	}
 	co.retryDelay = min(co.retryDelay, f.waiterTimeout/6)
 	var raw [16]byte
-	crand.Read(raw[:])
+	readRandom(raw[:])
 	w := &fairWaiter{f: f, id: hex.EncodeToString(raw[:])}
 	co.fair = w
 	arrived := false

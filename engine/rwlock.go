@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	crand "crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -119,7 +118,7 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, opts []Option, mo
 	}
 	if mode == rwWrite {
 		var raw [16]byte
-		crand.Read(raw[:])
+		readRandom(raw[:])
 		co.waiterID = hex.EncodeToString(raw[:])
 	}
 	l, tries, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) { return e.tryLock(ctx, rw.key, ttl, co) })
