@@ -207,8 +207,18 @@ func (c *Conn) writeLoop(nc net.Conn, stop <-chan struct{}) error {
 }
 
 func (c *Conn) readLoop(rd *resp.Reader) error {
+	// pending is what rdPending holds: only this loop stores it, and only
+	// when it changes (a store is an atomic exchange; in a batch of replies
+	// the value stays true).
+	pending := c.rdPending.Load()
+	setPending := func(v bool) {
+		if v != pending {
+			c.rdPending.Store(v)
+			pending = v
+		}
+	}
 	for {
-		c.rdPending.Store(rd.Buffered() > 0)
+		setPending(rd.Buffered() > 0)
 		if h := readHook.Load(); h != nil {
 			(*h)()
 		}
@@ -224,7 +234,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 		if err != nil {
 			return err
 		}
-		c.rdPending.Store(true) // until delivered (readerBehind)
+		setPending(true) // until delivered (readerBehind)
 		c.mu.Lock()
 		if c.q.len() == 0 {
 			c.mu.Unlock()
