@@ -58,6 +58,10 @@ type workerState struct {
 	rng *rand.Rand
 	sh  *shard
 	seq uint64
+	// WorkloadAcquire's keys: the worker's prefix and seq, built in kb (one
+	// allocation per key, the string the engine keeps)
+	acqPrefix string
+	kb        []byte
 }
 
 // op runs one operation of the workload. ref is the time latency is
@@ -67,7 +71,8 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 	var key string
 	if s.cfg.Workload == WorkloadAcquire {
 		w.seq++
-		key = s.acqPrefix + strconv.Itoa(w.id) + ":" + strconv.FormatUint(w.seq, 10)
+		w.kb = strconv.AppendUint(append(w.kb[:0], w.acqPrefix...), w.seq, 10)
+		key = string(w.kb)
 	} else {
 		key = s.keys[w.rng.IntN(len(s.keys))]
 	}
@@ -173,7 +178,7 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	cancels := make([]context.CancelFunc, cfg.Concurrency)
 	wctxs := make([]context.Context, cfg.Concurrency)
 	for i := range cfg.Concurrency {
-		w := &workerState{id: i, rng: rand.New(rand.NewPCG(uint64(i), seed)), sh: s.rec.shard(i)}
+		w := &workerState{id: i, rng: rand.New(rand.NewPCG(uint64(i), seed)), sh: s.rec.shard(i), acqPrefix: s.acqPrefix + strconv.Itoa(i) + ":"}
 		wctxs[i], cancels[i] = context.WithCancel(ctx)
 		wg.Go(func() {
 			// Each worker waits on its own context, as each request of a
