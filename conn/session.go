@@ -348,11 +348,13 @@ func (c *Conn) expireLoop() {
 		if stalled != nil {
 			c.breakSession(stalled)
 		}
+		// Counted before the callbacks run: whoever sees a timeout sees
+		// it in Stats (TestRealMasterPaused read Stats between the two).
+		c.timeouts.Add(uint64(len(fired)))
 		for i := range fired {
 			fired[i].cb.Complete(fired[i].tag, resp.Reply{}, ErrTimeout)
 			fired[i].cb = nil
 		}
-		c.timeouts.Add(uint64(len(fired)))
 		if !next.IsZero() {
 			t.Reset(time.Until(next))
 		}
