@@ -33,11 +33,12 @@ type phaseState struct {
 	acqPrefix        string // unique-key prefix of WorkloadAcquire
 	waiter           waiter // WorkloadContended with a blocking lock: wait, don't poll
 
-	cycles, attempts, acquired, failed, errs atomic.Uint64
-	windowOpen                               counters    // when the measured window opened
-	procsOpen                                sample      // the other processes' counters then
-	cpu                                      *cpuProfile // profiles the window (the target's phase), or nil
-	firstErr                                 atomic.Pointer[string]
+	counts     []opCounts // sharded by worker: see opCounts
+	errs       atomic.Uint64
+	windowOpen counters    // when the measured window opened
+	procsOpen  sample      // the other processes' counters then
+	cpu        *cpuProfile // profiles the window (the target's phase), or nil
+	firstErr   atomic.Pointer[string]
 }
 
 func (s *phaseState) now() time.Duration { return time.Since(s.base) }
@@ -52,11 +53,35 @@ func (s *phaseState) fail(err error) {
 	s.errs.Add(1)
 }
 
+// opCounts is one shard of a phase's operation counts. Each worker adds
+// to its shard's: a thousand workers adding to one counter bounced its
+// cache line between the cores three times an operation (the bench's own
+// cost, which counts in the client's CPU per cycle).
+type opCounts struct {
+	cycles, attempts, acquired, failed atomic.Uint64
+	_                                  [64]byte // keep neighbouring shards apart
+}
+
+// total sums one counter over the shards.
+func (s *phaseState) total(f func(*opCounts) *atomic.Uint64) uint64 {
+	var n uint64
+	for i := range s.counts {
+		n += f(&s.counts[i]).Load()
+	}
+	return n
+}
+
+func cyclesOf(c *opCounts) *atomic.Uint64   { return &c.cycles }
+func attemptsOf(c *opCounts) *atomic.Uint64 { return &c.attempts }
+func acquiredOf(c *opCounts) *atomic.Uint64 { return &c.acquired }
+func failedOf(c *opCounts) *atomic.Uint64   { return &c.failed }
+
 // workerState is one worker's private state.
 type workerState struct {
 	id  int
 	rng *rand.Rand
 	sh  *shard
+	n   *opCounts // the worker's shard of the phase's counts
 	seq uint64
 	// WorkloadAcquire's keys: the worker's prefix and seq, built in kb (one
 	// allocation per key, the string the engine keeps)
@@ -91,25 +116,25 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 	warm := s.open && int64(ref) < s.winStart.Load()
 	in := !warm && s.inWindow(t1)
 	if in {
-		s.attempts.Add(1)
+		w.n.attempts.Add(1)
 	}
 	if err != nil || contended {
 		if ctx.Err() != nil || !in {
 			return
 		}
 		if contended {
-			s.failed.Add(1)
+			w.n.failed.Add(1)
 		} else {
 			s.fail(err)
 		}
 		return
 	}
 	if in {
-		s.acquired.Add(1)
+		w.n.acquired.Add(1)
 	}
 	if s.cfg.Workload == WorkloadAcquire {
 		if in {
-			s.cycles.Add(1)
+			w.n.cycles.Add(1)
 			w.sh.record(t1-ref, -1, t1-ref)
 		}
 		return
@@ -132,7 +157,7 @@ func (s *phaseState) op(ctx context.Context, w *workerState, ref time.Duration) 
 		s.fail(err)
 		return
 	}
-	s.cycles.Add(1)
+	w.n.cycles.Add(1)
 	w.sh.record(t1-ref, t3-t2, t3-ref)
 }
 
@@ -154,6 +179,7 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	if profile {
 		s.cpu = cfg.cpu
 	}
+	s.counts = make([]opCounts, len(rec.shards))
 	s.acqPrefix = fmt.Sprintf("redlock:bench:acq:%s:%d:", name, s.base.UnixNano())
 	if cfg.Workload != WorkloadAcquire {
 		s.keys = makeKeys(cfg.Keys)
@@ -178,7 +204,7 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	cancels := make([]context.CancelFunc, cfg.Concurrency)
 	wctxs := make([]context.Context, cfg.Concurrency)
 	for i := range cfg.Concurrency {
-		w := &workerState{id: i, rng: rand.New(rand.NewPCG(uint64(i), seed)), sh: s.rec.shard(i), acqPrefix: s.acqPrefix + strconv.Itoa(i) + ":"}
+		w := &workerState{id: i, rng: rand.New(rand.NewPCG(uint64(i), seed)), sh: s.rec.shard(i), n: &s.counts[i%len(s.counts)], acqPrefix: s.acqPrefix + strconv.Itoa(i) + ":"}
 		wctxs[i], cancels[i] = context.WithCancel(ctx)
 		wg.Go(func() {
 			// Each worker waits on its own context, as each request of a
@@ -226,14 +252,14 @@ func runPhase(ctx context.Context, cfg Config, name string, l locker, rec *recor
 	acq, rel, cyc := s.rec.merged()
 	p.Acquire, p.Release, p.Cycle = summarize(acq), summarize(rel), summarize(cyc)
 	p.Waited = s.waiter != nil
-	p.Acquired, p.FailedAcquires, p.Errors = s.acquired.Load(), s.failed.Load(), s.errs.Load()
+	p.Acquired, p.FailedAcquires, p.Errors = s.total(acquiredOf), s.total(failedOf), s.errs.Load()
 	if e := s.firstErr.Load(); e != nil {
 		p.FirstError = *e
 	}
 	if lim != nil {
 		p.Missed = lim.missed.Load()
 	}
-	p.cycles, p.attempts, p.reqs, p.writes = s.cycles.Load(), s.attempts.Load(), window.reqs, window.writes
+	p.cycles, p.attempts, p.reqs, p.writes = s.total(cyclesOf), s.total(attemptsOf), window.reqs, window.writes
 	p.cpu, p.elapsed = window.cpu, max(end-cfg.Warmup, 0)
 	p.procs = procs
 	p.derive()
@@ -349,7 +375,7 @@ func (s *phaseState) progress(ctx context.Context, name string) []uint64 {
 		case <-end.C:
 			return perSecond
 		case <-tick.C:
-			now := s.cycles.Load()
+			now := s.total(cyclesOf)
 			perSecond = append(perSecond, now-last)
 			last = now
 			if cfg.Progress != nil {
