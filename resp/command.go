@@ -76,8 +76,9 @@ type CommandReader struct {
 	Empty bool
 
 	br   *bufio.Reader
-	buf  []byte // the command being read
-	offs []int  // argument boundaries in buf: start, end, start, end, ...
+	buf  []byte  // the command being read
+	offs []int   // argument boundaries in buf: start, end, start, end, ...
+	crlf [2]byte // an argument's CRLF (here, not on the heap: readBulk)
 }
 
 // NewCommandReader returns a CommandReader reading from rd through a
@@ -241,12 +242,11 @@ func (r *CommandReader) readBulk(total *int) error {
 			return eofInside(err)
 		}
 	}
-	var crlf [2]byte
-	if _, err := io.ReadFull(r.br, crlf[:]); err != nil {
+	if _, err := io.ReadFull(r.br, r.crlf[:]); err != nil {
 		return eofInside(err)
 	}
-	if crlf != [2]byte{'\r', '\n'} {
-		return protoErr("bulk string not terminated by CRLF", crlf[:])
+	if r.crlf != [2]byte{'\r', '\n'} {
+		return protoErr("bulk string not terminated by CRLF", r.crlf[:])
 	}
 	r.offs = append(r.offs, start, len(r.buf))
 	return nil

@@ -242,3 +242,21 @@ func TestCommandReaderArgCost(t *testing.T) {
 		t.Fatalf("inline line with 5000 words and MaxArgs 10: %v", err)
 	}
 }
+
+// TestCommandReaderAllocs: a command costs its Args and its buffer, no
+// more (each argument's CRLF cost one more allocation, six per SET NX PX).
+func TestCommandReaderAllocs(t *testing.T) {
+	req := []byte("*6\r\n$3\r\nSET\r\n$8\r\nlock:key\r\n$5\r\ntoken\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n")
+	src := bytes.NewReader(req)
+	r := resp.NewCommandReader(src, 1<<10)
+	allocs := testing.AllocsPerRun(100, func() {
+		src.Reset(req)
+		r.Reset(src)
+		if cmd, err := r.ReadCommand(); err != nil || len(cmd.Args) != 6 {
+			t.Fatalf("ReadCommand: %q, %v", cmd.Args, err)
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("ReadCommand of a SET NX PX: %.0f allocs, want <= 2", allocs)
+	}
+}

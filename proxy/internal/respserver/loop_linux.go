@@ -604,7 +604,7 @@ func movesToGoroutines(name []byte) bool {
 
 // dispatch runs one command of c, as the goroutine path's reader does.
 func (l *loop) dispatch(c *Conn, args [][]byte, size int) {
-	if n := len(args); c.lastByKey != nil && len(c.lastByKey)+n > maxTrackedKeys && !c.orderRoom(n) {
+	if n := len(args); c.tracked()+n > maxTrackedKeys && !c.orderRoom(n) {
 		c.ls.stallCmd, c.ls.stallSize = args, size
 		return
 	}
