@@ -8,50 +8,25 @@
 # ratios of each round). Usage:
 #   internal/tools/proxy-ab.sh [rounds] [redis-benchmark args]
 #   internal/tools/proxy-ab.sh 6 -c 1000 -P 1 -n 100000 -r 1000000
+# PROXY_FLAGS adds flags to both proxies (see proxy-lib.sh).
 set -euo pipefail
 rounds=${1:-6}
 shift || true
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-c 1000 -P 1 -n 100000 -r 1000000)
 n=$(printf '%s\n' "${args[@]}" | awk 'p{print; exit} $0=="-n"{p=1}')
-dir=$(mktemp -d)
-pids=()
-ports=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${ports[@]}"; do redis-cli -p "$p" shutdown nosave >/dev/null 2>&1 || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/proxy-lib.sh"
 go build -o "$dir/redlock" ./cmd/redlock
-port() { echo $((17000 + RANDOM % 20000)); }
-master() {
-  local p; p=$(port)
-  redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-    --dir "$dir" --logfile "$dir/$p.log" --pidfile "$dir/$p.pid" >/dev/null
-  ports+=("$p")
-  until redis-cli -p "$p" ping >/dev/null 2>&1; do sleep 0.05; done
-  echo "127.0.0.1:$p"
-}
-proxy() { # proxy LOOPS: prints its port
-  local ms="" p; p=$(port)
-  for _ in 1 2 3 4 5; do ms="$ms,$(master)"; done
-  "$dir/redlock" proxy --listen "127.0.0.1:$p" --masters "${ms#,}" --fresh-masters --event-loops "$1" >"$dir/proxy$1.log" 2>&1 &
-  pids+=($!)
-  until redis-cli -p "$p" ping >/dev/null 2>&1; do sleep 0.05; done
-  echo "$p $!"
-}
-read -r gport gpid < <(proxy -1)
-read -r lport lpid < <(proxy 1)
+read -r gport gpid < <(proxy "$dir/redlock" G --event-loops -1)
+read -r lport lpid < <(proxy "$dir/redlock" L --event-loops 1)
 rport=$(master | cut -d: -f2)
 rpid=$(cat "$dir/$rport.pid")
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
 for p in "$gport" "$lport"; do redis-benchmark -p "$p" -c 50 -n 20000 -q SET w:__rand_int__ v NX PX 30000 >/dev/null 2>&1; done
 for r in $(seq "$rounds"); do
   for t in "goroutines $gport $gpid" "loop $lport $lpid" "redis $rport $rpid"; do
     set -- $t
     c0=$(cpu "$3")
-    redis-benchmark -p "$2" "${args[@]}" -q SET "k$r:__rand_int__" v NX PX 30000 >/dev/null 2>&1
+    bench "$1" "$2" "${args[@]}"
     c1=$(cpu "$3")
     echo "$1 $c0 $c1"
   done
