@@ -92,12 +92,16 @@ func (c *Conn) cmdSubscribe(args [][]byte) *Call {
 			return ErrCall("ERR redlock proxy: " + strings.ToUpper(Lower(args[0])) + " serves " + c.s.subs.what + " only")
 		}
 	}
-	if c.sub == nil {
+	if !c.subscribed() {
 		// Replies from now on go through the message queue, after every
-		// reply already queued: wait until those are written.
+		// reply already queued: wait until those are written. Also on a
+		// SUBSCRIBE after the last UNSUBSCRIBE (the state is kept): its
+		// frame overtook the replies still queued (TestResubscribeOrder).
 		if !c.waitWritten() {
 			return ErrReply(MsgShuttingDown, true)
 		}
+	}
+	if c.sub == nil {
 		c.sub = &subState{q: &msgQueue{ch: make(chan []byte, MsgQueueLen)}, chans: map[string]bool{}}
 		c.msgs.Store(c.sub.q)
 		// The writer may be waiting for a call with no queue to watch: an
