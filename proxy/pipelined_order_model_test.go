@@ -60,6 +60,13 @@ func orderModelClient(t *testing.T, addr, prefix string, seed uint64, rounds int
 	keys := []string{prefix + ":a", prefix + ":b", prefix + ":c"}
 	holder := map[string]string{} // key -> token held ("" free)
 	lastTok := map[string]string{}
+	// someTok: the key's last token, or now and then one nobody holds.
+	someTok := func(k string) string {
+		if tok := lastTok[k]; tok != "" && rng.IntN(5) != 0 {
+			return tok
+		}
+		return "nobody"
+	}
 	release, extend := lockcmds.LibTable[0].Source, lockcmds.LibTable[1].Source
 	var want, sent []string // expected replies and commands, not yet read
 	ntok := 0
@@ -79,10 +86,7 @@ func orderModelClient(t *testing.T, addr, prefix string, seed uint64, rounds int
 				w = "$-1\r\n"
 			}
 		case r < 55:
-			tok := lastTok[k]
-			if tok == "" || rng.IntN(5) == 0 {
-				tok = "nobody"
-			}
+			tok := someTok(k)
 			if rng.IntN(2) == 0 {
 				args = []string{"EVAL", release, "1", k, tok}
 			} else {
@@ -94,10 +98,7 @@ func orderModelClient(t *testing.T, addr, prefix string, seed uint64, rounds int
 				w = ":0\r\n"
 			}
 		case r < 65:
-			tok := lastTok[k]
-			if tok == "" || rng.IntN(5) == 0 {
-				tok = "nobody"
-			}
+			tok := someTok(k)
 			args = []string{"EVAL", extend, "1", k, tok, "20000"}
 			if holder[k] != "" && holder[k] == tok {
 				w = ":1\r\n"
