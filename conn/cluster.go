@@ -592,8 +592,8 @@ func (c *Conn) doAsking(req Request) error {
 	}
 	c.nreq++
 	req.KeyHash = 0 // written after anything held for merging
-	wake := c.pushLocked(Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
-	c.pushLocked(req)
+	wake := c.pushLocked(&Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
+	c.pushLocked(&req)
 	c.q.at(c.q.end() - 1).asking = true
 	c.mu.Unlock()
 	if wake {

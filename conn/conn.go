@@ -293,7 +293,7 @@ func (c *Conn) Do(req Request) error {
 	c.nreq++
 	var wake bool
 	if req.Merge != nil && c.up && c.nativeForLocked(req.Merge.single) == NativeNone {
-		wake = c.mergeLocked(req, keyAt, argsAt)
+		wake = c.mergeLocked(&req, keyAt, argsAt)
 	} else {
 		// Connecting (no writer to flush it yet), or a member whose
 		// server has the script's native command: one command per key
@@ -301,7 +301,7 @@ func (c *Conn) Do(req Request) error {
 		if req.Merge != nil {
 			req.Script = req.Merge.single
 		}
-		wake = c.pushLocked(req)
+		wake = c.pushLocked(&req)
 	}
 	if wake && c.corks > 0 {
 		c.corkedWake, wake = true, false
@@ -376,7 +376,7 @@ func (c *Conn) wakeWriter() {
 // reports whether nothing was queued for writing: then the caller must
 // wakeWriter once it released mu (signalling outside the lock keeps the
 // critical section, which every caller contends for, short).
-func (c *Conn) pushLocked(req Request) (wake bool) {
+func (c *Conn) pushLocked(req *Request) (wake bool) {
 	wake = len(c.wbuf) == 0 && c.nmerge == 0
 	if c.conflictsLocked(req.KeyHash) {
 		c.flushMergesLocked()
@@ -388,7 +388,7 @@ func (c *Conn) pushLocked(req Request) (wake bool) {
 // writeLocked queues req's pending entry and appends its bytes to the
 // write buffer: the script's native command instead of its EVALSHA when
 // this session's server has it.
-func (c *Conn) writeLocked(req Request) {
+func (c *Conn) writeLocked(req *Request) {
 	c.beginBatchLocked(req.Deadline)
 	if n := c.nativeForLocked(req.Script); n != NativeNone {
 		if out, ok := req.Script.appendNative(c.wbuf, req.Cmd, c.info.DeleteIfEqual); ok {
@@ -406,7 +406,7 @@ func (c *Conn) writeLocked(req Request) {
 
 // pushQueueLocked queues req's pending entry, arms its deadline and
 // returns the entry.
-func (c *Conn) pushQueueLocked(req Request) *pending {
+func (c *Conn) pushQueueLocked(req *Request) *pending {
 	p := c.q.push()
 	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking, p.native = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false, NativeNone
 	if req.Script != nil {

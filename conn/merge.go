@@ -122,7 +122,7 @@ func parseMember(req *Request) (keyAt, argsAt int, err error) {
 // mergeLocked holds req (a member) for the next write. It reports whether
 // nothing was queued for writing before: then the caller must wake the
 // writer.
-func (c *Conn) mergeLocked(req Request, keyAt, argsAt int) (wake bool) {
+func (c *Conn) mergeLocked(req *Request, keyAt, argsAt int) (wake bool) {
 	wake = len(c.wbuf) == 0 && c.nmerge == 0
 	if c.conflictsLocked(req.KeyHash) {
 		// A held member (of this Merge or another) is on the same key:
@@ -249,7 +249,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.nmerge -= len(ms)
 	if len(ms) == 1 {
 		m := &ms[0]
-		c.writeLocked(Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
+		c.writeLocked(&Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
 		clear(ms)
 		l.members = ms[:0]
 		return

@@ -112,7 +112,7 @@ func TestMergedCallNotNative(t *testing.T) {
 	single, multi := NewScript(`return 1`), NewScript(`return {1,1}`)
 	// every slot of the ring once held a native SET IFEQ
 	for range 64 {
-		c.pushQueueLocked(Request{Callback: nopCB{}, Deadline: time.Now().Add(time.Hour)}).native = NativeExpireIfEqual
+		c.pushQueueLocked(&Request{Callback: nopCB{}, Deadline: time.Now().Add(time.Hour)}).native = NativeExpireIfEqual
 		c.popLocked()
 	}
 	m := NewMerge(single, multi, 1, 0)

@@ -261,11 +261,11 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 				c.popLocked() // p is not read after this
 				var wake bool
 				if asking { // the target of an ASK serves the slot right after ASKING only
-					wake = c.pushLocked(Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
-					c.pushLocked(req)
+					wake = c.pushLocked(&Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
+					c.pushLocked(&req)
 					c.q.at(c.q.end() - 1).asking = true
 				} else {
-					wake = c.pushLocked(req)
+					wake = c.pushLocked(&req)
 				}
 				c.q.at(c.q.end() - 1).extra = extra // a merged call stays one
 				c.grouped += extra

@@ -113,7 +113,9 @@ func New(cfg Config) (*Engine, error) {
 	e.waits.init(e)
 	e.masterErrs = make([]atomic.Uint64, e.n)
 	e.ops.New = func() any {
-		return &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), preset: make([]int8, e.n), cmd: make([]byte, 0, 128)}
+		o := &op{e: e, done: make(chan struct{}, 1), all: make(chan struct{}, 1), results: make([]masterResult, e.n), cmd: make([]byte, 0, 128)}
+		o.preset = append(o.presetBuf[:0], make([]int8, e.n)...) // in the op itself for n ≤ 8: read by every fan-out
+		return o
 	}
 	e.mlog = make([]masterLog, e.n)
 	e.quar = make([]atomic.Int64, e.n)

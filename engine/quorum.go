@@ -49,9 +49,11 @@ type op struct {
 	// with others queued for the same write (releases, extensions).
 	merge *conn.Merge
 	first int // master the fan-out starts with (see Engine.firstMaster)
-	refs  atomic.Int32
-	done  chan struct{} // receives one value when decided
-	all   chan struct{} // receives one value when every master answered
+	// presetBuf is preset's storage for up to 8 masters.
+	presetBuf [8]int8
+	refs      atomic.Int32
+	done      chan struct{} // receives one value when decided
+	all       chan struct{} // receives one value when every master answered
 
 	// counts packs the answers so far: yes in the low 32 bits, no (refusals
 	// and failures) in the high 32. One atomic add per answer gives every
@@ -287,6 +289,10 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 	if e.obs != nil && o.t1.IsZero() {
 		o.t1 = time.Now() // for the round trips (a release)
 	}
+	req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Script: script, Stable: true, KeyHash: o.khash, Key: o.key}
+	if o.merge != nil {
+		req.Script, req.Merge = nil, o.merge
+	}
 	for j := 0; j < e.n; j++ {
 		i := o.first + j
 		if i >= e.n {
@@ -301,10 +307,7 @@ func (o *op) fanout(deadline time.Time, script *conn.Script) {
 			o.unref()
 			continue
 		}
-		req := conn.Request{Cmd: o.cmd, Deadline: deadline, Callback: o, Tag: uint64(i), Script: script, Stable: true, KeyHash: o.khash, Key: o.key}
-		if o.merge != nil {
-			req.Script, req.Merge = nil, o.merge
-		}
+		req.Tag = uint64(i)
 		if err := e.pick(i, o.cix).Do(req); err != nil {
 			if e.obs != nil {
 				e.obs.MasterReply(i, 0, err) // refused at once (down, overloaded)
