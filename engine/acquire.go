@@ -42,10 +42,8 @@ func (e *Engine) TryLock(ctx context.Context, key string, ttl time.Duration, opt
 func applyOpts(opts []Option) callOpts { return applyOptsTo(callOpts{}, opts) }
 
 func applyOptsTo(co callOpts, opts []Option) callOpts {
-	for _, f := range opts {
-		if f != nil {
-			f(&co)
-		}
+	for _, op := range opts {
+		op.apply(&co)
 	}
 	return co
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // TestAllocs bounds the allocations of a TryLock+Unlock cycle on a warm
-// engine, counted over the whole process (connection goroutines included).
+// engine, counted over the whole process (connection goroutines included),
+// and checks that options add none (an Option is a value: issue #46).
 func TestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -20,32 +21,44 @@ func TestAllocs(t *testing.T) {
 	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: time.Second})
 	ctx := context.Background()
 	var failed atomic.Int64
-	cycle := func() {
-		l, err := v.e.TryLock(ctx, "allocs", 10*time.Second)
-		if err != nil {
-			failed.Add(1)
-			return
+	measure := func(opts ...engine.Option) float64 {
+		cycle := func() {
+			l, err := v.e.TryLock(ctx, "allocs", 10*time.Second, opts...)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			if err := l.Unlock(ctx); err != nil {
+				failed.Add(1)
+			}
 		}
-		if err := l.Unlock(ctx); err != nil {
-			failed.Add(1)
+		for range 100 { // warm up: pools, queues, buffers
+			cycle()
 		}
+		// Counted over the whole process: goroutines other tests left
+		// running a while add theirs. That noise only adds: the least of
+		// five batches is the cycle's.
+		allocs := math.Inf(1)
+		for range 5 {
+			allocs = min(allocs, testing.AllocsPerRun(100, cycle))
+		}
+		if n := failed.Load(); n != 0 {
+			t.Fatalf("%d cycles failed", n)
+		}
+		return allocs
 	}
-	for range 100 { // warm up: pools, queues, buffers
-		cycle()
-	}
-	// Counted over the whole process: goroutines other tests left running
-	// a while add theirs. That noise only adds: the least of five batches
-	// is the cycle's.
-	allocs := math.Inf(1)
-	for range 5 {
-		allocs = min(allocs, testing.AllocsPerRun(100, cycle))
-	}
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d cycles failed", n)
-	}
+	allocs := measure()
 	t.Logf("TryLock+Unlock: %.2f allocs/op", allocs)
 	if allocs > 6 {
 		t.Errorf("TryLock+Unlock: %.2f allocs/op, want <= 6 (goal 2)", allocs)
+	}
+	// The proxy's call: the client's value as the token, and the per-master
+	// timeout of the call. The token is the same each cycle (each is
+	// unlocked before the next) so that the cycle itself allocates nothing.
+	with := measure(engine.WithToken("allocs-token"), engine.WithMasterTimeout(time.Second))
+	t.Logf("TryLock+Unlock with WithToken, WithMasterTimeout: %.2f allocs/op", with)
+	if with > allocs {
+		t.Errorf("options cost %.2f allocs/op more than none (%.2f), want 0", with-allocs, allocs)
 	}
 }
 

@@ -275,10 +275,54 @@ func (c *Config) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.DriftFactor) + c.DriftMin
 }
 
-// Option is a per-call setting for Lock and TryLock. Options that only
-// make sense while waiting ([WithRetryDelay], [WithMaxTries]) are refused
-// by TryLock with an error matching [ErrBadArgument].
-type Option func(*callOpts)
+// Option is a per-call setting for Lock and TryLock, built by the With
+// functions (the zero Option changes nothing). Options that only make
+// sense while waiting ([WithRetryDelay], [WithMaxTries]) are refused by
+// TryLock with an error matching [ErrBadArgument]. An Option is a plain
+// value: passing options allocates nothing (a closure per option, applied
+// through a pointer the compiler could not follow, cost two allocations
+// per call with WithToken: issue #46).
+type Option struct {
+	kind optKind
+	s    string
+	d    time.Duration
+	n    int
+}
+
+type optKind uint8
+
+const (
+	optNone optKind = iota
+	optToken
+	optRetryDelay
+	optMaxTries
+	optAutoExtend
+	optMasterTimeout
+	optFencing
+	optTokenPrefix // Reentrant's owner prefix (internal)
+)
+
+// apply sets what op says in o.
+func (op Option) apply(o *callOpts) {
+	switch op.kind {
+	case optToken:
+		o.token = op.s
+	case optRetryDelay:
+		o.retryDelay = op.d
+		o.waitOption("WithRetryDelay")
+	case optMaxTries:
+		o.maxTries = op.n
+		o.waitOption("WithMaxTries")
+	case optAutoExtend:
+		o.autoExtend, o.maxHold = true, max(op.d, 0)
+	case optMasterTimeout:
+		o.masterTimeout = op.d
+	case optFencing:
+		o.fencing = true
+	case optTokenPrefix:
+		o.tokenPrefix = op.s
+	}
+}
 
 type callOpts struct {
 	token         string
@@ -309,20 +353,16 @@ func (o *callOpts) waitOption(name string) {
 // there expires at its TTL), so it never removes the earlier lock. Lock,
 // which makes one attempt after another, refuses it with an error
 // matching [ErrBadArgument] (each of its attempts gets a new random token).
-func WithToken(token string) Option { return func(o *callOpts) { o.token = token } }
+func WithToken(token string) Option { return Option{kind: optToken, s: token} }
 
 // WithRetryDelay sets Lock's base wait between attempts (zero or negative:
 // Config.RetryDelay).
 // It applies to Lock only.
-func WithRetryDelay(d time.Duration) Option {
-	return func(o *callOpts) { o.retryDelay = d; o.waitOption("WithRetryDelay") }
-}
+func WithRetryDelay(d time.Duration) Option { return Option{kind: optRetryDelay, d: d} }
 
 // WithMaxTries bounds Lock's attempts (0: until ctx ends). It applies to
 // Lock only.
-func WithMaxTries(n int) Option {
-	return func(o *callOpts) { o.maxTries = n; o.waitOption("WithMaxTries") }
-}
+func WithMaxTries(n int) Option { return Option{kind: optMaxTries, n: n} }
 
 // WithAutoExtend makes the engine's watchdog keep the lock: it extends the
 // lock to its TTL again about every third of the TTL until [Lock.Unlock],
@@ -332,12 +372,10 @@ func WithMaxTries(n int) Option {
 // extensions travel on the masters' pipelines with the other traffic. When
 // an extension fails or the validity runs out, [Lock.Done] closes and
 // [Lock.Err] says why (docs/algorithm.md, "Holding").
-func WithAutoExtend(maxHold time.Duration) Option {
-	return func(o *callOpts) { o.autoExtend, o.maxHold = true, max(maxHold, 0) }
-}
+func WithAutoExtend(maxHold time.Duration) Option { return Option{kind: optAutoExtend, d: maxHold} }
 
 // WithMasterTimeout overrides the per-master timeout for this call.
-func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.masterTimeout = d } }
+func WithMasterTimeout(d time.Duration) Option { return Option{kind: optMasterTimeout, d: d} }
 
 // WithFencing makes the acquisition return a fencing token
 // ([Lock.FencingToken]): a number strictly greater than every fencing
@@ -353,4 +391,4 @@ func WithMasterTimeout(d time.Duration) Option { return func(o *callOpts) { o.ma
 // [ErrNotAcquired] when a quorum answered (the key was no longer this
 // token's on too many of them), [ErrUnavailable] when too few answered.
 // With [WithToken], tokens must be unique per acquisition (docs/safety.md).
-func WithFencing() Option { return func(o *callOpts) { o.fencing = true } }
+func WithFencing() Option { return Option{kind: optFencing} }

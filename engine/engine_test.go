@@ -499,9 +499,9 @@ func TestBadArguments(t *testing.T) {
 	if !held.Valid() {
 		t.Error("the held lock was disturbed")
 	}
-	t.Run("nil-option", func(t *testing.T) {
+	t.Run("zero-option", func(t *testing.T) {
 		v := v.on(t)
-		l, err := v.e.TryLock(ctx, keyName(t), time.Second, nil)
+		l, err := v.e.TryLock(ctx, keyName(t), time.Second, engine.Option{})
 		if err != nil {
 			t.Fatal(err)
 		}

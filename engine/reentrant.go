@@ -88,7 +88,7 @@ func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Optio
 	if r.l != nil {
 		return r.reenter(ctx, ttl)
 	}
-	opts = append(opts[:len(opts):len(opts)], func(o *callOpts) { o.tokenPrefix = r.owner + ":" })
+	opts = append(opts[:len(opts):len(opts)], Option{kind: optTokenPrefix, s: r.owner + ":"})
 	if len(opts) > 1 {
 		if co := applyOpts(opts); co.token != "" {
 			return fmt.Errorf("%w: a Reentrant's token is its owner's (WithToken does not apply)", ErrBadArgument)
