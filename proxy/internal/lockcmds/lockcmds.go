@@ -116,42 +116,72 @@ func (h *Commands) acquire(c *client, args [][]byte, ttl time.Duration, fenced b
 	if len(args[2]) == 0 {
 		return respserver.ErrCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
-	k, token := string(args[1]), engine.WithToken(string(args[2]))
-	answer := func(dst []byte, l *engine.Lock, err error) []byte {
-		if err == nil {
-			h.refused.granted(args[1], args[2])
-		} else {
-			h.refused.refused(args[1], args[2]) // its release is a cleanup
-		}
-		switch {
-		case err == nil && fenced:
-			return redcon.AppendInt(dst, l.FencingToken())
-		case err == nil:
-			return redcon.AppendOK(dst)
-		case errors.Is(err, engine.ErrNotAcquired):
-			return redcon.AppendNull(dst)
-		}
-		return h.engineErr(err)
+	// The key and the token in one string (the engine keeps both).
+	kt := string(args[1]) + string(args[2])
+	a := &setAcquire{h: h, args: args, key: kt[:len(args[1])], token: engine.WithToken(kt[len(args[1]):]), ttl: ttl, fenced: fenced}
+	return c.AsyncCmd(args[1:2], a)
+}
+
+// setAcquire is one SET NX PX (or REDLOCK.LOCK) as a
+// respserver.AsyncCommand: its run, its start, its completion and its
+// reply in one allocation (they were six closures; issue #46).
+type setAcquire struct {
+	h      *Commands
+	args   [][]byte
+	key    string
+	token  engine.Option
+	ttl    time.Duration
+	fenced bool
+	done   respserver.Done // Start's
+	l      *engine.Lock    // the result, for AppendReply
+	err    error
+}
+
+// Run acquires on a goroutine.
+func (a *setAcquire) Run(ctx context.Context, dst []byte) []byte {
+	if a.fenced {
+		a.l, a.err = a.h.eng.TryLock(ctx, a.key, a.ttl, a.token, engine.WithFencing())
+	} else {
+		a.l, a.err = a.h.eng.TryLock(ctx, a.key, a.ttl, a.token)
 	}
-	return c.AsyncCB(args[1:2], func(ctx context.Context, dst []byte) []byte {
-		var l *engine.Lock
-		var err error
-		if fenced {
-			l, err = h.eng.TryLock(ctx, k, ttl, token, engine.WithFencing())
-		} else {
-			l, err = h.eng.TryLock(ctx, k, ttl, token) // no options slice on the heap
-		}
-		return answer(dst, l, err)
-	}, func(done func(respserver.ReplyFunc)) {
-		// No context: every engine operation ends by its per-master
-		// deadlines (runOne uses the server's, which Close cancels).
-		f := func(l *engine.Lock, err error) { done(func(dst []byte) []byte { return answer(dst, l, err) }) }
-		if fenced {
-			h.eng.TryLockAsync(context.Background(), k, ttl, f, token, engine.WithFencing())
-		} else {
-			h.eng.TryLockAsync(context.Background(), k, ttl, f, token)
-		}
-	})
+	return a.AppendReply(dst)
+}
+
+// Start acquires where the masters' answers complete it. No context:
+// every engine operation ends by its per-master deadlines (Run gets the
+// server's, which Close cancels).
+func (a *setAcquire) Start(done respserver.Done) {
+	a.done = done
+	if a.fenced {
+		a.h.eng.TryLockAsync(context.Background(), a.key, a.ttl, a.result, a.token, engine.WithFencing())
+	} else {
+		a.h.eng.TryLockAsync(context.Background(), a.key, a.ttl, a.result, a.token)
+	}
+}
+
+// result receives TryLockAsync's outcome.
+func (a *setAcquire) result(l *engine.Lock, err error) {
+	a.l, a.err = l, err
+	a.done.Reply(a)
+}
+
+// AppendReply answers the outcome (the refusal log learns it first).
+func (a *setAcquire) AppendReply(dst []byte) []byte {
+	h, args, l, err := a.h, a.args, a.l, a.err
+	if err == nil {
+		h.refused.granted(args[1], args[2])
+	} else {
+		h.refused.refused(args[1], args[2]) // its release is a cleanup
+	}
+	switch {
+	case err == nil && a.fenced:
+		return redcon.AppendInt(dst, l.FencingToken())
+	case err == nil:
+		return redcon.AppendOK(dst)
+	case errors.Is(err, engine.ErrNotAcquired):
+		return redcon.AppendNull(dst)
+	}
+	return h.engineErr(err)
 }
 
 // cmdRedlockLock is REDLOCK.LOCK key value ttl-ms: a Redlock acquire of key
@@ -428,7 +458,7 @@ func (h *Commands) cmdEval(c *client, args [][]byte) *call {
 			}
 			return h.passthrough(c, ls.script, keys, argv)
 		}
-		return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) }, h.libStart(ls, keys, argv))
+		return h.libCall(c, ls, keys, argv)
 	}
 	if !h.cfg.AllowScripts {
 		return respserver.ErrCall("ERR redlock proxy: not a recognised lock script; " + msgScriptsOff)

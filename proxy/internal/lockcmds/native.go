@@ -1,7 +1,6 @@
 package lockcmds
 
 import (
-	"context"
 	"strconv"
 	"time"
 
@@ -90,5 +89,5 @@ func (h *Commands) native(c *client, ls *LibScript, key []byte, argv [][]byte) *
 	if !ls.fits(keys, argv) {
 		return respserver.ErrCall("ERR redlock proxy: " + ls.Name + ": lock values are at most 512 bytes")
 	}
-	return c.AsyncCB(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) }, h.libStart(ls, keys, argv))
+	return h.libCall(c, ls, keys, argv)
 }

@@ -23,33 +23,70 @@ import (
 // (engine TryLock) compute validity alike, also with a given Config.Engine.
 func (h *Commands) drift(ttl time.Duration) time.Duration { return h.tr.Drift(ttl) }
 
-// libStart is the asynchronous start of a recognised library script
-// that has one — a single-key release or extension through the engine
-// (Lock.UnlockAsync, Lock.ExtendAsync), as runLib runs it — or nil
-// (runLib on a goroutine).
-func (h *Commands) libStart(ls *LibScript, keys, argv [][]byte) respserver.AsyncStart {
+// libCall runs a recognised library script: as one value that starts
+// where the masters' answers complete it when it has such a start — a
+// single-key release or extension through the engine (Lock.UnlockAsync,
+// Lock.ExtendAsync), as runLib runs it — else runLib on a goroutine.
+func (h *Commands) libCall(c *client, ls *LibScript, keys, argv [][]byte) *call {
 	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == OpAcquire {
-		return nil
+		return c.Async(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) })
 	}
-	token := argv[ls.TokenArg]
-	if ls.Op == OpRelease {
-		return func(done func(respserver.ReplyFunc)) {
-			l := h.tr.Attach(string(keys[0]), string(token), 0)
-			l.UnlockAsync(func(err error) {
-				done(func(dst []byte) []byte { return h.libReleased(dst, ls, keys, token, err) })
-			})
+	a := &libEngineCall{h: h, ls: ls, keys: keys, argv: argv}
+	if ls.Op != OpRelease {
+		ttl, msg := h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
+		if msg != "" { // runLib answers the error
+			return c.Async(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) })
 		}
+		a.ttl = ttl
 	}
-	ttl, msg := h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
-	if msg != "" {
-		return nil // runLib answers the error
+	return c.AsyncCmd(keys, a)
+}
+
+// libEngineCall is a library's single-key release or extension through
+// the engine as a respserver.AsyncCommand: its run, start, completion and
+// reply in one allocation (they were five closures; issue #46).
+type libEngineCall struct {
+	h          *Commands
+	ls         *LibScript
+	keys, argv [][]byte
+	ttl        time.Duration // an extension's
+	done       respserver.Done
+	err        error // the outcome, for AppendReply
+}
+
+// Run runs the script on a goroutine (runLib).
+func (a *libEngineCall) Run(ctx context.Context, dst []byte) []byte {
+	return a.h.runLib(ctx, dst, a.ls, a.keys, a.argv)
+}
+
+// Start releases or extends the client's lock, attached by its key and
+// token, where the masters' answers complete it.
+func (a *libEngineCall) Start(done respserver.Done) {
+	a.done = done
+	// The key and the token in one string (the attached lock keeps both).
+	key, token := a.keys[0], a.argv[a.ls.TokenArg]
+	kt := string(key) + string(token)
+	l := a.h.tr.Attach(kt[:len(key)], kt[len(key):], a.ttl)
+	if a.ls.Op == OpRelease {
+		l.UnlockAsync(a.result)
+		return
 	}
-	return func(done func(respserver.ReplyFunc)) {
-		l := h.tr.Attach(string(keys[0]), string(token), ttl)
-		l.ExtendAsync(ttl, func(err error) {
-			done(func(dst []byte) []byte { return h.libExtended(dst, ls, keys, token, err) })
-		})
+	l.ExtendAsync(a.ttl, a.result)
+}
+
+// result receives the engine's outcome.
+func (a *libEngineCall) result(err error) {
+	a.err = err
+	a.done.Reply(a)
+}
+
+// AppendReply answers the outcome.
+func (a *libEngineCall) AppendReply(dst []byte) []byte {
+	token := a.argv[a.ls.TokenArg]
+	if a.ls.Op == OpRelease {
+		return a.h.libReleased(dst, a.ls, a.keys, token, a.err)
 	}
+	return a.h.libExtended(dst, a.ls, a.keys, token, a.err)
 }
 
 // libExtended answers a library's engine extension that ended with err.

@@ -15,7 +15,7 @@
 // corks of its backend connections, its INFO lines). A command's Run gets
 // the connection ([Conn]) and the parsed arguments and returns the reply's
 // slot ([Call]): a reply already built ([Reply], [ErrCall]), or an
-// asynchronous one ([Conn.Async], [Conn.AsyncCB]) that runs off the reader
+// asynchronous one ([Conn.Async], [Conn.AsyncCmd]) that runs off the reader
 // in the connection's order on the keys it names.
 //
 // It must not know locks: it imports neither the engine, nor the master

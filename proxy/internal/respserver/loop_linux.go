@@ -785,7 +785,7 @@ func (l *loop) finish(c *Conn) {
 				return
 			}
 			ls.stallCl = nil
-			cl.a.cb, cl.a.run = nil, nil
+			cl.a.drop()
 			c.completeCB(cl, Fixed(nil), nil) // brings c back here
 		}
 		return // the last completion brings c back here (ready)

@@ -48,17 +48,46 @@ import (
 // shares (the result becomes a pooled buffer).
 type AsyncFunc func(ctx context.Context, dst []byte) []byte
 
-// AsyncStart starts an asynchronous command whose reply is computed where
-// the masters' answers complete it (engine.TryLockAsync): it calls done
-// exactly once, with a function that builds the reply — appended to dst
-// or in a slice of its own — which completeCB runs under its recover, and
-// must not block. A command that has one still has its AsyncFunc, run
-// where the command runs on a goroutine anyway (direct, or after an
-// earlier command of its connection on the same key).
-type AsyncStart func(done func(build ReplyFunc))
-
 // ReplyFunc builds a reply: appended to dst, or a slice of its own.
 type ReplyFunc func(dst []byte) []byte
+
+// AppendReply implements [Replier].
+func (f ReplyFunc) AppendReply(dst []byte) []byte { return f(dst) }
+
+// Replier builds a reply, as a ReplyFunc does: a value that already holds
+// what the reply needs implements it without a closure.
+type Replier interface {
+	AppendReply(dst []byte) []byte
+}
+
+// AsyncCommand is an asynchronous command that can also start without a
+// goroutine, as one value: the commands served at every request's rate
+// (SET NX PX, the release and extension scripts) keep their state in one
+// allocation (as closures they took five or six; issue #46). A command
+// that has a start still runs by Run where it runs on a goroutine anyway
+// (after an earlier command of its connection on the same key).
+type AsyncCommand interface {
+	// Run computes the reply on a goroutine, as an AsyncFunc does.
+	Run(ctx context.Context, dst []byte) []byte
+	// Start starts the command whose reply is computed where the masters'
+	// answers complete it (engine.TryLockAsync): it calls done.Reply
+	// exactly once (a later call is ignored), and must not block.
+	Start(done Done)
+}
+
+// Done completes a started [AsyncCommand].
+type Done struct {
+	c  *Conn
+	cl *Call
+}
+
+// Reply completes the command with the reply r builds (completeCB runs it
+// under its recover); only the first call counts.
+func (d Done) Reply(r Replier) {
+	if d.cl.a.completed.CompareAndSwap(false, true) {
+		d.c.completeCB(d.cl, r, nil)
+	}
+}
 
 // fixed is a ReplyFunc of a reply already built.
 func Fixed(out []byte) ReplyFunc { return func([]byte) []byte { return out } }
@@ -67,12 +96,12 @@ func Fixed(out []byte) ReplyFunc { return func([]byte) []byte { return out } }
 type asyncState struct {
 	c       *Conn
 	run     AsyncFunc    // nil once run (it holds the request's arguments)
-	cb      AsyncStart   // nil: run only
+	cmd     AsyncCommand // instead of run (AsyncCmd): it can start; nil once run or started
 	arrived time.Time    // when the reader started it (admission.go)
 	started time.Time    // when admitted to the masters (zero: not admitted)
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
 	// completed is set by the first completion of a call started by its
-	// AsyncStart (startCB): a second, or a panic after it, is ignored.
+	// AsyncCommand (startCB): a second, or a panic after it, is ignored.
 	completed atomic.Bool
 	mu        sync.Mutex // guards next, and closing done
 	next      []*Call    // commands waiting for this one (guarded by mu)
@@ -114,13 +143,17 @@ func (c *Conn) Async(keys [][]byte, f AsyncFunc) *Call {
 	return cl
 }
 
-// AsyncCB is Async for a command that can also start without a goroutine
-// (cb): started by the reader with no predecessor in flight, it holds its
-// in-flight slot until the masters' answers complete it, and no worker
-// waits for it.
-func (c *Conn) AsyncCB(keys [][]byte, f AsyncFunc, cb AsyncStart) *Call {
-	cl := c.Async(keys, f)
-	cl.a.cb = cb
+// drop forgets how to run the command (what it holds: the request's
+// arguments), once it ran, started or was answered without running.
+func (a *asyncState) drop() { a.run, a.cmd = nil, nil }
+
+// AsyncCmd is Async for a command that can also start without a goroutine
+// (cmd.Start): started by the reader with no predecessor in flight, it
+// holds its in-flight slot until the masters' answers complete it, and no
+// worker waits for it.
+func (c *Conn) AsyncCmd(keys [][]byte, cmd AsyncCommand) *Call {
+	cl := c.Async(keys, nil)
+	cl.a.cmd = cmd
 	return cl
 }
 
@@ -135,16 +168,16 @@ func (c *Conn) start(cl *Call) {
 	c.s.submit(cl)
 }
 
-// startCB starts cl (holding a slot) by its AsyncStart; complete finishes
-// it where its reply is computed.
+// startCB starts cl (holding a slot) by its AsyncCommand's Start;
+// completeCB finishes it where its reply is computed.
 func (c *Conn) startCB(cl *Call) {
 	bb := GetBuffer()
 	if cap(bb.B) == 0 {
 		bb.B = make([]byte, 0, 64)
 	}
 	cl.bb = bb
-	cb := cl.a.cb
-	cl.a.cb, cl.a.run = nil, nil // (run is a dependent's way only)
+	cmd := cl.a.cmd
+	cl.a.drop() // (Run is a dependent's way only)
 	completed := &cl.a.completed
 	func() {
 		defer func() {
@@ -152,11 +185,7 @@ func (c *Conn) startCB(cl *Call) {
 				c.completeCB(cl, nil, p)
 			}
 		}()
-		cb(func(build ReplyFunc) {
-			if completed.CompareAndSwap(false, true) {
-				c.completeCB(cl, build, nil)
-			}
-		})
+		cmd.Start(Done{c, cl})
 	}()
 }
 
@@ -165,7 +194,7 @@ func (c *Conn) startCB(cl *Call) {
 // first of the commands that were waiting for it, and runs those on the
 // pool: the goroutine that completes it (a master connection's reader)
 // never waits for a slot or runs a command.
-func (c *Conn) completeCB(cl *Call, build ReplyFunc, panicked any) {
+func (c *Conn) completeCB(cl *Call, build Replier, panicked any) {
 	s := c.s
 	var next []*Call
 	var out []byte
@@ -199,7 +228,7 @@ func (c *Conn) completeCB(cl *Call, build ReplyFunc, panicked any) {
 			if cl.bb != nil {
 				dst = cl.bb.B[:0]
 			}
-			out = build(dst)
+			out = build.AppendReply(dst)
 		}
 	}()
 	var ready []*Call
@@ -261,7 +290,7 @@ func (c *Conn) runOne(cl *Call) (next []*Call) {
 			cl.out = redcon.AppendError(nil, "ERR redlock proxy internal error; closing the connection")
 			cl.closeAfter = true
 		}
-		cl.a.run = nil
+		cl.a.drop()
 		next = c.completed(cl)
 	}()
 	if h := testHook.Load(); h != nil {
@@ -273,7 +302,11 @@ func (c *Conn) runOne(cl *Call) (next []*Call) {
 	}
 	// Every engine operation ends by its per-master deadlines, so the
 	// server's context (cancelled by Close) is the only one needed.
-	cl.out = cl.a.run(c.s.baseCtx, bb.B[:0])
+	if cmd := cl.a.cmd; cmd != nil {
+		cl.out = cmd.Run(c.s.baseCtx, bb.B[:0])
+	} else {
+		cl.out = cl.a.run(c.s.baseCtx, bb.B[:0])
+	}
 	if cap(cl.out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(cl.out) == unsafe.SliceData(bb.B) {
 		bb.B = cl.out
 		cl.bb = bb

@@ -32,11 +32,11 @@ func (s *Server) submit(cl *Call) {
 func (s *Server) launch(cl *Call, now time.Time) {
 	cl.a.started = now
 	if err := s.baseCtx.Err(); err != nil {
-		cl.a.cb, cl.a.run = nil, nil
+		cl.a.drop()
 		cl.a.c.completeCB(cl, Fixed(s.cfg.ClosedReply(err)), nil)
 		return
 	}
-	if cl.a.cb != nil {
+	if cl.a.cmd != nil {
 		cl.a.c.startCB(cl)
 		return
 	}
@@ -63,6 +63,6 @@ func (s *Server) busy(cl *Call, why string) {
 	s.overloaded.Add(1)
 	s.logLimited("proxy: overloaded: a request was refused before reaching the masters", "why", why, "queue_timeout", s.cfg.QueueTimeout)
 	msg := "BUSY redlock proxy: overloaded: " + why + ", longer than its queue timeout " + s.cfg.QueueTimeout.String() + "; the masters were not asked: retry later"
-	cl.a.cb, cl.a.run = nil, nil
+	cl.a.drop()
 	cl.a.c.completeCB(cl, Fixed(redcon.AppendError(nil, msg)), nil)
 }
