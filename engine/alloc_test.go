@@ -13,7 +13,7 @@ import (
 
 // TestAllocs bounds the allocations of a TryLock+Unlock cycle on a warm
 // engine, counted over the whole process (connection goroutines included),
-// and checks that options add none (an Option is a value: issue #46).
+// and checks that options add none (an Option is a value).
 func TestAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items at random under the race detector")
@@ -57,7 +57,7 @@ func TestAllocs(t *testing.T) {
 	// unlocked before the next) so that the cycle itself allocates nothing.
 	with := measure(engine.WithToken("allocs-token"), engine.WithMasterTimeout(time.Second))
 	t.Logf("TryLock+Unlock with WithToken, WithMasterTimeout: %.2f allocs/op", with)
-	if with > allocs {
+	if with > allocs+0.5 { // (each is the least of five batches: noise only adds)
 		t.Errorf("options cost %.2f allocs/op more than none (%.2f), want 0", with-allocs, allocs)
 	}
 }

@@ -279,9 +279,7 @@ func (c *Config) drift(ttl time.Duration) time.Duration {
 // functions (the zero Option changes nothing). Options that only make
 // sense while waiting ([WithRetryDelay], [WithMaxTries]) are refused by
 // TryLock with an error matching [ErrBadArgument]. An Option is a plain
-// value: passing options allocates nothing (a closure per option, applied
-// through a pointer the compiler could not follow, cost two allocations
-// per call with WithToken: issue #46).
+// value: passing options allocates nothing.
 type Option struct {
 	kind optKind
 	s    string

@@ -12,14 +12,18 @@ set -euo pipefail
 old=$1 new=$2 rounds=${3:-8}
 shift $(($# < 3 ? $# : 3))
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$dir"' EXIT
+trap 'exit 1' INT TERM
 run() { "$1" bench --workload acquire --concurrency 1000 --duration 5s --master-timeout 1s --json --quiet "${@:3}" 2>/dev/null | tail -1 >"$dir/$2"; }
 for _ in $(seq 1 "$rounds"); do
   run "$old" old "$@" &
   j1=$!
   run "$new" new "$@" &
   j2=$!
-  wait "$j1" && wait "$j2"
+  s1=0 s2=0
+  wait "$j1" || s1=$?
+  wait "$j2" || s2=$?
+  [ "$s1$s2" = 00 ] || { echo "a bench failed (old: $s1, new: $s2)" >&2; exit 1; }
   python3 - "$dir" <<'PY' | tee -a "$dir/ratios"
 import json, sys
 o, n = (json.load(open(f"{sys.argv[1]}/{k}")) for k in ("old", "new"))

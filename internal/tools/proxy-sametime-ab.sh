@@ -15,6 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source ./proxy-lib.sh
+trap 'kill $(jobs -p) 2>/dev/null; cleanup' EXIT
+trap 'exit 1' INT TERM
 old=$1 new=$2 rounds=${3:-8}
 shift $(($# < 3 ? $# : 3))
 args=("$@")
@@ -32,11 +34,16 @@ half() { # half FIRST SECOND LABEL: rounds with FIRST started first; prints "LAB
     j1=$!
     redis-benchmark -p "$p2" "${args[@]}" -q SET "k$RANDOM$RANDOM:__rand_int__" v NX PX 30000 >"$dir/b2.log" 2>&1 &
     j2=$!
-    wait "$j1" && wait "$j2" || { echo "redis-benchmark failed:" >&2; tail -3 "$dir"/b1.log "$dir"/b2.log >&2; exit 1; }
+    s1=0 s2=0
+    wait "$j1" || s1=$?
+    wait "$j2" || s2=$?
+    [ "$s1$s2" = 00 ] || { echo "redis-benchmark failed:" >&2; tail -3 "$dir"/b1.log "$dir"/b2.log >&2; exit 1; }
     a1=$(cpu "$pid1") b1=$(cpu "$pid2")
     echo "$label $a0 $a1 $b0 $b1"
   done
-  kill "$pid1" "$pid2" 2>/dev/null || true
+  # This half's proxies and their masters stop now (their pid files go,
+  # so the exit's cleanup never signals a reused pid).
+  for f in "$dir"/*.pid; do kill "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; done
 }
 {
   half "$old" "$new" on # old started first: (old, new)

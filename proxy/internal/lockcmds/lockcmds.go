@@ -124,7 +124,7 @@ func (h *Commands) acquire(c *client, args [][]byte, ttl time.Duration, fenced b
 
 // setAcquire is one SET NX PX (or REDLOCK.LOCK) as a
 // respserver.AsyncCommand: its run, its start, its completion and its
-// reply in one allocation (they were six closures; issue #46).
+// reply in one allocation.
 type setAcquire struct {
 	h      *Commands
 	args   [][]byte

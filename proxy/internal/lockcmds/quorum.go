@@ -44,7 +44,7 @@ func (h *Commands) libCall(c *client, ls *LibScript, keys, argv [][]byte) *call 
 
 // libEngineCall is a library's single-key release or extension through
 // the engine as a respserver.AsyncCommand: its run, start, completion and
-// reply in one allocation (they were five closures; issue #46).
+// reply in one allocation.
 type libEngineCall struct {
 	h          *Commands
 	ls         *LibScript

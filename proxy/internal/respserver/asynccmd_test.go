@@ -194,7 +194,8 @@ func isTimeout(err error) bool {
 // once whatever Start does with Done (replies twice, from several
 // goroutines); a panic in Start before its reply, or in the Replier,
 // answers the internal error and closes the connection (counted), as the
-// closures it replaced did; a panic after the reply is ignored; and
+// closures it replaced did; a panic after the reply leaves the reply and
+// the connection as they are, and is counted; and
 // pipelined commands on one key answer in request order — on goroutines
 // and on an event loop.
 func TestAsyncCmdContract(t *testing.T) {
@@ -272,9 +273,11 @@ func testAsyncCmdContract(t *testing.T, loops int) {
 	}
 
 	t.Run("sync-then-panic", func(t *testing.T) {
-		// A panic after the reply was delivered is ignored (the reply
-		// stands; Done.Reply's first call counts).
+		// A panic after the reply was delivered: the reply stands
+		// (Done.Reply's first call counts), the connection stays open,
+		// and the panic is counted.
 		c := dialProbe(t, addr)
+		before := panics()
 		c.send([]string{"PROBE", "later", "sk", "a"}, []string{"PROBE", "sync-then-panic", "sk2", "b"})
 		if got := c.reply(); got != "start:a" && got != "run:a" {
 			t.Fatalf("the command before: %q", got)
@@ -289,6 +292,9 @@ func testAsyncCmdContract(t *testing.T, loops int) {
 		c.send([]string{"PROBE", "reply", "sk", "c"})
 		if got := c.reply(); got != "start:c" && got != "run:c" {
 			t.Fatalf("the next command: %q", got)
+		}
+		if d := panics() - before; d != 1 {
+			t.Errorf("%d panics counted after the reply, want 1", d)
 		}
 	})
 }

@@ -2,6 +2,8 @@ package respserver
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,9 +65,9 @@ type Replier interface {
 // AsyncCommand is an asynchronous command that can also start without a
 // goroutine, as one value: the commands served at every request's rate
 // (SET NX PX, the release and extension scripts) keep their state in one
-// allocation (as closures they took five or six; issue #46). A command
-// that has a start still runs by Run where it runs on a goroutine anyway
-// (after an earlier command of its connection on the same key).
+// allocation. A command that has a start still runs by Run where it runs
+// on a goroutine anyway (direct, or after an earlier command of its
+// connection on the same key).
 type AsyncCommand interface {
 	// Run computes the reply on a goroutine, as an AsyncFunc does.
 	Run(ctx context.Context, dst []byte) []byte
@@ -101,7 +103,8 @@ type asyncState struct {
 	started time.Time    // when admitted to the masters (zero: not admitted)
 	pending atomic.Int32 // predecessors not finished, +1 while the reader sets it up
 	// completed is set by the first completion of a call started by its
-	// AsyncCommand (startCB): a second, or a panic after it, is ignored.
+	// AsyncCommand (startCB): a second is ignored, and so is a panic after
+	// it (but counted and logged).
 	completed atomic.Bool
 	mu        sync.Mutex // guards next, and closing done
 	next      []*Call    // commands waiting for this one (guarded by mu)
@@ -181,8 +184,15 @@ func (c *Conn) startCB(cl *Call) {
 	completed := &cl.a.completed
 	func() {
 		defer func() {
-			if p := recover(); p != nil && completed.CompareAndSwap(false, true) {
+			p := recover()
+			switch {
+			case p == nil:
+			case completed.CompareAndSwap(false, true):
 				c.completeCB(cl, nil, p)
+			default: // after its reply, which stands: counted and logged
+				c.s.panics.Add(1)
+				c.s.logLimited("proxy: recovered a panic after a command's reply; the connection stays open",
+					"remote", c.remote, "client", c.id, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			}
 		}()
 		cmd.Start(Done{c, cl})
