@@ -94,36 +94,13 @@ func asyncCmdServer(t *testing.T, loops int) (addr string, runs, starts, both *a
 	probe := func(c *respserver.Conn, args [][]byte) *respserver.Call {
 		return c.AsyncCmd(args[2:3], &asyncCmdProbe{how: string(args[1]), arg: string(args[3]), runs: runs, starts: starts, both: both})
 	}
-	srv, err := respserver.New(respserver.Config{
-		MaxClients: 10, MaxRequestBytes: 1 << 20, MaxArgs: 64, MaxPipeline: 1024, MaxInFlight: 64,
-		MaxClientMemory: 8 << 20, QueueTimeout: 5 * time.Second, AuthTimeout: time.Second, RequestTimeout: 5 * time.Second,
-		EventLoops: loops,
-		Commands: []*respserver.Command{
-			{Name: "probe", Arity: 4, First: 2, Last: 2, Step: 1, Run: probe},
-		},
-		LatencyTarget: 50 * time.Millisecond,
-		ClosedReply:   func(err error) []byte { return redcon.AppendError(nil, "ERR closed: "+err.Error()) },
-		CloseWait:     time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-served; !errors.Is(err, respserver.ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-	})
+	cfg := testConfig(loops, &respserver.Command{Name: "probe", Arity: 4, First: 2, Last: 2, Step: 1, Run: probe})
+	cfg.QueueTimeout, cfg.RequestTimeout = 5*time.Second, 5*time.Second
+	srv, addr := serve(t, cfg)
 	panics = func() uint64 {
 		return srv.Stats().PanicsRecovered
 	}
-	return ln.Addr().String(), runs, starts, both, panics
+	return addr, runs, starts, both, panics
 }
 
 type probeConn struct {

@@ -3,7 +3,6 @@ package respserver_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -82,47 +81,26 @@ func TestServesAnyHandler(t *testing.T) {
 
 func testServesAnyHandler(t *testing.T, loops int) {
 	h := &kvHandler{m: map[string]string{}}
-	srv, err := respserver.New(respserver.Config{
-		MaxClients: 10, MaxRequestBytes: 1 << 20, MaxArgs: 64, MaxPipeline: 1024, MaxInFlight: 64,
-		MaxClientMemory: 8 << 20, QueueTimeout: time.Second, AuthTimeout: time.Second, RequestTimeout: time.Second,
-		KeyPrefix: "t:", EventLoops: loops,
-		Commands: h.commands(),
-		CheckKey: func(k []byte) *respserver.Call {
-			if strings.HasPrefix(string(k), "t:secret") {
-				return respserver.ErrCall("ERR that key is kept")
-			}
-			return nil
-		},
-		LatencyTarget: 50 * time.Millisecond,
-		ClosedReply:   func(err error) []byte { return redcon.AppendError(nil, "ERR closed: "+err.Error()) },
-		CloseWait:     time.Second,
-		InfoSections:  []string{"kv"},
-		Info: func(b []byte, section string) []byte {
-			switch section {
-			case "proxy":
-				return append(b, "kv_handler:1\r\n"...)
-			case "kv":
-				return append(b, "# Kv\r\nkv_keys:0\r\n"...)
-			}
-			return b
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		if err := <-served; !errors.Is(err, respserver.ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+	cfg := testConfig(loops, h.commands()...)
+	cfg.KeyPrefix = "t:"
+	cfg.CheckKey = func(k []byte) *respserver.Call {
+		if strings.HasPrefix(string(k), "t:secret") {
+			return respserver.ErrCall("ERR that key is kept")
 		}
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
+		return nil
+	}
+	cfg.InfoSections = []string{"kv"}
+	cfg.Info = func(b []byte, section string) []byte {
+		switch section {
+		case "proxy":
+			return append(b, "kv_handler:1\r\n"...)
+		case "kv":
+			return append(b, "# Kv\r\nkv_keys:0\r\n"...)
+		}
+		return b
+	}
+	srv, addr := serve(t, cfg)
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
