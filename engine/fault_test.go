@@ -444,8 +444,11 @@ func TestConnPinning(t *testing.T) {
 		return idx
 	}
 
+	// A key's connection comes from a hash with a seed of the engine's
+	// own (a random one): more keys, until every connection served some
+	// (twelve keys missed one of three in about 2 % of runs).
 	used := map[int]bool{}
-	for i := range 2 * conns {
+	for i := 0; i < 2*conns || len(used) < conns && i < 20*conns; i++ {
 		key := keyName(t, i)
 		s := snapshot()
 		l := v.mustLock(key, 10*time.Second)
