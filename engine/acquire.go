@@ -126,7 +126,8 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	l := &Lock{e: e, key: key, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster()}
+	l := &Lock{e: e, key: key, ttl: ttl, first: e.firstMaster()}
+	l.cix, l.khash = e.route(key)
 	if co.token != "" {
 		l.token, l.callerToken = co.token, true
 	} else {

@@ -278,6 +278,16 @@ func (e *Engine) keyHash(key string) uint64 {
 	return maphash.String(e.seed, key) | 1
 }
 
+// route is key's connection index (connFor) and KeyHash (keyHash) from
+// one hash: what a Lock keeps.
+func (e *Engine) route(key string) (cix uint32, khash uint64) {
+	khash = e.keyHash(key)
+	if e.cfg.ConnsPerMaster != 1 {
+		cix = uint32(khash >> 32) // connFor's: keyHash's low bit leaves the high half as it is
+	}
+	return cix, khash
+}
+
 // nextConn chooses a connection index round robin, for commands that are
 // not on one lock's key (Broadcast).
 func (e *Engine) nextConn() uint32 {

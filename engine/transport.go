@@ -53,7 +53,9 @@ func (t transport) Attach(key, token string, ttl time.Duration) enginex.Lock {
 		ttl = 30 * time.Second
 	}
 	key = e.cfg.KeyPrefix + key
-	return &Lock{e: e, key: key, token: token, ttl: ttl, cix: e.connFor(key), khash: e.keyHash(key), first: e.firstMaster(), attached: true}
+	l := &Lock{e: e, key: key, token: token, ttl: ttl, first: e.firstMaster(), attached: true}
+	l.cix, l.khash = e.route(key)
+	return l
 }
 
 func (t transport) Broadcast(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]enginex.MasterReply, error) {
