@@ -116,10 +116,20 @@ func (h *Commands) acquire(c *client, args [][]byte, ttl time.Duration, fenced b
 	if len(args[2]) == 0 {
 		return respserver.ErrCall("ERR redlock proxy: the lock value (token) must not be empty")
 	}
-	// The key and the token in one string (the engine keeps both).
-	kt := string(args[1]) + string(args[2])
-	a := &setAcquire{h: h, args: args, key: kt[:len(args[1])], token: engine.WithToken(kt[len(args[1]):]), ttl: ttl, fenced: fenced}
+	key, token := keyToken(args[1], args[2])
+	a := &setAcquire{h: h, args: args, key: key, ttl: ttl, fenced: fenced}
+	a.opts[0], a.nopts = engine.WithToken(token), 1
+	if fenced {
+		a.opts[1], a.nopts = engine.WithFencing(), 2
+	}
 	return c.AsyncCmd(args[1:2], a)
+}
+
+// keyToken is a client's key and token as strings the engine keeps, in
+// one allocation.
+func keyToken(key, token []byte) (string, string) {
+	kt := string(key) + string(token)
+	return kt[:len(key)], kt[len(key):]
 }
 
 // setAcquire is one SET NX PX (or REDLOCK.LOCK) as a
@@ -129,7 +139,8 @@ type setAcquire struct {
 	h      *Commands
 	args   [][]byte
 	key    string
-	token  engine.Option
+	opts   [2]engine.Option // the client's token, and WithFencing when fenced
+	nopts  int
 	ttl    time.Duration
 	fenced bool
 	done   respserver.Done // Start's
@@ -139,11 +150,7 @@ type setAcquire struct {
 
 // Run acquires on a goroutine.
 func (a *setAcquire) Run(ctx context.Context, dst []byte) []byte {
-	if a.fenced {
-		a.l, a.err = a.h.eng.TryLock(ctx, a.key, a.ttl, a.token, engine.WithFencing())
-	} else {
-		a.l, a.err = a.h.eng.TryLock(ctx, a.key, a.ttl, a.token)
-	}
+	a.l, a.err = a.h.eng.TryLock(ctx, a.key, a.ttl, a.opts[:a.nopts]...)
 	return a.AppendReply(dst)
 }
 
@@ -152,11 +159,7 @@ func (a *setAcquire) Run(ctx context.Context, dst []byte) []byte {
 // server's, which Close cancels).
 func (a *setAcquire) Start(done respserver.Done) {
 	a.done = done
-	if a.fenced {
-		a.h.eng.TryLockAsync(context.Background(), a.key, a.ttl, a.result, a.token, engine.WithFencing())
-	} else {
-		a.h.eng.TryLockAsync(context.Background(), a.key, a.ttl, a.result, a.token)
-	}
+	a.h.eng.TryLockAsync(context.Background(), a.key, a.ttl, a.result, a.opts[:a.nopts]...)
 }
 
 // result receives TryLockAsync's outcome.

@@ -28,18 +28,28 @@ func (h *Commands) drift(ttl time.Duration) time.Duration { return h.tr.Drift(tt
 // single-key release or extension through the engine (Lock.UnlockAsync,
 // Lock.ExtendAsync), as runLib runs it — else runLib on a goroutine.
 func (h *Commands) libCall(c *client, ls *LibScript, keys, argv [][]byte) *call {
+	if a := h.libEngine(ls, keys, argv); a != nil {
+		return c.AsyncCmd(keys, a)
+	}
+	return c.Async(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) })
+}
+
+// libEngine is the library call as an engine release or extension that
+// can start, or nil: not such a call, or an extension whose TTL runLib
+// refuses.
+func (h *Commands) libEngine(ls *LibScript, keys, argv [][]byte) *libEngineCall {
 	if !ls.Engine || len(keys) != 1 || ls.AddOrReplace || ls.Op == OpAcquire {
-		return c.Async(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) })
+		return nil
 	}
 	a := &libEngineCall{h: h, ls: ls, keys: keys, argv: argv}
 	if ls.Op != OpRelease {
 		ttl, msg := h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid")
-		if msg != "" { // runLib answers the error
-			return c.Async(keys, func(ctx context.Context, dst []byte) []byte { return h.runLib(ctx, dst, ls, keys, argv) })
+		if msg != "" {
+			return nil
 		}
 		a.ttl = ttl
 	}
-	return c.AsyncCmd(keys, a)
+	return a
 }
 
 // libEngineCall is a library's single-key release or extension through
@@ -63,10 +73,8 @@ func (a *libEngineCall) Run(ctx context.Context, dst []byte) []byte {
 // token, where the masters' answers complete it.
 func (a *libEngineCall) Start(done respserver.Done) {
 	a.done = done
-	// The key and the token in one string (the attached lock keeps both).
-	key, token := a.keys[0], a.argv[a.ls.TokenArg]
-	kt := string(key) + string(token)
-	l := a.h.tr.Attach(kt[:len(key)], kt[len(key):], a.ttl)
+	key, token := keyToken(a.keys[0], a.argv[a.ls.TokenArg]) // the attached lock keeps both
+	l := a.h.tr.Attach(key, token, a.ttl)
 	if a.ls.Op == OpRelease {
 		l.UnlockAsync(a.result)
 		return
