@@ -5,8 +5,11 @@
 # a loaded host, PROXY_FLAGS='--master-timeout 1s' keeps the masters'
 # stalls from failing redis-benchmark, which stops at the first error).
 dir=$(mktemp -d)
+stop() { # stops every master and proxy started so far; their pid files go (no reused pid is signalled later)
+  for f in "$dir"/*.pid; do [ -e "$f" ] && { kill "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; }; done
+}
 cleanup() {
-  for f in "$dir"/*.pid; do [ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  stop
   sleep 0.2
   rm -rf "$dir"
 }
@@ -40,10 +43,11 @@ proxy() { # proxy BINARY NAME [flags...]: five masters of its own; prints its po
   echo "$p $pid"
 }
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
-# bench NAME PORT ARGS...: one redis-benchmark round of SET NX PX; exits on its failure
+# bench NAME PORT ARGS...: one redis-benchmark round of SET NX PX (its log
+# is NAME's: two may run at once); exits on its failure
 bench() {
   local name=$1 p=$2
   shift 2
-  redis-benchmark -p "$p" "$@" -q SET "k$RANDOM$RANDOM:__rand_int__" v NX PX 30000 >"$dir/bench.log" 2>&1 ||
-    { echo "redis-benchmark against $name failed:" >&2; tail -5 "$dir/bench.log" >&2; exit 1; }
+  redis-benchmark -p "$p" "$@" -q SET "k$RANDOM$RANDOM:__rand_int__" v NX PX 30000 >"$dir/bench-$name.log" 2>&1 ||
+    { echo "redis-benchmark against $name failed:" >&2; tail -5 "$dir/bench-$name.log" >&2; exit 1; }
 }

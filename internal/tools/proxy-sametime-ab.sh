@@ -30,20 +30,18 @@ half() { # half FIRST SECOND LABEL: rounds with FIRST started first; prints "LAB
   read -r p2 pid2 < <(proxy "$second" "${label}2")
   for _ in $(seq 1 "$rounds"); do
     a0=$(cpu "$pid1") b0=$(cpu "$pid2")
-    redis-benchmark -p "$p1" "${args[@]}" -q SET "k$RANDOM$RANDOM:__rand_int__" v NX PX 30000 >"$dir/b1.log" 2>&1 &
+    bench "${label}1" "$p1" "${args[@]}" &
     j1=$!
-    redis-benchmark -p "$p2" "${args[@]}" -q SET "k$RANDOM$RANDOM:__rand_int__" v NX PX 30000 >"$dir/b2.log" 2>&1 &
+    bench "${label}2" "$p2" "${args[@]}" &
     j2=$!
     s1=0 s2=0
     wait "$j1" || s1=$?
     wait "$j2" || s2=$?
-    [ "$s1$s2" = 00 ] || { echo "redis-benchmark failed:" >&2; tail -3 "$dir"/b1.log "$dir"/b2.log >&2; exit 1; }
+    [ "$s1$s2" = 00 ] || exit 1 # bench said which
     a1=$(cpu "$pid1") b1=$(cpu "$pid2")
     echo "$label $a0 $a1 $b0 $b1"
   done
-  # This half's proxies and their masters stop now (their pid files go,
-  # so the exit's cleanup never signals a reused pid).
-  for f in "$dir"/*.pid; do kill "$(cat "$f")" 2>/dev/null || true; rm -f "$f"; done
+  stop # this half's proxies and their masters
 }
 {
   half "$old" "$new" on # old started first: (old, new)
