@@ -438,7 +438,7 @@ func TestProxyTLSEndToEnd(t *testing.T) {
 		if code != 6 {
 			t.Errorf("exit %d, want the command's 6; stderr:\n%s", code, stderr)
 		}
-		for i, v := range m.direct.do(t, "EXISTS", "tenant:pk") {
+		for i, v := range m.direct.gone(t, "tenant:pk", 5*time.Second) {
 			if v != "0" {
 				t.Errorf("master %d kept tenant:pk after redlock lock exited (EXISTS %s)", i, v)
 			}
