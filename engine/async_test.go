@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/check"
 )
 
 // asyncResult is one TryLockAsync's result.
@@ -232,9 +234,11 @@ func TestUnlockAsync(t *testing.T) {
 	if err := unlock(l); err != nil {
 		t.Fatalf("UnlockAsync: %v", err)
 	}
-	if got := countOf(v.values("unlockasync:a"), l.Token()); got != 0 {
-		t.Fatalf("released lock still on %d masters", got)
-	}
+	// UnlockAsync answers at a quorum; the last master's release may
+	// follow.
+	check.Eventually(t, 5*time.Second, "the released lock gone from every master", func() bool {
+		return countOf(v.values("unlockasync:a"), l.Token()) == 0
+	})
 	if err := unlock(l); !errors.Is(err, engine.ErrUnlocked) {
 		t.Fatalf("second UnlockAsync: %v; want ErrUnlocked", err)
 	}
@@ -286,11 +290,11 @@ func TestExtendAsync(t *testing.T) {
 	if left := l.Remaining(); left < 10*time.Second {
 		t.Fatalf("%v left after extending to 20s", left)
 	}
-	for _, p := range v.pttls("extendasync:a") {
-		if p < 10000 {
-			t.Fatalf("master PTTLs %v after extending to 20s", v.pttls("extendasync:a"))
-		}
-	}
+	// ExtendAsync answers at a quorum; the last master's extension may
+	// follow.
+	check.Eventually(t, 5*time.Second, "every master's PTTL at 10s or more after extending to 20s", func() bool {
+		return slices.Min(v.pttls("extendasync:a")) >= 10000
+	})
 	if err := extend(l, 0); !errors.Is(err, engine.ErrBadArgument) {
 		t.Fatalf("ExtendAsync(0): %v; want ErrBadArgument", err)
 	}

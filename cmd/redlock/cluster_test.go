@@ -31,7 +31,7 @@ func TestLockClusterMember(t *testing.T) {
 		done <- code
 	}()
 	token := strings.TrimSpace(waitFile(t, env, 10*time.Second))
-	for i, v := range dialMasters(t, set).do(t, "GET", "cl:job") {
+	for i, v := range dialMasters(t, set).await(t, 5*time.Second, token, "GET", "cl:job") {
 		if v != token {
 			t.Errorf("standalone master %d holds %q, want %q", i, v, token)
 		}

@@ -72,6 +72,21 @@ func (mc masterClient) gone(t *testing.T, key string, within time.Duration) []st
 	}
 }
 
+// await runs args on every master until each answers want, for at most
+// within, and returns each master's last answer. A lock is granted when a
+// quorum confirmed it: the other masters' writes reach them just after.
+func (mc masterClient) await(t *testing.T, within time.Duration, want string, args ...string) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v := mc.do(t, args...)
+		if !slices.ContainsFunc(v, func(x string) bool { return x != want }) || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // do runs a command on every master and returns the replies' text ("" for
 // nil or an unreachable master).
 func (mc masterClient) do(t *testing.T, args ...string) []string {
@@ -150,7 +165,7 @@ func TestLockRunsCommand(t *testing.T) {
 	if n, err := strconv.ParseInt(f[2], 10, 64); err != nil || n <= 0 {
 		t.Fatalf("REDLOCK_FENCING_TOKEN = %q", f[2])
 	}
-	for i, v := range mc.do(t, "GET", "job:1") {
+	for i, v := range mc.await(t, 5*time.Second, f[1], "GET", "job:1") {
 		if v != f[1] {
 			t.Fatalf("master %d holds %q, want the command's token %q", i, v, f[1])
 		}
@@ -403,7 +418,7 @@ func TestLockForwardsSignals(t *testing.T) {
 	if b, _ := os.ReadFile(got); string(b) != "usr1\nhup\n" {
 		t.Fatalf("the command saw %q, want usr1 then hup", b)
 	}
-	if v := mc.do(t, "EXISTS", "sig"); v[0] != "1" {
+	if v := mc.await(t, 5*time.Second, "1", "EXISTS", "sig"); v[0] != "1" {
 		t.Fatalf("lock not held after forwarded signals: %v", v)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
