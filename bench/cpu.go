@@ -9,11 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/members"
+	"github.com/redlock-dev/redlock/internal/proccpu"
 )
 
 // What a run costs each process it drives, per unit of work: the bench
@@ -25,13 +25,10 @@ import (
 // needs where throughput ratios only measure the box.
 
 // processCPU returns the CPU time (user + system) this process used so far,
-// or 0 where getrusage is unavailable.
+// or 0 where the system does not say (internal/proccpu).
 func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t, _ := proccpu.Self()
+	return t.Total()
 }
 
 // procSyscalls returns the read and write syscalls process pid ("self":

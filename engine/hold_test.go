@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
+
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/proccpu"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -206,9 +207,8 @@ func TestWatchdogManyLocks(t *testing.T) {
 }
 
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t, _ := proccpu.Self()
+	return t.Total()
 }
 
 // TestWatchdogLoss: with 3 of 5 masters stopped, the extensions get too

@@ -9,18 +9,18 @@ import (
 	"io"
 	"math"
 	"strings"
-	"syscall"
+
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/internal/proccpu"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
 )
 
 // procCPU is the process's CPU time so far.
 func procCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	t, _ := proccpu.Self()
+	return t.Total()
 }
 
 // cpuReps is how many times the amplification tests run their bytes per

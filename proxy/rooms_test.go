@@ -52,9 +52,9 @@ func TestRoomImports(t *testing.T) {
 		room    string
 		allowed []string
 	}{
-		{"proxy/internal/respserver", []string{"resp"}},
+		{"proxy/internal/respserver", []string{"internal/proccpu", "resp"}},
 		{"proxy/internal/redisson", []string{"conn", "engine", "internal/enginex", "internal/scripts", "resp"}},
-		{"proxy/internal/lockcmds", []string{"conn", "engine", "internal/enginex", "internal/scripts", "resp",
+		{"proxy/internal/lockcmds", []string{"conn", "engine", "internal/enginex", "internal/proccpu", "internal/scripts", "resp",
 			"proxy/internal/redisson", "proxy/internal/respserver"}},
 	} {
 		t.Run(tc.room, func(t *testing.T) {

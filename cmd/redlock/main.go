@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command redlock runs the redlock tools: `redlock lock` runs a command
 // under a lock, `redlock proxy` serves Redis clients, `redlock inspect`
 // finds broken locks, and `redlock bench` measures lock

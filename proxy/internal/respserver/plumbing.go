@@ -5,11 +5,11 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-dev/redlock/internal/proccpu"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -333,10 +333,11 @@ func (s *Server) info(sections [][]byte) string {
 	if want["cpu"] {
 		// The proxy process's CPU, as Redis reports its own: redlock bench
 		// --target proxy reads it for the proxy's CPU per request.
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		b = fmt.Appendf(b, "# CPU\r\nused_cpu_sys:%d.%06d\r\nused_cpu_user:%d.%06d\r\n",
-			ru.Stime.Sec, ru.Stime.Usec, ru.Utime.Sec, ru.Utime.Usec)
+		t, _ := proccpu.Self()
+		sec := func(d time.Duration) (int64, int64) { return int64(d / time.Second), int64(d%time.Second) / 1e3 }
+		ss, sus := sec(t.System)
+		us, uus := sec(t.User)
+		b = fmt.Appendf(b, "# CPU\r\nused_cpu_sys:%d.%06d\r\nused_cpu_user:%d.%06d\r\n", ss, sus, us, uus)
 		more("cpu")
 		b = append(b, "\r\n"...)
 	}
