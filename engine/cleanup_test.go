@@ -54,6 +54,6 @@ func TestCleanupOnlyWhatItCreated(t *testing.T) {
 			t.Fatalf("TryLock of a key held on 3 of 5 masters: %v; want ErrNotAcquired", err)
 		}
 		want := []string{nilValue, nilValue, "someone-else", "someone-else", "someone-else"}
-		v.waitValues(key, []int{0, 1, 2, 3, 4}, want, time.Second)
+		v.waitValues(key, []int{0, 1, 2, 3, 4}, want, 5*time.Second)
 	})
 }

@@ -143,7 +143,7 @@ func TestWithToken(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		v.waitGone(key, time.Second) // quorum released; stragglers follow
+		v.waitGone(key, 5*time.Second) // quorum released; stragglers follow
 	})
 	t.Run("unlock-keeps-foreign", func(t *testing.T) {
 		v := v.on(t)
@@ -159,7 +159,7 @@ func TestWithToken(t *testing.T) {
 			t.Fatalf("Unlock: %v, want ErrLockLost", err)
 		}
 		// Unlock decided on the three refusals; 3 and 4 may lag a little.
-		v.waitValues(key, []int{0, 1, 2, 3, 4}, []string{"theirs", "theirs", "theirs", nilValue, nilValue}, time.Second)
+		v.waitValues(key, []int{0, 1, 2, 3, 4}, []string{"theirs", "theirs", "theirs", nilValue, nilValue}, 5*time.Second)
 	})
 }
 
@@ -420,7 +420,7 @@ func TestCancelledContext(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil && err != context.Canceled {
 			t.Fatalf("Unlock: %v, want nil or context.Canceled", err)
 		}
-		v.waitGone(l.Key(), time.Second)
+		v.waitGone(l.Key(), 5*time.Second)
 	})
 }
 

@@ -39,7 +39,7 @@ func TestKillMasters(t *testing.T) {
 			if err != nil {
 				t.Fatalf("TryLock %d with 2 of 5 masters dead: %v", i, err)
 			}
-			v.waitValues(key, []int{2, 3, 4}, []string{l.Token(), l.Token(), l.Token()}, time.Second)
+			v.waitValues(key, []int{2, 3, 4}, []string{l.Token(), l.Token(), l.Token()}, 5*time.Second)
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatalf("Unlock %d with 2 of 5 masters dead: %v", i, err)
 			}
@@ -268,7 +268,7 @@ func TestPauseMasters(t *testing.T) {
 		v.resume(0, 1, 2)
 		// Every queued SET is followed by its release on the same
 		// connection: nothing is left once the masters caught up.
-		v.waitGone(key, time.Second)
+		v.waitGone(key, 5*time.Second)
 		l, err := v.e.TryLock(ctx, key, ttl)
 		if err != nil {
 			t.Fatalf("TryLock after Resume: %v", err)
@@ -346,7 +346,7 @@ func TestFailedAcquireLeavesNothing(t *testing.T) {
 				for i := range nils {
 					nils[i] = nilValue
 				}
-				v.waitValues(key, tc.paused, nils, time.Second)
+				v.waitValues(key, tc.paused, nils, 5*time.Second)
 				v.waitValues(key, live, want, 0)
 			}
 		})
@@ -393,7 +393,7 @@ func TestContextTimeoutDuringAcquire(t *testing.T) {
 				}
 				v.waitValues(key, []int{3, 4}, []string{nilValue, nilValue}, 0)
 				v.resume(0, 1, 2)
-				v.waitGone(key, time.Second)
+				v.waitGone(key, 5*time.Second)
 			})
 		}
 	}
@@ -459,7 +459,7 @@ func TestConnPinning(t *testing.T) {
 			t.Fatal(err)
 		}
 		used[check(t, s, 3)] = true
-		v.waitGone(key, time.Second) // the release's stragglers, before reusing the key
+		v.waitGone(key, 5*time.Second) // the release's stragglers, before reusing the key
 
 		s = snapshot()
 		held := v.mustLock(key, 10*time.Second)

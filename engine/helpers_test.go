@@ -176,10 +176,10 @@ func (v *env) waitHeld(key, token string) {
 }
 
 // waitPTTL polls until PTTL key is in (lo, hi] ms on every master, failing
-// after a second (like waitHeld, for stragglers of a quorum decision).
+// after 5 s (like waitHeld, for stragglers of a quorum decision).
 func (v *env) waitPTTL(key string, lo, hi int64) {
 	v.tb.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ps := v.pttls(key)
 		ok := true

@@ -32,12 +32,12 @@ func TestLockAll(t *testing.T) {
 	if !errors.Is(err, engine.ErrNotAcquired) {
 		t.Fatalf("overlapping set: %v; want ErrNotAcquired", err)
 	}
-	v.waitGone("all:d", time.Second)
+	v.waitGone("all:d", 5*time.Second)
 	if err := s.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		v.waitGone(k, time.Second)
+		v.waitGone(k, 5*time.Second)
 	}
 	if _, err := v.e.TryLockAll(ctx, nil, time.Second); !errors.Is(err, engine.ErrBadArgument) {
 		t.Fatalf("no keys: %v", err)
@@ -174,7 +174,7 @@ func TestLockAllValidAtReturn(t *testing.T) {
 		t.Fatalf("TryLockAll: %v; want ErrNotAcquired, and ErrExpired or ErrGrantedTooLate", err)
 	}
 	for _, k := range keys {
-		v.waitGone(k, time.Second)
+		v.waitGone(k, 5*time.Second)
 	}
 	// The rule is no obstacle where the TTL allows: the pause is spent,
 	// the same keys are granted at once.

@@ -89,7 +89,7 @@ func TestReentrant(t *testing.T) {
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v.waitGone("re:key", time.Second)
+	v.waitGone("re:key", 5*time.Second)
 	if r.Count() != 0 || r.Held() != nil || !errors.Is(r.Err(), engine.ErrUnlocked) {
 		t.Fatalf("after the last Unlock: count %d, held %v, err %v", r.Count(), r.Held(), r.Err())
 	}

@@ -38,7 +38,7 @@ func TestRWLock(t *testing.T) {
 	if _, err := rw.TryLock(ctx, 5*time.Second); !errors.Is(err, engine.ErrNotAcquired) {
 		t.Fatalf("writer while 3 readers hold: %v; want ErrNotAcquired", err)
 	}
-	v.waitGone("rw:key", time.Second) // the refused writer left nothing
+	v.waitGone("rw:key", 5*time.Second) // the refused writer left nothing
 	if err := readers[0].Extend(ctx, 10*time.Second); err != nil {
 		t.Fatalf("reader Extend: %v", err)
 	}

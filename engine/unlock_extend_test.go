@@ -73,7 +73,7 @@ func TestUnlockRetry(t *testing.T) {
 	if st := v.e.Stats(); st.Released != before.Released+1 {
 		t.Fatalf("Released %d → %d", before.Released, st.Released)
 	}
-	v.waitGone(key, time.Second)
+	v.waitGone(key, 5*time.Second)
 	if err := l.Unlock(ctx); !errors.Is(err, engine.ErrUnlocked) || errors.Is(err, engine.ErrLockLost) {
 		t.Fatalf("Unlock after a successful one: %v, want ErrUnlocked (and not ErrLockLost: nothing was lost)", err)
 	}

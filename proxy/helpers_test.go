@@ -121,11 +121,11 @@ func (e *env) holding(t *testing.T, key, value string) int {
 	return n
 }
 
-// waitHolding waits up to a second until n masters hold key with value:
+// waitHolding waits up to 5 s until n masters hold key with value:
 // an operation answers at a quorum, the other masters follow.
 func (e *env) waitHolding(t *testing.T, key, value string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for got := e.holding(t, key, value); got != n; got = e.holding(t, key, value) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d masters hold %s=%s, want %d", got, key, value, n)
