@@ -8,7 +8,8 @@
 # event loop under redis-benchmark's SET NX PX from 1,000 clients; then
 # merges the five. Run it again when the hot paths change (a stale profile
 # only optimises less: the compiler matches it by function and line
-# offset). About two minutes. Measured gains: docs/benchmarks.md#pgo.
+# offset). About a minute. Measured gains: docs/benchmarks.md (Proxy) and
+# its journal, 2026-11-29.
 # Usage: internal/tools/pgo-profile.sh [output, default cmd/redlock/default.pgo]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
