@@ -265,9 +265,10 @@ func (e *Engine) Close() error {
 // connection, and a release never overtakes the SET it undoes.
 func (e *Engine) connFor(key string) uint32 {
 	if e.cfg.ConnsPerMaster == 1 {
-		return 0
+		return 0 // no hash to compute
 	}
-	return uint32(maphash.String(e.seed, key) >> 32)
+	cix, _ := e.route(key)
+	return cix
 }
 
 // keyHash is the conn.Request.KeyHash of key: requests on one key keep
@@ -278,12 +279,13 @@ func (e *Engine) keyHash(key string) uint64 {
 	return maphash.String(e.seed, key) | 1
 }
 
-// route is key's connection index (connFor) and KeyHash (keyHash) from
-// one hash: what a Lock keeps.
+// route is key's connection index (connFor: the high half of keyHash,
+// which its low bit leaves as it is) and KeyHash, from one hash: what a
+// Lock keeps.
 func (e *Engine) route(key string) (cix uint32, khash uint64) {
 	khash = e.keyHash(key)
 	if e.cfg.ConnsPerMaster != 1 {
-		cix = uint32(khash >> 32) // connFor's: keyHash's low bit leaves the high half as it is
+		cix = uint32(khash >> 32)
 	}
 	return cix, khash
 }
