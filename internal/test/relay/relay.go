@@ -3,6 +3,7 @@
 package relay
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,10 @@ type Relay struct {
 	conns  map[net.Conn]struct{} // guarded by mu
 	closed bool                  // guarded by mu
 	held   chan struct{}         // closed by Release; nil: not held; guarded by mu
-	done   chan struct{}         // closed by Close
-	delay  atomic.Int64          // added one-way latency, ns
+	// waiting: the chunks toward the target Hold keeps now; guarded by mu
+	waiting map[*chunk]struct{}
+	done    chan struct{} // closed by Close
+	delay   atomic.Int64  // added one-way latency, ns
 }
 
 // SetDelay adds d of latency to every byte relayed from now on, in each
@@ -55,6 +58,20 @@ func (r *Relay) gate() chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.held
+}
+
+// Holding reports whether a chunk that Hold keeps from the target
+// contains sub: a test waits with it for a request to be on the wire.
+// (A client's batch is one chunk unless it is larger than 64 KiB.)
+func (r *Relay) Holding(sub []byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.waiting {
+		if bytes.Contains(c.data, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // Start listens on a free 127.0.0.1 port and relays to target.
@@ -142,6 +159,12 @@ func (r *Relay) pipe(dst, src net.Conn, up bool) {
 			time.Sleep(d)
 		}
 		if h := r.gate(); up && h != nil {
+			r.mu.Lock()
+			if r.waiting == nil {
+				r.waiting = make(map[*chunk]struct{})
+			}
+			r.waiting[&c] = struct{}{}
+			r.mu.Unlock()
 			select {
 			case <-h:
 			case <-r.done:
@@ -150,6 +173,9 @@ func (r *Relay) pipe(dst, src net.Conn, up bool) {
 				}
 				return
 			}
+			r.mu.Lock()
+			delete(r.waiting, &c)
+			r.mu.Unlock()
 		}
 		if _, err := dst.Write(c.data); err != nil {
 			src.Close() // unblocks the reader; drain what it queued

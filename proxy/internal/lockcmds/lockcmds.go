@@ -391,7 +391,8 @@ func (h *Commands) cmdCountKeys(c *client, args [][]byte) *call {
 	name, keys := respserver.Lower(args[0]), args[1:]
 	if r := h.redisson; name == "del" && r.LatchKeys(keys) {
 		// Redisson's DEL of its unlock latches after an unlock: the
-		// latches are kept under the proxy's names (the Redisson room).
+		// latches are kept under the proxy's names (the Redisson room),
+		// answered and kept to their TTL (a copy may be in flight).
 		return c.Async(keys, func(ctx context.Context, _ []byte) []byte { return r.DelLatches(ctx, keys) })
 	}
 	if name == "del" && !h.cfg.AllowTokenlessWrites {

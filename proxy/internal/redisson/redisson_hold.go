@@ -137,8 +137,14 @@ func parseDigits(s string) (int64, bool) {
 	return n, true
 }
 
-// maxLatchTTL bounds an unlock latch's life on the masters.
-const maxLatchTTL = time.Minute
+// maxLatchTTL bounds an unlock latch's life on the masters. Redisson sizes
+// the latch to outlast its own resends of the unlock, (timeout +
+// retryInterval) × retryAttempts: 13.5 s by default, 94.5 s for a 30 s
+// timeout. A shorter latch than the client's lets its last resend find
+// none and decrement the hold again (property i); ten minutes covers a
+// three-minute timeout with three attempts. Latches are small and the
+// client's own; a hostile client can keep keys longer with SET NX PX.
+const maxLatchTTL = 10 * time.Minute
 
 func msArg(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
@@ -678,9 +684,13 @@ func (s *Locks) Token(ctx context.Context, tokenKey []byte) []byte {
 	return redcon.AppendNull(nil)
 }
 
-// DelLatches is Redisson's DEL of its unlock latches after an unlock:
-// the latches are on the masters (rLatchKey); it returns how many keys
-// some master still had.
+// DelLatches answers Redisson's DEL of its unlock latches, which it sends
+// as soon as an unlock's first reply arrives: how many of the latches
+// some master has (rLatchKey). It deletes none: another copy of the same
+// unlock request may still be on its way — queued in another proxy, or
+// its read held on the wire to the masters — and without the latch it
+// would decrement the hold a second time (property i). Each latch ends at
+// its TTL (the client's, at most maxLatchTTL).
 func (s *Locks) DelLatches(ctx context.Context, keys [][]byte) []byte {
 	n := int64(0)
 	for _, k := range keys {
@@ -693,7 +703,7 @@ func (s *Locks) DelLatches(ctx context.Context, keys [][]byte) []byte {
 		found := false
 		for _, name := range rNamesFrom(rest[:i]) {
 			lock := s.cfg.KeyPrefix + name
-			reps, err := s.tr.Broadcast(ctx, lock, 0, nil, resp.AppendCommandStrings(nil, "DEL", rLatchKey(lock, l)))
+			reps, err := s.tr.Broadcast(ctx, lock, 0, nil, resp.AppendCommandStrings(nil, "EXISTS", rLatchKey(lock, l)))
 			if err != nil {
 				return s.engineErr(err)
 			}
