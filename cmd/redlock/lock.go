@@ -535,7 +535,17 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			guard.stop() // before the release: nothing of the command's is killed after it
 			if lost == nil {
 				if lost = h.Err(); lost == nil && !terminated { // not lost while it ran
+					// The clock is read again after the release (property
+					// h, as Engine.Do): a release that outlasts the
+					// validity — a stalled proxy, stopped masters, the
+					// leader's two broadcasts — returns after the lock
+					// ended, and the command's status would report work
+					// done under a lock that was not held by then.
+					until := h.Until()
 					release()
+					if !time.Now().Before(until) {
+						return exitError{exitLost, fmt.Sprintf("lock on %s: the command ended (%s) while the lock was valid, but its validity ended before the release returned", o.key, cmd.ProcessState)}
+					}
 					return commandStatus(cmd, err)
 				}
 			}
