@@ -190,9 +190,19 @@ var (
 	// an overwrite with it for ARGV[3] ms (the caller re-obtaining its own
 	// lock) — replying 1 when they created the keys, 2 when they
 	// overwrote the caller's own and 0 when they wrote nothing, so that
-	// the cleanup of a failed obtain deletes only what it created.
+	// the cleanup of a failed obtain deletes only what it created. KEYS
+	// are the lock keys, then one mark per key (the same count): where
+	// they write, they set each key's mark to the attempt's nonce ARGV[4]
+	// for ARGV[3] ms, so that a later obtain of the same value — the
+	// client's retry of an attempt still under way — takes the marks over.
 	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
 	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
+	// CleanupMarked undoes a failed obtain sent with BsmObtainV094/V010:
+	// KEYS are the lock keys then their marks; where a key's mark is still
+	// the attempt's nonce ARGV[2] it deletes the mark, and the key if it
+	// holds ARGV[1]; it returns how many keys it deleted. A key whose mark
+	// a later obtain took over is that obtain's, the same value or not.
+	CleanupMarked = load("proxy", "cleanup_marked")
 
 	// The Redisson scripts (proxy/internal/redisson/redisson.go). Each master holds a
 	// Redisson lock as a plain string whose value carries the hold:

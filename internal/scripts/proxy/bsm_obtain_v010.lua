@@ -1,20 +1,22 @@
+local n = #KEYS / 2
 local setArgs = {}
-for _, key in ipairs(KEYS) do
-  table.insert(setArgs, key)
+for i = 1, n do
+  table.insert(setArgs, KEYS[i])
   table.insert(setArgs, ARGV[1])
 end
 local res = 1
 if redis.call("msetnx", unpack(setArgs)) ~= 1 then
   local offset = tonumber(ARGV[2])
-  for _, key in ipairs(KEYS) do
-    if redis.call("getrange", key, 0, offset-1) ~= string.sub(ARGV[1], 1, offset) then
+  for i = 1, n do
+    if redis.call("getrange", KEYS[i], 0, offset-1) ~= string.sub(ARGV[1], 1, offset) then
       return 0
     end
   end
   redis.call("mset", unpack(setArgs))
   res = 2
 end
-for _, key in ipairs(KEYS) do
-  redis.call("pexpire", key, ARGV[3])
+for i = 1, n do
+  redis.call("pexpire", KEYS[i], ARGV[3])
+  redis.call("set", KEYS[n + i], ARGV[4], "PX", ARGV[3])
 end
 return res

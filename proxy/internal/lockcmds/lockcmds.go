@@ -212,9 +212,9 @@ func (h *Commands) fenceCheck(c *client, keys [][]byte) *call {
 
 // reservedPrefixes name the keys the engine and the proxy keep beside a
 // lock (a fair lock's queue, an election's leader record, an unlock
-// latch): a client that took a lock on one could block that lock's
+// latch, an obtain's mark): a client that took a lock on one could block that lock's
 // commands (a fair lock's queue held as a string answers WRONGTYPE).
-var reservedPrefixes = []string{"redlock:fair:", "redlock:leader:", "redlock:rlatch:"}
+var reservedPrefixes = []string{"redlock:fair:", "redlock:leader:", "redlock:rlatch:", markPrefix}
 
 // reservedKey refuses a key that is a fencing counter or one of the
 // side keys kept beside a lock (nil: a client's key).

@@ -3,6 +3,8 @@ package lockcmds
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
@@ -149,13 +152,22 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	}
 
 	sc := ls.script
+	var mk *obtainMarks
 	if ls.Tells != nil {
+		if mk = h.markObtain(keys); mk == nil {
+			return redcon.AppendError(nil, msgMarkSlot)
+		}
 		sc = ls.Tells
 	}
 	if ls.AddOrReplace { // redis-py's extend adding to the TTL: capped at MaxTTL
 		sc, argv = scripts.RedisPyExtendAdd, [][]byte{argv[0], argv[1], strconv.AppendInt(nil, h.eng.Config().MaxTTL.Milliseconds(), 10)}
 	}
-	cmd := sc.AppendCall(nil, keys, argv)
+	var cmd []byte
+	if mk != nil {
+		cmd = sc.AppendCall(nil, slices.Concat(keys, mk.marks), slices.Concat(argv, [][]byte{mk.nonce}))
+	} else {
+		cmd = sc.AppendCall(nil, keys, argv)
+	}
 	t1 := time.Now()
 	var reps []enginex.MasterReply
 	var err error
@@ -177,7 +189,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 			// went away: its value may since be a retry's own.
 			h.observeLib(ls, keys, token, t1, ttl, ctx.Err(), -h.eng.Quorum())
 			if !h.granted(ls, reps, len(keys), t1, ttl) {
-				h.cleanup(ls, keys, token, reps, t1, ttl)
+				h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 			}
 			return h.engineErr(ctx.Err())
 		}
@@ -205,7 +217,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	if r := h.undecided(reps); r != nil {
 		h.observeLib(ls, keys, token, t1, ttl, engine.ErrUnavailable, yes-q)
 		if ls.Op == OpAcquire {
-			h.cleanup(ls, keys, token, reps, t1, ttl)
+			h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 		}
 		return r
 	}
@@ -222,7 +234,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	}
 	h.observeLib(ls, keys, token, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == OpAcquire {
-		h.cleanup(ls, keys, token, reps, t1, ttl)
+		h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 	}
 	if ls.Reply == replyRedsync && missing >= q {
 		return redcon.AppendInt(nil, -1)
@@ -330,16 +342,59 @@ func pttlReply(ls *LibScript, reps []enginex.MasterReply, q int) []byte {
 // timeout longer than the TTL) may come after the client gave up and
 // took the same value again elsewhere, which a deletion by value would
 // remove; the attempt's keys are then left to their TTL.
-func (h *Commands) cleanup(ls *LibScript, keys [][]byte, token []byte, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
+//
+// With marks (mk: an obtain that can overwrite the caller's own lock), a
+// key is deleted only where its mark is still this attempt's: a client
+// that gave up on an attempt still under way (its own timeout) and sent
+// the same value again, through another connection or proxy, may have
+// been granted by overwriting this attempt's writes, and a deletion by
+// value alone would remove that grant (found by the review of issue #46).
+func (h *Commands) cleanup(ls *LibScript, keys [][]byte, token []byte, mk *obtainMarks, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
 	if ttl-time.Since(t1)-h.drift(ttl) <= 0 {
 		return
 	}
 	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
-	cmd := scripts.CleanupMulti.AppendCall(nil, keys, [][]byte{token})
+	sc, cmd := scripts.CleanupMulti, []byte(nil)
+	if mk != nil {
+		sc = scripts.CleanupMarked
+		cmd = sc.AppendCall(nil, slices.Concat(keys, mk.marks), [][]byte{token, mk.nonce})
+	} else {
+		cmd = sc.AppendCall(nil, keys, [][]byte{token})
+	}
 	timeout := h.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
-	h.tr.BroadcastTo(ctx, string(keys[0]), timeout, scripts.CleanupMulti, cmd, to)
+	h.tr.BroadcastTo(ctx, string(keys[0]), timeout, sc, cmd, to)
+}
+
+// obtainMarks are an obtain's marks, one per key, and the attempt's
+// nonce (scripts.BsmObtainV094/V010, CleanupMarked).
+type obtainMarks struct {
+	marks [][]byte
+	nonce []byte
+}
+
+// markPrefix begins the marks' names (reserved: reservedPrefixes).
+const markPrefix = "redlock:obtain:"
+
+// markObtain returns an obtain's marks and a fresh nonce: each key's mark
+// is in the key's slot (markPrefix{tag}:key); nil when a mark cannot
+// share its key's slot on a Redis Cluster member (a hash tag with a
+// brace).
+func (h *Commands) markObtain(keys [][]byte) *obtainMarks {
+	cluster := len(h.eng.Config().Clusters) > 0
+	mk := &obtainMarks{marks: make([][]byte, len(keys)), nonce: make([]byte, 32)}
+	for i, k := range keys {
+		tag := conn.HashTag(string(k))
+		if cluster && strings.ContainsAny(tag, "{}") {
+			return nil
+		}
+		mk.marks[i] = fmt.Appendf(nil, "%s{%s}:%s", markPrefix, tag, k)
+	}
+	var raw [16]byte
+	rand.Read(raw[:])
+	hex.Encode(mk.nonce, raw[:])
+	return mk
 }
 
 // granted reports whether reps grant a library acquisition: a quorum

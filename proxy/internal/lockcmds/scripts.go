@@ -187,7 +187,7 @@ var masterScripts = func() []*conn.Script {
 			out = append(out, sc)
 		}
 	}
-	for _, sc := range []*conn.Script{scripts.CleanupMulti, scripts.RedisPyExtendAdd, scripts.RedissonAcquire, scripts.RedissonCAS,
+	for _, sc := range []*conn.Script{scripts.CleanupMulti, scripts.CleanupMarked, scripts.RedisPyExtendAdd, scripts.RedissonAcquire, scripts.RedissonCAS,
 		scripts.RedissonCleanup, scripts.RedissonFence, scripts.RedissonRead, scripts.RedissonRenew} {
 		add(sc)
 	}
