@@ -28,7 +28,7 @@ func TestRedissonFairQueueKeyReserved(t *testing.T) {
 	name := "fairreview-squat"
 	r := dialRaw(t, e.addr)
 	queue, counter := redisson.FairQueueKeys(name)
-	for _, k := range []string{queue, counter, "redlock:leader:{x}:x", "redlock:rlatch:{x}:1"} {
+	for _, k := range []string{queue, counter, "redlock:leader:{x}:x", "redlock:rlatch:{x}:1", "redlock:obtain:{x}:x"} {
 		if got := r.cmd("SET", k, "squatter", "NX", "PX", "30000"); !strings.Contains(got, "kept beside locks") {
 			t.Fatalf("a plain lock on %s: %q; want it refused", k, got)
 		}
