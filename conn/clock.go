@@ -100,13 +100,18 @@ const clockReadings = 8
 // then precedes every reply of the batch. deadline is the batch's first
 // request's (TIME must not keep a stalled server undetected).
 func (c *Conn) beginBatchLocked(deadline time.Time) {
-	if c.clock == nil || len(c.wbuf) != 0 {
+	if len(c.wbuf) != 0 {
 		return
 	}
-	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = c.clock, uint64(time.Since(c.clock.epoch)), deadline, nil, false, 0, nil, false, NativeNone
-	c.armLocked(deadline)
-	c.wbuf = append(c.wbuf, timeCmd...)
+	if c.clock != nil {
+		p := c.q.push()
+		p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = c.clock, uint64(time.Since(c.clock.epoch)), deadline, nil, false, 0, nil, false, NativeNone
+		c.armLocked(deadline)
+		c.wbuf = append(c.wbuf, timeCmd...)
+	}
+	if c.repl != nil {
+		c.beginReplLocked(deadline)
+	}
 }
 
 // Complete implements Callback for the batch's TIME: tag is when it was

@@ -113,6 +113,14 @@ type ClusterConfig struct {
 	// slots). It is called before a request reaches that node, and before
 	// any other request can be routed to it. It must not block, nor call
 	// the Cluster (it may run with the Cluster's lock held).
+	//
+	// With OnNewOwner set, every node connection also runs the
+	// replication check (Config.OnReplicationID, which is called after
+	// it when set): a node whose replication id changed between two
+	// readings — promoted, demoted, or demoted and promoted again between
+	// two map loads, which the maps cannot show — is reported too, on its
+	// connection's reader goroutine before the replies of the batch that
+	// showed it are delivered.
 	OnNewOwner func(addr string)
 }
 
@@ -152,7 +160,22 @@ func NewClusterWith(cc ClusterConfig) *Cluster {
 func (cl *Cluster) nodeLocked(addr string) *Conn {
 	c := cl.nodes[addr]
 	if c == nil {
-		c = New(addr, cl.cfg)
+		cfg := cl.cfg
+		if cl.onNewOwner != nil {
+			// A node whose replication id changed was promoted or demoted
+			// since the previous reading, maybe both between two map
+			// loads: a new owner, reported before the batch's replies.
+			user := cfg.OnReplicationID
+			cfg.OnReplicationID = func(ch ReplicationChange) {
+				if ch.Refused == nil {
+					cl.onNewOwner(addr)
+				}
+				if user != nil {
+					user(ch)
+				}
+			}
+		}
+		c = New(addr, cfg)
 		cl.nodes[addr] = c
 	}
 	return c

@@ -75,6 +75,20 @@ type Config struct {
 	// clock readings stay at most that far apart on an idle master
 	// (default 5s; negative: never).
 	ClockRefresh time.Duration
+	// OnReplicationID, if set, turns the replication check on: every
+	// write batch also starts with INFO replication (after the clock
+	// check's TIME), and the server's master_replid — which a server
+	// takes anew each time it is promoted, and takes from its master while
+	// it is a replica — is compared with the previous reading on the same
+	// server (same run_id), across reconnects too (the handshake reads it
+	// as well). A change is reported on the reader goroutine before any
+	// reply of the batch's requests is delivered: a node of a Redis
+	// Cluster demoted and promoted again between two slot-map loads may
+	// have missed writes, and its caller can discard the votes in the
+	// batch (docs/safety.md). It must not block. It costs one INFO
+	// replication per write batch: the engine turns it on for cluster
+	// nodes only.
+	OnReplicationID func(ReplicationChange)
 	// OnState, if set, is called on the Conn's goroutine each time it
 	// comes up or goes down: once per change, not once per failed
 	// reconnect attempt. It must not block.

@@ -118,6 +118,7 @@ type Conn struct {
 	bloom        [4]uint64    // KeyHash bits of the members held
 
 	clock *clockWatch // the clock check (Config.OnClockJump); nil: off
+	repl  *replWatch  // the replication check (Config.OnReplicationID); nil: off
 
 	connects, timeouts, broken, writes atomic.Uint64
 	// rdPending: the reader has replies in its buffer it has not
@@ -146,6 +147,9 @@ func New(addr string, cfg Config) *Conn {
 	}
 	if c.cfg.OnClockJump != nil {
 		c.clock = &clockWatch{c: c, epoch: time.Now()}
+	}
+	if c.cfg.OnReplicationID != nil {
+		c.repl = &replWatch{c: c}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel

@@ -115,6 +115,13 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 		cmd = append(cmd, timeCmd...)
 		names = append(names, "TIME")
 	}
+	if c.repl != nil {
+		// The replication check's first reading of this session: a
+		// promotion while the connection was down shows before the
+		// session serves.
+		cmd = append(cmd, replInfoCmd...)
+		names = append(names, "INFO replication")
+	}
 	cmd = resp.AppendCommandStrings(cmd, "INFO", "server")
 	names = append(names, "INFO")
 	var clockSent, clockRecv, clockServer int64
@@ -128,6 +135,7 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	info := ServerInfo{ConnectedAt: time.Now()}
 	var firstErr error
 	var cmdInfo, setDocs resp.Reply // the native probes' replies (none: zero)
+	var replText []byte             // INFO replication's (nil: none)
 	for i, name := range names {
 		rep, err := rd.ReadReply()
 		if errors.Is(err, resp.ErrTooLarge) && strings.HasPrefix(name, "COMMAND") {
@@ -144,7 +152,10 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			if name == "TIME" && !auth {
 				c.cfg.OnClockJump(ClockJump{Addr: c.addr, Refused: rep.Err()})
 			}
-			if (name == "INFO" || name == "TIME" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
+			if name == "INFO replication" && !auth {
+				c.cfg.OnReplicationID(ReplicationChange{Addr: c.addr, Refused: rep.Err()})
+			}
+			if (name == "INFO" || name == "INFO replication" || name == "TIME" || name == "COMMAND INFO" || name == "COMMAND DOCS") && !auth {
 				continue // identity and native commands are best effort (embedded masters lack them)
 			}
 			if firstErr == nil {
@@ -161,6 +172,8 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 			if us, ok := parseTime(rep); ok {
 				clockServer, clockRecv = us, int64(time.Since(c.clock.epoch))
 			}
+		case "INFO replication":
+			replText = bytes.Clone(rep.Str) // the next read reuses the buffer
 		case "COMMAND INFO":
 			cmdInfo = rep.Clone() // the next read reuses the buffer
 		case "COMMAND DOCS":
@@ -177,6 +190,9 @@ func (c *Conn) handshake(ctx context.Context, nc net.Conn) (*resp.Reader, Server
 	parseNativeInfo(cmdInfo, setDocs, &info) // either may be missing: each command is read alone
 	if clockRecv != 0 {
 		c.clock.observe(clockServer, clockSent, clockRecv, info.RunID)
+	}
+	if replText != nil {
+		c.repl.observe(info.RunID, replText)
 	}
 	// If ctx ended meanwhile, the AfterFunc may be forcing the deadline into
 	// the past concurrently; clearing it below would then race with that

@@ -286,6 +286,8 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			// batch's later replies: a request of the batch with a later
 			// deadline must not be delivered unchecked.
 			w.Complete(tag, rep, nil)
+		} else if w, ok := cb.(*replWatch); ok {
+			w.Complete(tag, rep, nil) // the same for its INFO replication
 		}
 	}
 }

@@ -62,7 +62,8 @@ func (e *Engine) cluster(i int) *conn.Cluster {
 // newCluster connects member i, a Redis Cluster. Every node's state
 // changes go to watchNode (restart quarantine per node, for the member);
 // a node that starts serving slots after the first map load (a promoted
-// replica) quarantines the member too.
+// replica), or whose replication id changed between two of its batches,
+// quarantines the member too.
 func (e *Engine) newCluster(i int, seeds []string, cc conn.Config) *conn.Cluster {
 	user := cc.OnState
 	cc.OnState = func(sc conn.StateChange) {
@@ -70,6 +71,22 @@ func (e *Engine) newCluster(i int, seeds []string, cc conn.Config) *conn.Cluster
 		if user != nil {
 			user(sc)
 		}
+	}
+	if e.cfg.DisableQuarantine {
+		// Nothing to quarantine: no new-owner reports, and no
+		// replication check (its INFO per batch).
+		return conn.NewClusterWith(conn.ClusterConfig{Seeds: seeds, Conn: cc})
+	}
+	// Every node connection checks the node's replication id at each
+	// batch (conn.Cluster, with OnNewOwner): a change quarantines the
+	// member through newOwner; this logs what changed, or that the check
+	// is blind on a node.
+	cc.OnReplicationID = func(ch conn.ReplicationChange) {
+		if ch.Refused != nil {
+			e.cfg.Logger.Warn("engine: cluster node refused INFO replication: a promotion between two slot-map loads would go unseen (allow +info)", "master", i, "node", ch.Addr, "err", ch.Refused)
+			return
+		}
+		e.cfg.Logger.Info("engine: cluster node's replication id changed (promoted or demoted since the previous batch)", "master", i, "node", ch.Addr, "role", ch.Role, "from", ch.From, "to", ch.To)
 	}
 	return conn.NewClusterWith(conn.ClusterConfig{Seeds: seeds, Conn: cc, OnNewOwner: func(addr string) { e.newOwner(i, addr) }})
 }
