@@ -124,15 +124,19 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, opts []Option, mo
 	l, tries, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) { return e.tryLock(ctx, rw.key, ttl, co) })
 	if err != nil || tries > 1 {
 		// Given up, or granted where the grant did not delete the intent.
-		rw.dropIntent(ctx, co.waiterID)
+		rw.dropIntent(co.waiterID)
 	}
 	return l, err
 }
 
 // dropIntent deletes a waiting writer's intent key on every master where
-// it still holds id, waiting at most the per-master timeout (a master that
-// misses it lets it expire at the writer's TTL).
-func (rw *RWLock) dropIntent(ctx context.Context, id string) {
+// it still holds id, without waiting: a master that misses it lets it
+// expire at the writer's TTL. Waiting for every master — up to the
+// per-master timeout, after the grant's verdict — returned a lock whose
+// validity had run out (property c). It is queued on the key's
+// connections, so it reaches each master before the holder's next
+// command on the key.
+func (rw *RWLock) dropIntent(id string) {
 	if id == "" {
 		return
 	}
@@ -140,5 +144,5 @@ func (rw *RWLock) dropIntent(ctx context.Context, id string) {
 	cmd := scripts.Release.AppendEvalSha(nil, 1, 1)
 	cmd = resp.AppendBulkString(cmd, ikey)
 	cmd = resp.AppendBulkString(cmd, id)
-	rw.e.broadcast(context.WithoutCancel(ctx), rw.key, 0, scripts.Release, cmd, nil, nil) // best effort
+	rw.e.sendAll(rw.key, scripts.Release, cmd) // best effort
 }

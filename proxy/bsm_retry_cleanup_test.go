@@ -96,3 +96,30 @@ func TestRetriedObtainKeepsItsGrant(t *testing.T) {
 		})
 	}
 }
+
+// TestObtainMarksOnePerKey: two keys never share an obtain mark, or one
+// attempt's mark write would make the other's cleanup keep its key (a
+// key left to its TTL). `{a}:a}:{a` has the tag a; `a}:{a` has none, so
+// its tag is the whole name, which has braces: named
+// `redlock:obtain:{a}:{a}:a}:{a` both (found by the review of issue #46).
+func TestObtainMarksOnePerKey(t *testing.T) {
+	e := startEnv(t, 3, nil)
+	mastertest.RequireReal(t, e.set)
+	sha := ""
+	for _, ls := range lockcmds.LibTable {
+		if ls.Name == "bsm/redislock v0.9.4 obtain" {
+			sha = ls.SHA
+		}
+	}
+	c := dialRaw(t, e.addr)
+	for i, key := range []string{"{a}:a}:{a", "a}:{a", "plain", ""} {
+		if r := c.cmd("EVALSHA", sha, "1", key, "token-"+strconv.Itoa(i)+"-0123456789abcdefXYZ", "22", "10000"); r != "+OK\r\n" {
+			t.Fatalf("obtain %q: %q", key, r)
+		}
+	}
+	e.waitHolding(t, "a}:{a", "token-1-0123456789abcdefXYZ", 3)
+	marks, err := e.masters[0].Keys(context.Background(), "redlock:obtain:*").Result()
+	if err != nil || len(marks) != 4 {
+		t.Fatalf("obtain marks on master 0: %q (%v); want one per key, 4", marks, err)
+	}
+}

@@ -543,6 +543,9 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 					// done under a lock that was not held by then.
 					until := h.Until()
 					release()
+					if u := h.Until(); u.Before(until) {
+						until = u // an extension sent meanwhile (--max-hold's last) ended it sooner
+					}
 					if !time.Now().Before(until) {
 						return exitError{exitLost, fmt.Sprintf("lock on %s: the command ended (%s) while the lock was valid, but its validity ended before the release returned", o.key, cmd.ProcessState)}
 					}

@@ -378,16 +378,22 @@ type obtainMarks struct {
 const markPrefix = "redlock:obtain:"
 
 // markObtain returns an obtain's marks and a fresh nonce: each key's mark
-// is in the key's slot (markPrefix{tag}:key); nil when a mark cannot
-// share its key's slot on a Redis Cluster member (a hash tag with a
-// brace).
+// is in the key's slot, markPrefix{tag}:key (one key's mark only: the
+// tag has no brace, so the name parses back to one tag and one key), or
+// markPrefix#key when the tag is empty or has a brace (the key has no
+// tag of its own) — nil then on a Redis Cluster member, where that mark
+// could not share its key's slot.
 func (h *Commands) markObtain(keys [][]byte) *obtainMarks {
 	cluster := len(h.eng.Config().Clusters) > 0
 	mk := &obtainMarks{marks: make([][]byte, len(keys)), nonce: make([]byte, 32)}
 	for i, k := range keys {
 		tag := conn.HashTag(string(k))
-		if cluster && strings.ContainsAny(tag, "{}") {
-			return nil
+		if tag == "" || strings.ContainsAny(tag, "{}") {
+			if cluster {
+				return nil
+			}
+			mk.marks[i] = fmt.Appendf(nil, "%s#%s", markPrefix, k)
+			continue
 		}
 		mk.marks[i] = fmt.Appendf(nil, "%s{%s}:%s", markPrefix, tag, k)
 	}
