@@ -120,8 +120,14 @@ func (c Config) withDefaults() Config {
 	def(&c.DialTimeout, DefaultDialTimeout)
 	def(&c.KeepAlive, DefaultKeepAlive)
 	def(&c.WriteTimeout, DefaultWriteTimeout)
-	def(&c.ReconnectMin, DefaultReconnectMin)
-	def(&c.ReconnectMax, DefaultReconnectMax)
+	// Not positive: the default (a backoff below zero crashed the Conn's
+	// goroutine at its first failed connect).
+	if c.ReconnectMin <= 0 {
+		c.ReconnectMin = DefaultReconnectMin
+	}
+	if c.ReconnectMax <= 0 {
+		c.ReconnectMax = DefaultReconnectMax
+	}
 	def(&c.StallTimeout, DefaultStallTimeout)
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = c.ReconnectMin

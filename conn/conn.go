@@ -1,6 +1,7 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -274,12 +275,16 @@ func (c *Conn) Stats() Stats {
 	}
 }
 
+// emptyArray begins a command of no words, to which a server sends no
+// reply: queued, it would take the next command's.
+var emptyArray = []byte("*0\r\n")
+
 // Do queues req for the next write batch. On a nil return the callback
 // will be called exactly once; on an error ([ErrDown], [ErrClosed],
 // [ErrOverloaded], [ErrBadCommand]) it will not be called. Do never blocks
 // on the network.
 func (c *Conn) Do(req Request) error {
-	if len(req.Cmd) == 0 || req.Callback == nil {
+	if len(req.Cmd) == 0 || req.Callback == nil || bytes.HasPrefix(req.Cmd, emptyArray) {
 		return ErrBadCommand
 	}
 	var keyAt, argsAt int
@@ -440,6 +445,9 @@ func (c *Conn) armLocked(d time.Time) {
 // non-hot paths (tests, tools). A server error reply is returned as the
 // reply and as an error matching *resp.Error. The deadline comes from ctx.
 func (c *Conn) Exec(ctx context.Context, args ...string) (resp.Reply, error) {
+	if len(args) == 0 {
+		return resp.Reply{}, ErrBadCommand
+	}
 	ch := make(chanCallback, 1)
 	dl, _ := ctx.Deadline()
 	if err := c.Do(Request{Cmd: resp.AppendCommandStrings(nil, args...), Deadline: dl, Callback: ch}); err != nil {

@@ -51,7 +51,9 @@ var ErrAuth = errors.New("conn: authentication refused")
 // off by a partition reads as down, as one that refuses connections does.
 var ErrConnectTimeout = errors.New("conn: connect timed out")
 
-// ErrBadCommand is returned by Do for an empty command.
+// ErrBadCommand is returned by Do for an empty command (no bytes, or an
+// array of no words, which a server does not answer) or a nil callback,
+// and by Exec without arguments.
 var ErrBadCommand = errors.New("conn: empty command")
 
 // BrokenError reports the failure of a connection's socket. It matches
