@@ -305,6 +305,10 @@ func (a *acquisition) startFence() {
 			break
 		}
 	}
+	if f > scripts.MaxFence { // the engine's own floor (lastFence + 1) past the scripts' bound
+		a.fenceFailed(errFenceRange)
+		return
+	}
 	fenceKey, err := e.fenceKeyFor(l.key) // checked by begin
 	if err != nil {
 		a.fenceFailed(err)

@@ -323,3 +323,10 @@ func (e *lateQuorumError) current() error {
 func (e *lateQuorumError) Error() string        { return e.current().Error() }
 func (e *lateQuorumError) Is(target error) bool { return errors.Is(e.early, target) }
 func (e *lateQuorumError) Unwrap() []error      { return []error{e.current()} }
+
+// errFenceRange: a fenced acquisition met a fencing counter at 2^53 − 1
+// (scripts.MaxFence), where the masters' Lua numbers stop being exact and
+// tokens would repeat: that master's fenced grants fail with its script's
+// error until its counter is reset (a clock read past the year 2255 gets
+// there). It matches ErrUnavailable: fencing is not available there.
+var errFenceRange = fmt.Errorf("%w: fencing counter at 2^53 − 1 (a master's clock read past the year 2255?): tokens past it would not be ordered", ErrUnavailable)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
 
@@ -199,6 +200,9 @@ func (o *op) classify(r resp.Reply, err error) (bool, error) {
 		}
 	case opFenced:
 		if r.Type == resp.TypeInteger && r.Int > 0 {
+			if r.Int > scripts.MaxFence { // a script without the bound: not exact
+				return false, errFenceRange
+			}
 			return true, nil
 		}
 		if r.IsNull() {

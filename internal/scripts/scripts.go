@@ -45,6 +45,12 @@ func loadNative(dir, name string, native conn.Native) *conn.Script {
 	return conn.NewNativeScript(load(dir, name).Source(), native)
 }
 
+// MaxFence is the largest fencing token the scripts issue, 2^53 − 1: the
+// masters' Lua numbers are doubles, exact up to 2^53. A counter or a
+// clock reading (µs since 1970) at it — a clock set to the year 2255 —
+// ends fencing on that master with an error rather than repeat tokens.
+const MaxFence = 1<<53 - 1
+
 // The engine's scripts, sent with EVALSHA (Release and Extend as the
 // server's native command where it has one: conn.Native).
 var (
@@ -62,7 +68,10 @@ var (
 	// counter KEYS[2] to max(counter, the master's clock in microseconds)
 	// + 1 and returns it; nil when the key exists. The clock floor makes a
 	// counter lost in a restart start again above every number issued
-	// before the restart (docs/safety.md, "Fencing tokens").
+	// before the restart (docs/safety.md, "Fencing tokens"). When that
+	// maximum is 2^53 − 1 or more it writes nothing and returns an error:
+	// Lua's numbers are doubles, past 2^53 one more is the same number, and
+	// tokens would repeat (MaxFence).
 	FenceAcquire = load("engine", "fence_acquire")
 	// FenceRaise is the fencing write-back: if the lock key KEYS[1] holds
 	// the token ARGV[1], it raises the fencing counter KEYS[2] to ARGV[2]
@@ -212,7 +221,8 @@ var (
 
 	// RedissonAcquire (KEYS lock[, fencing counter]; ARGV value, lease ms)
 	// is SET NX PX: {1} when it set the key ({1, counter} with the
-	// counter, advanced as FenceAcquire does), else {0, value, PTTL}.
+	// counter, advanced as FenceAcquire does, with its error at 2^53),
+	// else {0, value, PTTL}.
 	RedissonAcquire = load("proxy", "redisson_acquire")
 	// RedissonFence (KEYS lock, fencing counter; ARGV value, token, value
 	// with the token): if the lock holds the value with a TTL, raises the
