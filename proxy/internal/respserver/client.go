@@ -66,7 +66,13 @@ type Conn struct {
 	lastByKey map[uint64]*Call // last command per key hash (see order)
 	soloKey   uint64           // with solo: the one key tracked outside lastByKey (see order)
 	solo      *Call
-	sweepAt   int       // len(lastByKey) at which finished entries are swept
+	sweepAt   int // len(lastByKey) at which finished entries are swept
+	// orderPeak is the most entries lastByKey held since it was made:
+	// a Go map keeps the tables it grew to. Entries beyond orderFree are
+	// charged to MaxClientMemory (orderMem, bytes) until the map is dropped:
+	// when the connection settles, or closes (giveBackOrder).
+	orderPeak int
+	orderMem  atomic.Int64
 	authBy    time.Time // with a password: when an unauthenticated connection is closed
 	sub       *subState // subscriptions (pubsub.go); nil before the first SUBSCRIBE
 
@@ -176,6 +182,7 @@ func (c *Conn) run() {
 	<-c.wdone
 	c.nc.Close()
 	c.hold(-c.held.Load(), false) // whatever a panic left accounted
+	c.giveBackOrder()
 }
 
 // guard runs f; a panic in it is logged with the client's address, counted,
@@ -432,7 +439,12 @@ func (c *Conn) order(keys [][]byte, cl *Call) []*Call {
 	}
 	if c.settled() {
 		c.solo = nil
-		if len(c.lastByKey) > 0 {
+		if c.orderPeak > orderFree {
+			// Dropped, not cleared: its grown tables would stay with an
+			// idle connection (found by the review of issue #46).
+			c.lastByKey, c.orderPeak = nil, 0
+			c.giveBackOrder()
+		} else if len(c.lastByKey) > 0 {
 			clear(c.lastByKey)
 		}
 		if len(keys) == 1 {
@@ -467,7 +479,30 @@ func (c *Conn) order(keys [][]byte, cl *Call) []*Call {
 		}
 		c.lastByKey[h] = cl
 	}
+	if n := len(c.lastByKey); n > c.orderPeak {
+		if grown := max(0, n-orderFree) - max(0, c.orderPeak-orderFree); grown > 0 {
+			b := int64(grown) * orderEntryBytes
+			c.orderMem.Add(b)
+			c.s.mem.Add(b) // accounted, not refused: the command was admitted
+		}
+		c.orderPeak = n
+	}
 	return after
+}
+
+// orderFree is how many ordering entries a connection keeps uncharged;
+// orderEntryBytes what each one beyond costs (a map entry, 16 bytes, in
+// tables that double as they grow).
+const (
+	orderFree       = 64
+	orderEntryBytes = 48
+)
+
+// giveBackOrder gives back what the ordering map was charged.
+func (c *Conn) giveBackOrder() {
+	if b := c.orderMem.Swap(0); b != 0 {
+		c.s.mem.Add(-b)
+	}
 }
 
 // settled reports whether every command the connection dispatched before

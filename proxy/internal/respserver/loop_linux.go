@@ -800,6 +800,7 @@ func (l *loop) finish(c *Conn) {
 	ls.q, ls.in = nil, nil
 	ls.dropOut()
 	c.hold(-c.held.Load(), false)
+	c.giveBackOrder()
 	l.s.loopClients.Add(-1)
 	c.done()
 	ls.fd = -2 // finished

@@ -91,6 +91,9 @@ func (c *Conn) cmdHello(args [][]byte) *Call {
 			if i+1 >= len(args) {
 				return ErrCall(MsgSyntax)
 			}
+			if r := checkClientName(args[i+1]); r != nil {
+				return r
+			}
 			name, setName = string(args[i+1]), true
 			i++
 		default:
@@ -156,16 +159,33 @@ func (c *Conn) clientTracking(args [][]byte) *Call {
 	return ErrCall(MsgSyntax)
 }
 
+// maxClientName bounds a connection's name (CLIENT SETNAME, HELLO …
+// SETNAME): it is kept for the connection's life, outside the memory a
+// client is charged for. Redis sets no bound; a request may be 1 MiB.
+const maxClientName = 256
+
+// checkClientName refuses a name Redis refuses (spaces, newlines, special
+// characters), or one over maxClientName bytes (nil: accepted).
+func checkClientName(name []byte) *Call {
+	if len(name) > maxClientName {
+		return ErrCall("ERR redlock proxy: client names are at most 256 bytes")
+	}
+	for _, ch := range name {
+		if ch <= ' ' || ch > '~' {
+			return ErrCall("ERR Client names cannot contain spaces, newlines or special characters.")
+		}
+	}
+	return nil
+}
+
 func (c *Conn) cmdClient(args [][]byte) *Call {
 	switch Lower(args[1]) {
 	case "setname":
 		if len(args) != 3 {
 			return ArityErr("client|setname")
 		}
-		for _, ch := range args[2] {
-			if ch <= ' ' || ch > '~' {
-				return ErrCall("ERR Client names cannot contain spaces, newlines or special characters.")
-			}
+		if r := checkClientName(args[2]); r != nil {
+			return r
 		}
 		c.name = string(args[2])
 		return Reply(redcon.AppendOK(nil))
