@@ -208,7 +208,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ConnsPerMaster <= 0 {
 		c.ConnsPerMaster = 1
 	}
-	if c.QuarantineFor < 0 || c.MaxTTL < 0 || c.MasterTimeout < 0 || c.DriftFactor < 0 || c.DriftFactor >= 1 || c.DriftMin < 0 ||
+	if c.QuarantineFor < 0 || c.MaxTTL < 0 || c.MasterTimeout < 0 || !(c.DriftFactor >= 0 && c.DriftFactor < 1) || c.DriftMin < 0 || // NaN: out of range too
 		c.RetryDelay < 0 || c.MaxTries < 0 || c.CleanupTimeout < 0 || c.MaxExtensions < 0 {
 		return c, fmt.Errorf("%w: negative or out-of-range config value", ErrBadArgument)
 	}

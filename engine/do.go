@@ -31,6 +31,9 @@ const doUnlockTimeout = 5 * time.Second
 // error: the lock then expires by its TTL. When fn panics, the lock is
 // released and the panic goes on up the caller's stack.
 func (e *Engine) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return errNilFn
+	}
 	l, err := e.Lock(ctx, key, ttl, append([]Option{WithAutoExtend(0)}, opts...)...)
 	if err != nil {
 		return err

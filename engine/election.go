@@ -494,6 +494,9 @@ func (ld *Leadership) Resign(ctx context.Context) error {
 // otherwise fn's error, or nil. Run it in a
 // loop to campaign again after a loss.
 func (el *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) error {
+	if fn == nil {
+		return errNilFn
+	}
 	ld, err := el.Campaign(ctx, value)
 	if err != nil {
 		return err

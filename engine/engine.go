@@ -31,6 +31,7 @@ type Engine struct {
 	close sync.Once
 
 	closed                            atomic.Bool
+	closing                           chan struct{} // closed by Close: wakes calls sleeping between tries
 	acquired, failed, unavailable     atomic.Uint64
 	released, lost, relUnavailable    atomic.Uint64
 	locksLost                         atomic.Uint64
@@ -84,7 +85,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	names, members := cfg.members()
-	e := &Engine{cfg: cfg, addrs: names, n: len(names), epoch: time.Now(), seed: maphash.MakeSeed()}
+	e := &Engine{cfg: cfg, addrs: names, n: len(names), epoch: time.Now(), seed: maphash.MakeSeed(), closing: make(chan struct{})}
 	e.q = e.n/2 + 1
 	e.release = scripts.Release
 	releaseMulti, releaseArgs := scripts.ReleaseMulti, 1
@@ -206,6 +207,7 @@ const closeDrain = time.Second
 func (e *Engine) Close() error {
 	e.close.Do(func() {
 		e.closed.Store(true)
+		close(e.closing)
 		e.keep.close()
 		e.waits.close()
 		e.watchers.close()

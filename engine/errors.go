@@ -330,3 +330,7 @@ func (e *lateQuorumError) Unwrap() []error      { return []error{e.current()} }
 // error until its counter is reset (a clock read past the year 2255 gets
 // there). It matches ErrUnavailable: fencing is not available there.
 var errFenceRange = fmt.Errorf("%w: fencing counter at 2^53 − 1 (a master's clock read past the year 2255?): tokens past it would not be ordered", ErrUnavailable)
+
+// errNilFn: Do or Lead without a function to run (refused before
+// anything is sent).
+var errNilFn = fmt.Errorf("%w: a nil function to run under the lock", ErrBadArgument)

@@ -33,9 +33,16 @@ type Reentrant struct {
 	key   string
 	owner string
 
+	// turn admits one acquisition or release at a time (a channel: a
+	// wait for it ends with its ctx). The network waits happen under it,
+	// not under mu, so that Count, Held, Done, Err and Context answer
+	// while another goroutine's Lock waits for the key (they blocked for
+	// that whole wait: found by the review of issue #46).
+	turn chan struct{}
+
 	mu    sync.Mutex
-	l     *Lock // the hold; nil at count 0
-	count int
+	l     *Lock // the hold; nil at count 0 (guarded by mu, changed in a turn)
+	count int   // guarded by mu, changed in a turn
 }
 
 // errOwner refuses an owner label that would make tokens too long.
@@ -50,7 +57,7 @@ func (e *Engine) NewReentrant(key, owner string) (*Reentrant, error) {
 	if len(owner) > 256 {
 		return nil, errOwner
 	}
-	return &Reentrant{e: e, key: key, owner: owner}, nil
+	return &Reentrant{e: e, key: key, owner: owner, turn: make(chan struct{}, 1)}, nil
 }
 
 // Key returns the key, as passed to NewReentrant.
@@ -77,16 +84,38 @@ func (r *Reentrant) TryLock(ctx context.Context, ttl time.Duration, opts ...Opti
 	return r.acquire(ctx, ttl, opts, false)
 }
 
+// takeTurn waits for r's turn, or until ctx ends; the caller gives it
+// back with <-r.turn.
+func (r *Reentrant) takeTurn(ctx context.Context) error {
+	select {
+	case r.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Option, wait bool) error {
+	if err := r.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer func() { <-r.turn }()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.l != nil && r.l.Err() != nil {
 		// The hold ended (lost, or its validity ran out): the count goes
 		// with it, and this is an acquisition from zero.
 		r.l, r.count = nil, 0
 	}
-	if r.l != nil {
-		return r.reenter(ctx, ttl)
+	held := r.l
+	r.mu.Unlock()
+	if held != nil {
+		if err := r.reenter(ctx, held, ttl); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.count++
+		r.mu.Unlock()
+		return nil
 	}
 	opts = append(opts[:len(opts):len(opts)], Option{kind: optTokenPrefix, s: r.owner + ":"})
 	if len(opts) > 1 {
@@ -104,13 +133,15 @@ func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Optio
 	if err != nil {
 		return err
 	}
+	r.mu.Lock()
 	r.l, r.count = l, 1
+	r.mu.Unlock()
 	return nil
 }
 
-// reenter re-acquires the hold (r.mu held).
-func (r *Reentrant) reenter(ctx context.Context, ttl time.Duration) error {
-	l, e := r.l, r.e
+// reenter re-acquires the hold l (in r's turn); the caller counts it.
+func (r *Reentrant) reenter(ctx context.Context, l *Lock, ttl time.Duration) error {
+	e := r.e
 	ttl, err := e.lockTTL(ttl)
 	if err != nil {
 		return err
@@ -126,11 +157,7 @@ func (r *Reentrant) reenter(ctx context.Context, ttl time.Duration) error {
 		o.unref()
 		return err
 	}
-	if err := l.extendDone(o); err != nil {
-		return err
-	}
-	r.count++
-	return nil
+	return l.extendDone(o)
 }
 
 // Unlock takes one from the hold count and, when it reaches zero, releases
@@ -140,21 +167,35 @@ func (r *Reentrant) reenter(ctx context.Context, ttl time.Duration) error {
 // [ErrUnlocked] when r does not hold the key.
 func (r *Reentrant) Unlock(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	none := r.l == nil
+	r.mu.Unlock()
+	if none { // not held now: no need to wait for an acquisition under way
+		return errUnlocked
+	}
+	if err := r.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer func() { <-r.turn }()
+	r.mu.Lock()
 	if r.count > 1 {
 		r.count--
+		r.mu.Unlock()
 		return nil
 	}
 	l := r.l
 	if l == nil {
+		r.mu.Unlock()
 		return errUnlocked
 	}
 	if r.count == 1 {
 		r.count = 0
 	}
+	r.mu.Unlock()
 	err := l.Unlock(ctx)
 	if err == nil || !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		r.mu.Lock()
 		r.l = nil // released, or lost: nothing to retry
+		r.mu.Unlock()
 	}
 	return err
 }

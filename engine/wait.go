@@ -491,6 +491,8 @@ func (e *Engine) retryTries(ctx context.Context, co callOpts, retry func(error) 
 		select {
 		case <-ctx.Done():
 			return nil, tries, fmt.Errorf("%w (the last try: %w)", ctx.Err(), err)
+		case <-e.closing: // not a try's delay later (Semaphore.Acquire, RWLock's waits)
+			return nil, tries, fmt.Errorf("%w (the last try: %w)", ErrClosed, err)
 		case <-timer.C:
 		}
 	}
