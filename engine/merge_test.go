@@ -101,6 +101,19 @@ func unlocks(ctx context.Context, locks []*engine.Lock) []func() error {
 	return ops
 }
 
+// checkMerged checks that ops requests were merged on each of masters:
+// at least one merged call per master, two members a call on average.
+// Not exactly one per master: members whose deadlines lie more than 2 ms
+// apart are not merged (conn.Merge), and goroutines started together on
+// a loaded machine, under the race detector, can spread that far (in CI:
+// two calls per master).
+func checkMerged(t *testing.T, what string, got, masters, ops int) {
+	t.Helper()
+	if got < masters || got > masters*ops/2 {
+		t.Errorf("%d merged %s calls for %d requests on %d masters, want %d to %d", got, what, ops, masters, masters, masters*ops/2)
+	}
+}
+
 // mergedCalls counts the recorded writes that hold a call of script.
 func mergedCalls(g *netgate.Gate, sha string) int {
 	n := 0
@@ -137,9 +150,7 @@ func TestMergedReleases(t *testing.T) {
 	if firstErr != nil {
 		t.Errorf("first Unlock: %v", firstErr)
 	}
-	if got := mergedCalls(g, scripts.ReleaseMulti.SHA()); got != 5 {
-		t.Errorf("%d merged release calls, want one per master (5)", got)
-	}
+	checkMerged(t, "release", mergedCalls(g, scripts.ReleaseMulti.SHA()), 5, len(ops))
 	for i, err := range errs {
 		key := locks[i].Key()
 		switch i % 3 {
@@ -206,9 +217,7 @@ func TestMergedNotifyingReleases(t *testing.T) {
 	defer sub.Close()
 	waitSubscribed(t, v, cfg.ReleaseChannel)
 	_, errs := v.batched(g, func() error { return first.Unlock(ctx) }, ops, nil)
-	if got := mergedCalls(g, scripts.ReleaseNotifyMulti.SHA()); got != 3 {
-		t.Errorf("%d merged notifying release calls, want 3", got)
-	}
+	checkMerged(t, "notifying release", mergedCalls(g, scripts.ReleaseNotifyMulti.SHA()), 3, len(ops))
 	for i, err := range errs {
 		if lost := i%2 == 1; lost != errors.Is(err, engine.ErrLockLost) || (!lost && err != nil) {
 			t.Errorf("lock %d: %v, want lost: %v", i, err, lost)
@@ -317,9 +326,7 @@ func TestMergedExtends(t *testing.T) {
 	if firstErr != nil {
 		t.Errorf("first Extend: %v", firstErr)
 	}
-	if got := mergedCalls(g, scripts.ExtendMulti.SHA()); got != 5 {
-		t.Errorf("%d merged extend calls, want 5", got)
-	}
+	checkMerged(t, "extend", mergedCalls(g, scripts.ExtendMulti.SHA()), 5, len(ops))
 	for i, err := range errs {
 		ttls := v.pttls(locks[i].Key())
 		if i%2 == 0 {
