@@ -105,7 +105,7 @@ func (c *Conn) beginBatchLocked(deadline time.Time) {
 	}
 	if c.clock != nil {
 		p := c.q.push()
-		p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = c.clock, uint64(time.Since(c.clock.epoch)), deadline, nil, false, 0, nil, false, NativeNone
+		p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = c.clock, uint64(time.Since(c.clock.epoch)), deadline, nil, false, 0, nil, false, NativeNone, 0
 		c.armLocked(deadline)
 		c.wbuf = append(c.wbuf, timeCmd...)
 	}

@@ -417,7 +417,7 @@ func (c *Conn) writeLocked(req *Request) {
 // returns the entry.
 func (c *Conn) pushQueueLocked(req *Request) *pending {
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking, p.native = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false, NativeNone
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.asking, p.native, p.keyHash = req.Callback, req.Tag, req.Deadline, req.Script, false, 0, false, NativeNone, req.KeyHash
 	if req.Script != nil {
 		if req.Stable {
 			p.cmd = req.Cmd

@@ -249,7 +249,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.nmerge -= len(ms)
 	if len(ms) == 1 {
 		m := &ms[0]
-		c.writeLocked(&Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true})
+		c.writeLocked(&Request{Cmd: m.cmd, Deadline: m.deadline, Callback: m.cb, Tag: m.tag, Script: l.m.single, Stable: true, KeyHash: m.hash})
 		clear(ms)
 		l.members = ms[:0]
 		return
@@ -258,7 +258,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	g.m = l.m
 	var deadline time.Time // the members' earliest
 	for i := range ms {
-		g.members = append(g.members, groupMember{cb: ms[i].cb, tag: ms[i].tag, cmd: ms[i].cmd, keyAt: ms[i].keyAt, argsAt: ms[i].argsAt})
+		g.members = append(g.members, groupMember{cb: ms[i].cb, tag: ms[i].tag, cmd: ms[i].cmd, keyAt: ms[i].keyAt, argsAt: ms[i].argsAt, hash: ms[i].hash})
 		if d := ms[i].deadline; !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 			deadline = d
 		}
@@ -268,7 +268,7 @@ func (c *Conn) emitLocked(l *mergeList) {
 	c.wcmds += len(ms) // OnWrite counts requests: a merged call, its members
 	// No Cmd: after a NOSCRIPT the reader re-encodes it from g (appendCall).
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = g, 0, deadline, l.m.multi, false, len(ms)-1, nil, false, NativeNone
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = g, 0, deadline, l.m.multi, false, len(ms)-1, nil, false, NativeNone, 0 // several keys
 	c.armLocked(deadline)
 	c.grouped += len(ms) - 1
 	clear(ms)
@@ -303,6 +303,7 @@ type groupMember struct {
 	tag           uint64
 	cmd           []byte
 	keyAt, argsAt int
+	hash          uint64 // the member's KeyHash (a NOSCRIPT re-send's order, resendReordersLocked)
 }
 
 // appendCall appends the merged call, as EVALSHA or (eval) as EVAL of

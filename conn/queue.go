@@ -14,6 +14,7 @@ type pending struct {
 	extra    int     // a merged call's members beyond the first (Conn.grouped)
 	asking   bool    // sent right after ASKING (Conn.doAsking): so is its EVAL fallback
 	native   Native  // sent as this native command: its reply is the script's (nativeReply)
+	keyHash  uint64  // Request.KeyHash (0: any key; a batch's TIME and INFO: none)
 }
 
 // queue is a FIFO ring of pending requests addressed by sequence number.

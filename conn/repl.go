@@ -43,7 +43,7 @@ type replWatch struct {
 // start of a write batch, after the clock check's TIME (beginBatchLocked).
 func (c *Conn) beginReplLocked(deadline time.Time) {
 	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native = c.repl, 0, deadline, nil, false, 0, nil, false, NativeNone
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = c.repl, 0, deadline, nil, false, 0, nil, false, NativeNone, 0
 	c.armLocked(deadline)
 	c.wbuf = append(c.wbuf, replInfoCmd...)
 }

@@ -255,7 +255,7 @@ func (c *Conn) readLoop(rd *resp.Reader) error {
 			} else {
 				c.scratch, ok = p.script.appendEvalFromEvalSha(c.scratch[:0], p.cmd)
 			}
-			if ok {
+			if ok && !c.resendReordersLocked(p) {
 				req := Request{Cmd: c.scratch, Deadline: p.deadline, Callback: cb, Tag: tag}
 				extra, asking := p.extra, p.asking
 				c.popLocked() // p is not read after this
@@ -447,4 +447,52 @@ func (c *Conn) expire(now time.Time, fired []pending) (_ []pending, next time.Ti
 	}
 	c.nextDeadline = next
 	return fired, next, stalled
+}
+
+// resendReordersLocked reports whether re-sending p — the front request,
+// answered NOSCRIPT — as EVAL at the end of the queue would put it behind
+// a later request of its key that the server has not run yet: one
+// written after it (queued behind it), or one held for merging. The
+// server would then apply the two in the wrong order (an extension to 8 s
+// after one to 30 s: the master keeps the shorter while the engine counts
+// the longer; found by the review of issue #46). Then p fails with its
+// NOSCRIPT reply (no vote) instead; the last request of the script's run
+// re-sends it, which loads it again. A request of unknown key (KeyHash 0,
+// a merged call of several keys) orders with everything; a batch's TIME
+// and INFO with nothing.
+func (c *Conn) resendReordersLocked(p *pending) bool {
+	conflict := false
+	eachKeyHash(p, func(h uint64) {
+		conflict = conflict || c.conflictsLocked(h)
+	})
+	for s := c.q.seq + 1; s < c.q.end() && !conflict; s++ {
+		o := c.q.at(s)
+		switch o.cb.(type) {
+		case *clockWatch, *replWatch:
+			continue
+		}
+		eachKeyHash(p, func(mine uint64) {
+			eachKeyHash(o, func(h uint64) {
+				conflict = conflict || mine == 0 || h == 0 || h == mine
+			})
+		})
+	}
+	return conflict
+}
+
+// eachKeyHash calls f with the KeyHash of each key p's request touches:
+// its own, or a merged call's members' (a call that timed out: 0, its
+// group may be another call's by now).
+func eachKeyHash(p *pending, f func(uint64)) {
+	if g, ok := p.cb.(*group); ok && p.cmd == nil {
+		if p.done {
+			f(0)
+			return
+		}
+		for i := range g.members {
+			f(g.members[i].hash)
+		}
+		return
+	}
+	f(p.keyHash)
 }
