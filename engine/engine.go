@@ -94,11 +94,11 @@ func New(cfg Config) (*Engine, error) {
 		releaseMulti, releaseArgs = scripts.ReleaseNotifyMulti, 2
 	}
 	// Every script is loaded at each connection's handshake: a NOSCRIPT
-	// answer makes the connection re-send the call as EVAL after the
-	// requests queued behind it, so a script acquisition could land after
-	// its own release (a reader's membership left until its TTL).
-	loaded := []*conn.Script{e.release, scripts.Extend, scripts.FenceAcquire, scripts.FenceRaise,
-		scripts.Reenter, scripts.Holder, scripts.ReadAcquire, scripts.ReadRelease, scripts.ReadExtend, scripts.WriteAcquire, scripts.HandOff}
+	// answer is re-sent as EVAL only when nothing of its key was sent
+	// after it (conn keeps one key's order), else the call fails — an
+	// election's first record right after its lock did, when the election
+	// scripts were not among these.
+	loaded := scripts.Engine()
 	if cfg.MergeMax >= 0 {
 		max := cfg.MergeMax
 		if max == 0 {
@@ -108,7 +108,6 @@ func New(cfg Config) (*Engine, error) {
 		e.extendMerge = conn.NewMerge(scripts.Extend, scripts.ExtendMulti, 2, max)
 		e.readReleaseMerge = conn.NewMerge(scripts.ReadRelease, scripts.ReadReleaseMulti, 1, max)
 		e.readAcquireMerge = conn.NewMerge(scripts.ReadAcquire, scripts.ReadAcquireMulti, 2, max)
-		loaded = append(loaded, releaseMulti, scripts.ExtendMulti, scripts.ReadAcquireMulti, scripts.ReadReleaseMulti)
 	}
 	e.keep.init(e)
 	e.waits.init(e)

@@ -39,6 +39,23 @@ func load(dir, name string) *conn.Script {
 	return conn.NewScript(strings.TrimSuffix(string(b), "\n"))
 }
 
+// Engine returns every script of engine/, for a connection to load at
+// its handshake: a call whose script a master lacks (NOSCRIPT) is re-sent
+// as EVAL only when nothing of its key was sent after it (conn), so an
+// engine script first sent on a connection that had not loaded it could
+// fail instead (an election's first record right after its lock).
+func Engine() []*conn.Script {
+	ents, err := files.ReadDir("engine")
+	if err != nil {
+		panic("scripts: " + err.Error())
+	}
+	out := make([]*conn.Script, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, load("engine", strings.TrimSuffix(e.Name(), ".lua")))
+	}
+	return out
+}
+
 // loadNative is load for a script that does what native says: a
 // connection sends it as that command to a server that has it.
 func loadNative(dir, name string, native conn.Native) *conn.Script {
