@@ -457,13 +457,16 @@ func (c *Conn) expire(now time.Time, fired []pending) (_ []pending, next time.Ti
 // after one to 30 s: the master keeps the shorter while the engine counts
 // the longer; found by the review of issue #46). Then p fails with its
 // NOSCRIPT reply (no vote) instead; the last request of the script's run
-// re-sends it, which loads it again. A request of unknown key (KeyHash 0,
-// a merged call of several keys) orders with everything; a batch's TIME
-// and INFO with nothing.
+// re-sends it, which loads it again. A later request of unknown key
+// (KeyHash 0) may be of p's key. A request of unknown key itself is
+// re-sent as before, as a client's own EVALSHA fallback would be (the
+// proxy's opted-in scripts; the engine loads all of its scripts at each
+// connect, so a NOSCRIPT there needs a SCRIPT FLUSH); a merged call is
+// judged by its members' keys. A batch's TIME and INFO order with nothing.
 func (c *Conn) resendReordersLocked(p *pending) bool {
 	conflict := false
 	eachKeyHash(p, func(h uint64) {
-		conflict = conflict || c.conflictsLocked(h)
+		conflict = conflict || h != 0 && c.conflictsLocked(h)
 	})
 	for s := c.q.seq + 1; s < c.q.end() && !conflict; s++ {
 		o := c.q.at(s)
@@ -473,7 +476,7 @@ func (c *Conn) resendReordersLocked(p *pending) bool {
 		}
 		eachKeyHash(p, func(mine uint64) {
 			eachKeyHash(o, func(h uint64) {
-				conflict = conflict || mine == 0 || h == 0 || h == mine
+				conflict = conflict || mine != 0 && (h == 0 || h == mine)
 			})
 		})
 	}

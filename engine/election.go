@@ -461,6 +461,12 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 		ld.mu.Lock()
 		ld.value = value
 		ld.mu.Unlock()
+		// Checked last (h): a record written after the leadership ended
+		// is not reported as proclaimed by a leader (the masters still
+		// held the token, but nothing proved it held meanwhile).
+		if lerr := ld.l.Err(); lerr != nil {
+			return lerr
+		}
 	}
 	return err
 }

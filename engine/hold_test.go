@@ -41,8 +41,11 @@ func TestTryLockRefusesWaitOptions(t *testing.T) {
 	l.Unlock(ctx)
 }
 
-// TestMaxExtensionsCountsSuccesses: a failed extension does not use up the
-// allowance; successful ones do.
+// TestMaxExtensionsCountsSuccesses: a refused extension does not use up
+// the allowance; successful ones do. A lock an extension found lost stays
+// ended: a later Extend sends nothing and returns the loss, even where the
+// masters hold its token again (it raised Until back while Done was
+// closed and Err said lost: issue #46's review).
 func TestMaxExtensionsCountsSuccesses(t *testing.T) {
 	cfg := functional
 	cfg.MaxExtensions = 2
@@ -50,22 +53,35 @@ func TestMaxExtensionsCountsSuccesses(t *testing.T) {
 	ctx := context.Background()
 	key := keyName(t)
 	l := v.mustLock(key, 10*time.Second)
-	for i := range v.direct {
-		v.mustExec(i, "DEL", key)
-	}
-	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrLockLost) {
-		t.Fatalf("Extend of a deleted lock = %v", err)
-	}
-	for i := range v.direct {
-		v.mustExec(i, "SET", key, l.Token(), "PX", "10000")
+	if err := l.Extend(ctx, time.Hour); !errors.Is(err, engine.ErrBadArgument) {
+		t.Fatalf("Extend over MaxTTL = %v", err)
 	}
 	for i := range 2 {
 		if err := l.Extend(ctx, 10*time.Second); err != nil {
-			t.Fatalf("extension %d after a failed one: %v", i+1, err)
+			t.Fatalf("extension %d after a refused one: %v", i+1, err)
 		}
 	}
 	if err := l.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrTooManyExtensions) {
 		t.Fatalf("third successful extension = %v; want ErrTooManyExtensions", err)
+	}
+
+	lost := v.mustLock(key+":lost", 10*time.Second)
+	for i := range v.direct {
+		v.mustExec(i, "DEL", lost.Key())
+	}
+	if err := lost.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrLockLost) {
+		t.Fatalf("Extend of a deleted lock = %v", err)
+	}
+	for i := range v.direct {
+		v.mustExec(i, "SET", lost.Key(), lost.Token(), "PX", "5000")
+	}
+	if err := lost.Extend(ctx, 10*time.Second); !errors.Is(err, engine.ErrLockLost) || lost.Valid() {
+		t.Fatalf("Extend of a lock found lost, its token set again: %v, Valid %v; want the loss, not valid", err, lost.Valid())
+	}
+	for i := range v.direct {
+		if pttl := v.mustExec(i, "PTTL", lost.Key()).Int; pttl > 5000 {
+			t.Fatalf("master %d: PTTL %d: the ended lock's Extend reached it", i, pttl)
+		}
 	}
 }
 

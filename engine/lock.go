@@ -83,6 +83,7 @@ type Lock struct {
 // lockLife is the end of a lock's life as its holder sees it.
 type lockLife struct {
 	mu    sync.Mutex
+	ended atomic.Bool            // err is set (read without mu: Valid)
 	done  chan struct{}          // made by the first Done, closed at the end
 	err   error                  // why it ended; nil while held
 	hooks map[uint64]func(error) // onEnd hooks (Context cancellations, LockSet)
@@ -119,10 +120,13 @@ func (l *Lock) Remaining() time.Duration {
 	return max(0, time.Duration(l.until.Load())-time.Since(l.e.epoch))
 }
 
-// Valid reports whether the validity has not run out and the lock was not
-// unlocked. It says nothing the masters did not say at acquisition: a
-// master restart without persistence can still lose the lock.
-func (l *Lock) Valid() bool { return !l.unlocked.Load() && l.Remaining() > 0 }
+// Valid reports whether the validity has not run out and the lock has not
+// ended (unlocked, lost: [Lock.Err]). It says nothing the masters did not
+// say at acquisition: a master restart without persistence can still lose
+// the lock.
+func (l *Lock) Valid() bool {
+	return !l.unlocked.Load() && !l.life.ended.Load() && l.Remaining() > 0
+}
 
 // Done returns a channel that is closed when the lock ends: Unlock was
 // called, an extension (the watchdog's or Extend's) failed to reach a
@@ -211,6 +215,7 @@ func (l *Lock) end(err error) {
 		return
 	}
 	l.life.err = err
+	l.life.ended.Store(true)
 	if l.life.done != nil {
 		close(l.life.done)
 	}
@@ -585,6 +590,9 @@ func (l *Lock) extend(ttl time.Duration, x *extender) error {
 	if l.unlocked.Load() {
 		return errUnlocked
 	}
+	if l.life.ended.Load() {
+		return l.Err() // an ended lock stays ended: nothing is sent
+	}
 	e := l.e
 	if e.closed.Load() {
 		return ErrClosed
@@ -716,6 +724,24 @@ func (l *Lock) extendDone(o *op) error {
 	ok, extra := e.verdict(o, o.t1, o.ttl)
 	if ok {
 		l.extMu.Lock()
+		if l.life.ended.Load() || time.Duration(l.until.Load()) <= time.Since(e.epoch) {
+			// Confirmed after the lock ended, or after its validity ran
+			// out: between the two, nothing proved it held. A late success
+			// raised Until after the watchdog had ended the lock (Done
+			// closed, Err set, yet Valid again; found by the review of
+			// issue #46); it stays ended.
+			l.extMu.Unlock()
+			e.extendFailed.Add(1)
+			if e.obs != nil {
+				e.obs.Extend(false, o.notify != nil)
+			}
+			err := l.expired()
+			l.end(err)
+			l.life.mu.Lock()
+			err = l.life.err
+			l.life.mu.Unlock()
+			return err
+		}
 		latest := o.seq == l.extSent.Load()
 		if latest {
 			if o.raise {
