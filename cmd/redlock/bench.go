@@ -172,7 +172,7 @@ func parseBenchFlags(args []string, stdout io.Writer) (benchOptions, error) {
 		}
 		cfg.SweepVar, cfg.SweepValues = v, vals
 	}
-	cfg.Args = append([]string{"redlock", "bench"}, redactArgs(args, "master-password")...)
+	cfg.Args = append([]string{"redlock", "bench"}, redactArgs(args, "master-password", "proxy-password")...)
 	return o, nil
 }
 

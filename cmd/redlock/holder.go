@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
@@ -81,7 +82,7 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			text = fmt.Sprintf("election %s has no leader", key)
 		} else {
 			out["value"], out["term"], out["token"], out["remaining_ms"] = ld.Value, ld.Term, ld.Token, ld.Remaining.Milliseconds()
-			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %v left", key, ld.Value, ld.Term, ld.Token, ld.Remaining.Round(time.Millisecond))
+			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %v left", key, ld.Value, ld.Term, shownToken(ld.Token), ld.Remaining.Round(time.Millisecond))
 		}
 	} else {
 		h, err := e.Holder(ctx, key)
@@ -93,7 +94,7 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			text = key + " is free"
 		} else {
 			out["token"], out["remaining_ms"] = h.Token, h.Remaining.Milliseconds()
-			text = fmt.Sprintf("%s is held by token %s, %v left", key, h.Token, h.Remaining.Round(time.Millisecond))
+			text = fmt.Sprintf("%s is held by token %s, %v left", key, shownToken(h.Token), h.Remaining.Round(time.Millisecond))
 		}
 	}
 	if *jsonOut {
@@ -111,4 +112,18 @@ func readExit(err error) error {
 		return exitError{exitConfig, cleanError(err)}
 	}
 	return exitError{exitUnavailable, cleanError(err)}
+}
+
+// shownToken is a token as holder prints it: as it is when printable
+// ASCII without spaces (the engine's, a library's), else quoted — any
+// client of the masters writes the value, and a newline or an escape
+// sequence in it would forge lines or drive the terminal (found by the
+// review of issue #46).
+func shownToken(tok string) string {
+	for i := 0; i < len(tok); i++ {
+		if tok[i] <= ' ' || tok[i] > '~' {
+			return strconv.Quote(tok)
+		}
+	}
+	return tok
 }

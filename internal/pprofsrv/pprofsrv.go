@@ -27,7 +27,10 @@ func Start(addr string) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	// No /debug/pprof/cmdline: the command line carries the passwords given
+	// as flags (--requirepass, --master-password), which ps shows only on
+	// the host; the pprof port may be reached from others. (Index answers
+	// it "unknown profile".)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
