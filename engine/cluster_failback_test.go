@@ -43,10 +43,8 @@ func TestClusterFailbackBetweenMapLoads(t *testing.T) {
 		return c
 	}
 	node := func(addr string) *localmaster.Master {
-		for _, m := range lc.Masters() {
-			if m.Addr() == addr {
-				return m
-			}
+		if m := lc.At(addr); m != nil {
+			return m
 		}
 		t.Fatalf("no node %s", addr)
 		return nil

@@ -320,10 +320,8 @@ func TestClusterFailoverQuarantine(t *testing.T) {
 		}
 	}
 	node := func(addr string) *localmaster.Master {
-		for _, m := range lc.Masters() {
-			if m.Addr() == addr {
-				return m
-			}
+		if m := lc.At(addr); m != nil {
+			return m
 		}
 		t.Fatalf("no node %s", addr)
 		return nil

@@ -173,6 +173,17 @@ func (s *Set) Addrs() []string {
 // Embedded reports whether the masters are in-process miniredis servers.
 func (s *Set) Embedded() bool { return s.embedded }
 
+// At returns the master listening at addr, or nil (a cluster node found
+// by its address in CLUSTER NODES or ROLE).
+func (s *Set) At(addr string) *Master {
+	for _, m := range s.masters {
+		if m.Addr() == addr {
+			return m
+		}
+	}
+	return nil
+}
+
 // Close kills every redis-server process (or closes every embedded server),
 // waits for them to exit and removes the temporary directories. After
 // Close, masters cannot be restarted. Close is idempotent: later calls
