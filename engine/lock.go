@@ -724,7 +724,9 @@ func (l *Lock) extendDone(o *op) error {
 	ok, extra := e.verdict(o, o.t1, o.ttl)
 	if ok {
 		l.extMu.Lock()
-		if l.life.ended.Load() || time.Duration(l.until.Load()) <= time.Since(e.epoch) {
+		// (An attached lock — the proxy's, for a client's extension — has
+		// no validity of its own here: its until stays 0.)
+		if l.life.ended.Load() || !l.attached && time.Duration(l.until.Load()) <= time.Since(e.epoch) {
 			// Confirmed after the lock ended, or after its validity ran
 			// out: between the two, nothing proved it held. A late success
 			// raised Until after the watchdog had ended the lock (Done
