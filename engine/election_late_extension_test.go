@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 	"github.com/redlock-dev/redlock/internal/test/relay"
 )
@@ -165,7 +168,7 @@ func TestCampaignNotReturnedEnded(t *testing.T) {
 // failed before (found by the review of issue #46).
 func TestProclaimAfterEndIsLoss(t *testing.T) {
 	e, rs, obs := lateRelayed(t)
-	el, err := e.NewElection(keyName(t), time.Second)
+	el, err := e.NewElection(keyName(t), 3*time.Second) // the late extension leaves 3 s: its release must come well before
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +202,18 @@ func TestProclaimAfterEndIsLoss(t *testing.T) {
 	if ld.Lock().Valid() {
 		t.Errorf("resurrection: after the lock ended (Err = %v) the late extension raised Until: Valid() = true, Remaining = %v",
 			ld.Err(), ld.Lock().Remaining())
+	}
+	// The masters that confirmed the late extension hold the key under a
+	// token nobody holds: the engine releases it there.
+	for i, r := range rs {
+		c, err := conn.Dial(ctx, r.Addr(), conn.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check.Eventually(t, time.Second, fmt.Sprintf("master %d released after the late extension (its TTL: 3 s)", i), func() bool {
+			n, err := c.Exec(ctx, "EXISTS", ld.Lock().Key())
+			return err == nil && n.Int == 0
+		})
+		c.Close()
 	}
 }

@@ -739,6 +739,10 @@ func (l *Lock) extendDone(o *op) error {
 			}
 			err := l.expired()
 			l.end(err)
+			// The masters that confirmed hold the key with the new TTL under
+			// this lock's token, which nobody holds now: release it there
+			// (best effort; the token is this lock's alone, property d).
+			e.sendAll(l.key, e.release, e.appendRelease(nil, l.key, l.token))
 			l.life.mu.Lock()
 			err = l.life.err
 			l.life.mu.Unlock()
