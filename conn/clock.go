@@ -104,14 +104,21 @@ func (c *Conn) beginBatchLocked(deadline time.Time) {
 		return
 	}
 	if c.clock != nil {
-		p := c.q.push()
-		p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = c.clock, uint64(time.Since(c.clock.epoch)), deadline, nil, false, 0, nil, false, NativeNone, 0
-		c.armLocked(deadline)
-		c.wbuf = append(c.wbuf, timeCmd...)
+		c.pushCheckLocked(c.clock, uint64(time.Since(c.clock.epoch)), deadline, timeCmd)
 	}
-	if c.repl != nil {
-		c.beginReplLocked(deadline)
+	if c.repl != nil { // after TIME: the replication check (repl.go)
+		c.pushCheckLocked(c.repl, 0, deadline, replInfoCmd)
 	}
+}
+
+// pushCheckLocked queues one of a batch's checks — the clock check's TIME,
+// the replication check's INFO — answered to cb before the batch's
+// requests: no key, no script, the batch's first deadline.
+func (c *Conn) pushCheckLocked(cb Callback, tag uint64, deadline time.Time, cmd []byte) {
+	p := c.q.push()
+	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = cb, tag, deadline, nil, false, 0, nil, false, NativeNone, 0
+	c.armLocked(deadline)
+	c.wbuf = append(c.wbuf, cmd...)
 }
 
 // Complete implements Callback for the batch's TIME: tag is when it was

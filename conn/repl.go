@@ -10,7 +10,6 @@ package conn
 
 import (
 	"bytes"
-	"time"
 
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -37,15 +36,6 @@ type replWatch struct {
 	c     *Conn
 	runID string // the server of id
 	id    string // its replication id at the latest reading ("": none yet)
-}
-
-// beginReplLocked queues the replication check's INFO replication at the
-// start of a write batch, after the clock check's TIME (beginBatchLocked).
-func (c *Conn) beginReplLocked(deadline time.Time) {
-	p := c.q.push()
-	p.cb, p.tag, p.deadline, p.script, p.done, p.extra, p.cmd, p.asking, p.native, p.keyHash = c.repl, 0, deadline, nil, false, 0, nil, false, NativeNone, 0
-	c.armLocked(deadline)
-	c.wbuf = append(c.wbuf, replInfoCmd...)
 }
 
 // Complete implements Callback for the batch's INFO replication. It runs

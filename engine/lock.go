@@ -737,16 +737,12 @@ func (l *Lock) extendDone(o *op) error {
 			if e.obs != nil {
 				e.obs.Extend(false, o.notify != nil)
 			}
-			err := l.expired()
-			l.end(err)
+			l.end(l.expired())
 			// The masters that confirmed hold the key with the new TTL under
 			// this lock's token, which nobody holds now: release it there
 			// (best effort; the token is this lock's alone, property d).
 			e.sendAll(l.key, e.release, e.appendRelease(nil, l.key, l.token))
-			l.life.mu.Lock()
-			err = l.life.err
-			l.life.mu.Unlock()
-			return err
+			return l.Err() // the end's first cause: ended before, or now
 		}
 		latest := o.seq == l.extSent.Load()
 		if latest {

@@ -21,6 +21,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -44,7 +45,10 @@ func load(dir, name string) *conn.Script {
 // as EVAL only when nothing of its key was sent after it (conn), so an
 // engine script first sent on a connection that had not loaded it could
 // fail instead (an election's first record right after its lock).
-func Engine() []*conn.Script {
+func Engine() []*conn.Script { return slices.Clone(engineAll) }
+
+// engineAll is every script of engine/, read once.
+var engineAll = func() []*conn.Script {
 	ents, err := files.ReadDir("engine")
 	if err != nil {
 		panic("scripts: " + err.Error())
@@ -54,7 +58,7 @@ func Engine() []*conn.Script {
 		out = append(out, load("engine", strings.TrimSuffix(e.Name(), ".lua")))
 	}
 	return out
-}
+}()
 
 // loadNative is load for a script that does what native says: a
 // connection sends it as that command to a server that has it.
