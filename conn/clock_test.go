@@ -3,13 +3,11 @@ package conn_test
 import (
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
-	"github.com/redlock-dev/redlock/resp"
 )
 
 // clockFake answers TIME with the real time plus an offset the test moves.
@@ -25,34 +23,10 @@ func clockFake(t *testing.T) (*fake, *atomic.Int64) {
 	return f, &offset
 }
 
-// jumpLog records the clock check's reports, and the order of reports
-// and replies.
-type jumpLog struct {
-	mu      sync.Mutex
-	jumps   []conn.ClockJump
-	events  []string
-	replies int
-}
+// jumpLog records the clock check's reports (checkLog).
+type jumpLog = checkLog[conn.ClockJump]
 
-func (l *jumpLog) jumped(j conn.ClockJump) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.jumps = append(l.jumps, j)
-	l.events = append(l.events, "jump")
-}
-
-func (l *jumpLog) Complete(tag uint64, r resp.Reply, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, "reply")
-	l.replies++
-}
-
-func (l *jumpLog) snapshot() ([]conn.ClockJump, []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]conn.ClockJump(nil), l.jumps...), append([]string(nil), l.events...)
-}
+func newJumpLog() *jumpLog { return &jumpLog{name: "jump"} }
 
 // TestClockCheck: with OnClockJump set every write batch starts with TIME;
 // a forward jump of the server's clock beyond the allowance is reported
@@ -61,8 +35,8 @@ func (l *jumpLog) snapshot() ([]conn.ClockJump, []string) {
 // and with the check off no TIME is sent.
 func TestClockCheck(t *testing.T) {
 	f, offset := clockFake(t)
-	log := &jumpLog{}
-	c := fakeConn(t, f, conn.Config{OnClockJump: log.jumped})
+	log := newJumpLog()
+	c := fakeConn(t, f, conn.Config{OnClockJump: log.report})
 	replies := 0
 	do := func() {
 		t.Helper()
@@ -146,8 +120,8 @@ func TestClockCheckRefused(t *testing.T) {
 		s.reply("-NOPERM this user has no permissions to run the 'time' command\r\n")
 	})
 	f.handle("SET", func(s *fakeSession, _ []string) { s.reply("+OK\r\n") })
-	log := &jumpLog{}
-	c := fakeConn(t, f, conn.Config{OnClockJump: log.jumped})
+	log := newJumpLog()
+	c := fakeConn(t, f, conn.Config{OnClockJump: log.report})
 	for range 3 {
 		if r, err := c.Exec(t.Context(), "SET", "k", "v"); err != nil || !r.IsOK() {
 			t.Fatalf("SET with TIME refused: %v %v", r, err)
@@ -164,8 +138,8 @@ func TestClockCheckRefused(t *testing.T) {
 // the Conn's Close ends that loop.
 func TestClockRefresh(t *testing.T) {
 	f, _ := clockFake(t)
-	log := &jumpLog{}
-	c := fakeConn(t, f, conn.Config{OnClockJump: log.jumped, ClockRefresh: 20 * time.Millisecond})
+	log := newJumpLog()
+	c := fakeConn(t, f, conn.Config{OnClockJump: log.report, ClockRefresh: 20 * time.Millisecond})
 	if err := c.WaitConnected(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +190,8 @@ func TestClockTimeExpiredStillChecked(t *testing.T) {
 		s.reply(bulk("# Server\r\nrun_id:abc\r\nuptime_in_seconds:500\r\nredis_version:7.0.0\r\n"))
 	})
 	f.handle("SET", func(s *fakeSession, _ []string) { s.reply("+OK\r\n") })
-	log := &jumpLog{}
-	c := conn.New("fake:6379", conn.Config{Dialer: f.Dial, OnClockJump: log.jumped, DialTimeout: 5 * time.Second})
+	log := newJumpLog()
+	c := conn.New("fake:6379", conn.Config{Dialer: f.Dial, OnClockJump: log.report, DialTimeout: 5 * time.Second})
 	t.Cleanup(func() { c.Close() })
 	other := newRecorder()
 	// A short request first (e.g. a release or another caller's attempt

@@ -471,3 +471,41 @@ func textOf(r resp.Reply) string {
 
 // netConn is net.Conn, for Dialer literals in files that do not import net.
 type netConn = net.Conn
+
+// checkLog records a connection check's reports — clock jumps,
+// replication changes — and the order of reports and replies (each
+// report logged as name, each reply as "reply").
+type checkLog[T any] struct {
+	mu      sync.Mutex
+	name    string
+	reports []T
+	events  []string
+	replies int
+}
+
+func (l *checkLog[T]) report(v T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reports = append(l.reports, v)
+	l.events = append(l.events, l.name)
+}
+
+func (l *checkLog[T]) Complete(uint64, resp.Reply, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, "reply")
+	l.replies++
+}
+
+func (l *checkLog[T]) snapshot() ([]T, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]T(nil), l.reports...), append([]string(nil), l.events...)
+}
+
+// repliesSeen is how many replies were logged.
+func (l *checkLog[T]) repliesSeen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.replies
+}

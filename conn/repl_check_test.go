@@ -3,44 +3,13 @@ package conn_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
-	"github.com/redlock-dev/redlock/resp"
 )
-
-// replLog records the replication check's reports, and the order of
-// reports and replies.
-type replLog struct {
-	mu      sync.Mutex
-	changes []conn.ReplicationChange
-	events  []string
-	replies int
-}
-
-func (l *replLog) changed(ch conn.ReplicationChange) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.changes = append(l.changes, ch)
-	l.events = append(l.events, "change")
-}
-
-func (l *replLog) Complete(uint64, resp.Reply, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, "reply")
-	l.replies++
-}
-
-func (l *replLog) snapshot() ([]conn.ReplicationChange, []string, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]conn.ReplicationChange(nil), l.changes...), append([]string(nil), l.events...), l.replies
-}
 
 // TestReplicationCheck: with OnReplicationID set, a server demoted and
 // promoted again between two batches (REPLICAOF another server, then
@@ -101,29 +70,29 @@ func TestReplicationCheck(t *testing.T) {
 		return before, after
 	}
 
-	log := &replLog{}
-	c, err := conn.Dial(ctx, a.Addr(), conn.Config{OnReplicationID: log.changed})
+	log := &checkLog[conn.ReplicationChange]{name: "change"}
+	c, err := conn.Dial(ctx, a.Addr(), conn.Config{OnReplicationID: log.report})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	do := func() {
 		t.Helper()
-		_, _, n := log.snapshot()
+		n := log.repliesSeen()
 		if err := c.Do(conn.Request{Cmd: cmd("SET", "k", "v"), Callback: log, Deadline: time.Now().Add(5 * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
-		check.Eventually(t, 5*time.Second, "the reply", func() bool { _, _, m := log.snapshot(); return m > n })
+		check.Eventually(t, 5*time.Second, "the reply", func() bool { return log.repliesSeen() > n })
 	}
 	do()
 	do()
-	if ch, _, _ := log.snapshot(); len(ch) != 0 {
+	if ch, _ := log.snapshot(); len(ch) != 0 {
 		t.Fatalf("no flip, yet reported: %+v", ch)
 	}
 
 	from, to := flip()
 	do()
-	ch, ev, _ := log.snapshot()
+	ch, ev := log.snapshot()
 	if len(ch) != 1 || ch[0].From != from || ch[0].To != to || ch[0].Role != "master" || ch[0].Addr != a.Addr() {
 		t.Fatalf("after a demotion and promotion between two batches: %+v; want one change %s → %s, role master", ch, from, to)
 	}
@@ -131,7 +100,7 @@ func TestReplicationCheck(t *testing.T) {
 		t.Fatalf("events %v: the change must come before the reply of the batch that saw it", ev)
 	}
 	do()
-	if ch, _, _ := log.snapshot(); len(ch) != 1 {
+	if ch, _ := log.snapshot(); len(ch) != 1 {
 		t.Fatalf("reported again without a flip: %+v", ch)
 	}
 
@@ -142,7 +111,7 @@ func TestReplicationCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	check.Eventually(t, 10*time.Second, "the change reported by the next session's handshake", func() bool {
-		ch, _, _ := log.snapshot()
+		ch, _ := log.snapshot()
 		return len(ch) == 2 && ch[1].From == from && ch[1].To == to
 	})
 
@@ -150,13 +119,13 @@ func TestReplicationCheck(t *testing.T) {
 	if _, err := admin.Exec(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info"); err != nil {
 		t.Fatal(err)
 	}
-	blind := &replLog{}
-	b, err := conn.Dial(ctx, a.Addr(), conn.Config{Username: "noinfo", Password: "pw", OnReplicationID: blind.changed})
+	blind := &checkLog[conn.ReplicationChange]{name: "change"}
+	b, err := conn.Dial(ctx, a.Addr(), conn.Config{Username: "noinfo", Password: "pw", OnReplicationID: blind.report})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if ch, _, _ := blind.snapshot(); len(ch) != 1 || ch[0].Refused == nil {
+	if ch, _ := blind.snapshot(); len(ch) != 1 || ch[0].Refused == nil {
 		t.Fatalf("INFO refused by the ACL: %+v; want one report with Refused set", ch)
 	}
 }
