@@ -112,17 +112,33 @@ func (c *Conn) cmdSubscribe(args [][]byte) *Call {
 	if shard {
 		kind = "ssubscribe"
 	}
+	// The whole command or nothing: a client reads one confirmation per
+	// channel or one error (as Redis's ACL refusal), never a few
+	// confirmations and then an error it would take for the next
+	// command's reply. The bound and the charge are checked first.
+	fresh := make(map[string]struct{}, len(args)-1) // SUBSCRIBE is rare: a map, not a quadratic scan
+	cost := int64(0)
+	for _, a := range args[1:] {
+		if _, ok := c.sub.chans[string(a)]; ok {
+			continue
+		}
+		if _, ok := fresh[string(a)]; !ok {
+			fresh[string(a)] = struct{}{}
+			cost += subCost(string(a))
+		}
+	}
+	added := len(fresh)
+	if len(c.sub.chans)+added > MaxSubscriptions {
+		return c.pushFrame(redcon.AppendError(nil, "ERR redlock proxy: more than 1024 subscriptions on one connection"))
+	}
+	// A subscription is kept as long as the connection: charged to
+	// MaxClientMemory (not to the connection's backpressure).
+	if added > 0 && !c.s.charge(cost) {
+		return c.pushFrame(redcon.AppendError(nil, MsgMemory))
+	}
 	for _, a := range args[1:] {
 		ch := string(a)
 		if _, ok := c.sub.chans[ch]; !ok {
-			if len(c.sub.chans) >= MaxSubscriptions {
-				return c.pushFrame(redcon.AppendError(nil, "ERR redlock proxy: more than 1024 subscriptions on one connection"))
-			}
-			// A subscription is kept as long as the connection: charged to
-			// MaxClientMemory (not to the connection's backpressure).
-			if !c.s.charge(subCost(ch)) {
-				return c.pushFrame(redcon.AppendError(nil, MsgMemory))
-			}
 			c.sub.chans[ch] = shard
 			c.s.hub.Add(ch, c, shard)
 		}
