@@ -66,6 +66,13 @@ func (t transport) BroadcastTo(ctx context.Context, key string, timeout time.Dur
 	return t.e.broadcast(ctx, key, timeout, script, cmd, nil, to)
 }
 
+func (t transport) Ask(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]enginex.MasterReply, error) {
+	return t.e.broadcast(ctx, key, timeout, script, cmd, anyReply, nil)
+}
+
+// anyReply: every answer of a quorum read is a vote on the lock's state.
+func anyReply(resp.Reply) bool { return true }
+
 func (t transport) Grant(ctx context.Context, key string, ttl time.Duration, script *conn.Script, cmd []byte, granted func(resp.Reply) bool) ([]enginex.MasterReply, error) {
 	e := t.e
 	if _, err := e.lockTTL(ttl); err != nil || ttl%time.Millisecond != 0 {

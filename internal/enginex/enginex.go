@@ -66,6 +66,12 @@ type Transport interface {
 	// (the others' replies are left zero): a cleanup sent only where an
 	// attempt wrote.
 	BroadcastTo(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte, to func(i int) bool) ([]MasterReply, error)
+	// Ask is Broadcast for a read whose answer tells a client about a
+	// lock (GET, EXISTS, PTTL of a lock key, a library's TTL script): no
+	// answer from a master in restart quarantine counts — it may have lost
+	// the key in its restart — and each is returned as Err matching
+	// engine.ErrQuarantined, as Grant's grants are.
+	Ask(ctx context.Context, key string, timeout time.Duration, script *conn.Script, cmd []byte) ([]MasterReply, error)
 	// Grant is Broadcast for a command that can grant or extend a lock for
 	// ttl (a library's acquire or extend script, PEXPIRE): the one rule
 	// every grant path shares. It refuses a ttl that is not a whole

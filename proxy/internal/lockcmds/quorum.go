@@ -196,7 +196,13 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	case OpExtend:
 		reps, err = h.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
 	default:
-		reps, err = h.tr.Broadcast(ctx, string(keys[0]), h.tr.MasterTimeout(ttl), sc, cmd)
+		// A release counts every master's answer (as the engine's); a TTL
+		// read none from a master in restart quarantine.
+		if ls.Op == OpPTTL {
+			reps, err = h.tr.Ask(ctx, string(keys[0]), h.tr.MasterTimeout(ttl), sc, cmd)
+		} else {
+			reps, err = h.tr.Broadcast(ctx, string(keys[0]), h.tr.MasterTimeout(ttl), sc, cmd)
+		}
 	}
 	if err != nil { // nothing was sent, or an extension's wait ended
 		h.observeLib(ls, keys, token, t1, ttl, err, -h.eng.Quorum()) // no grant seen
@@ -459,9 +465,12 @@ func (h *Commands) undecided(reps []enginex.MasterReply) []byte {
 	return nil
 }
 
-// get answers GET with the value a quorum of masters holds, else nil.
+// get answers GET with the value a quorum of masters holds, else nil. Like
+// every quorum read here (tr.Ask), it counts no answer from a master in
+// restart quarantine: one restarted empty says "no key" for a lock a
+// quorum may still hold.
 func (h *Commands) get(ctx context.Context, key []byte) []byte {
-	reps, err := h.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("GET", key))
+	reps, err := h.tr.Ask(ctx, string(key), 0, nil, appendCmd("GET", key))
 	if err != nil {
 		return h.engineErr(err)
 	}
@@ -483,7 +492,7 @@ func (h *Commands) get(ctx context.Context, key []byte) []byte {
 // pttl answers PTTL with the TTL a quorum guarantees; -1 when a quorum
 // holds the key without TTL; -2 otherwise.
 func (h *Commands) pttl(ctx context.Context, key []byte) []byte {
-	reps, err := h.tr.Broadcast(ctx, string(key), 0, nil, appendCmd("PTTL", key))
+	reps, err := h.tr.Ask(ctx, string(key), 0, nil, appendCmd("PTTL", key))
 	if err != nil {
 		return h.engineErr(err)
 	}
@@ -532,7 +541,7 @@ func (h *Commands) countKeys(ctx context.Context, name string, keys [][]byte) []
 	}
 	n := 0
 	for _, k := range keys {
-		reps, err := h.tr.Broadcast(ctx, string(k), 0, nil, appendCmd(cmdName, k))
+		reps, err := h.tr.Ask(ctx, string(k), 0, nil, appendCmd(cmdName, k))
 		if err != nil {
 			return h.engineErr(err)
 		}
