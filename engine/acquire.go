@@ -182,8 +182,16 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 // done). When ctx ends first the attempt is abandoned — unless its
 // decision came first — and its error is ctx's, once its cleanup is done.
 // A fencing write-back under way is not abandoned: it ends by its
-// per-master timeout.
+// per-master timeout. The grant it returns is counted (Stats, Observer)
+// as an acquisition.
 func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
+	return e.collect(ctx, a, true)
+}
+
+// collect is finish; with count false (an attempt begun for a waiter that
+// left, whose grant nobody is handed) a grant is not counted, nor its
+// release.
+func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock, error) {
 	cancelled := false
 	if d := ctx.Done(); d == nil { // a context that never ends: a plain receive is cheaper than select
 		<-a.ch
@@ -197,7 +205,7 @@ func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
 		}
 	}
 	l, err := a.res, a.err
-	ttl, votes := a.ttl, a.votes
+	ttl, votes, t1 := a.ttl, a.votes, a.t1
 	if !cancelled {
 		// (A cancelled one is left to the garbage collector: the acquire
 		// op's decision may still be on its way to it, on the master
@@ -210,9 +218,21 @@ func (e *Engine) finish(ctx context.Context, a *acquisition) (*Lock, error) {
 		// waited for its owner since (a hand-off attempt is collected
 		// when the waiter's turn comes): a lock is returned only while it
 		// is valid, checked last (the grant rule's property (c)).
+		l.uncounted = true // its release is not one of a lock handed out
 		l.Unlock(context.WithoutCancel(ctx))
-		return nil, &QuorumError{Op: "acquire", Granted: votes, Answered: votes, Total: e.n, Quorum: e.q, sentinel: ErrNotAcquired,
+		err := &QuorumError{Op: "acquire", Granted: votes, Answered: votes, Total: e.n, Quorum: e.q, sentinel: ErrNotAcquired,
 			Masters: []error{fmt.Errorf("%w: the %v grant was collected after its validity ran out", ErrGrantedTooLate, ttl)}}
+		if count {
+			e.countAcquired(err, votes, t1, ttl)
+		}
+		return nil, err
+	}
+	if err == nil {
+		if count {
+			e.countAcquired(nil, votes, t1, ttl)
+		} else {
+			l.uncounted = true
+		}
 	}
 	return l, err
 }

@@ -183,11 +183,15 @@ func (a *acquisition) judge() {
 		a.failed()
 		return
 	}
-	e.observeAcquire(nil, o, a.t1, a.ttl)
 	a.votes = o.granted()
 	l.until.Store(e.untilAfter(a.t1, a.ttl))
 	l.granted.Store(int64(a.t1.Sub(e.epoch)))
-	e.acquired.Add(1)
+	if a.done != nil {
+		// Handed over now (TryLockAsync). A grant for an owner waiting in
+		// finish is counted there, once it is found still valid: one
+		// collected too late is a failure, not an acquisition.
+		e.countAcquired(nil, a.votes, a.t1, a.ttl)
+	}
 	if a.co.autoExtend {
 		l.auto = true
 		if a.co.maxHold > 0 {
@@ -262,7 +266,7 @@ func (a *acquisition) cleaned() {
 			e.failed.Add(1)
 		}
 	}
-	e.observeAcquire(err, o, a.t1, a.ttl)
+	e.observeAcquire(err, o.granted(), a.t1, a.ttl)
 	o.unref()
 	a.deliver(nil, err)
 }
@@ -353,16 +357,28 @@ func (a *acquisition) fenceFailed(err error) {
 }
 
 // observeAcquire reports an ended acquisition attempt to the Observer.
-func (e *Engine) observeAcquire(err error, o *op, t1 time.Time, ttl time.Duration) {
+func (e *Engine) observeAcquire(err error, votes int, t1 time.Time, ttl time.Duration) {
 	if e.obs == nil {
 		return
 	}
 	now := time.Now()
-	ev := AcquireEvent{Result: acquireResult(err), Latency: now.Sub(t1), Margin: o.granted() - e.q, TTL: ttl}
+	ev := AcquireEvent{Result: acquireResult(err), Latency: now.Sub(t1), Margin: votes - e.q, TTL: ttl}
 	if err == nil {
 		ev.ValidityLeft = ttl - now.Sub(t1) - e.cfg.drift(ttl)
 	}
 	e.obs.Acquire(ev)
+}
+
+// countAcquired counts a grant handed to its caller (err nil), or one
+// found past its validity when its owner collected it (err
+// ErrGrantedTooLate's), in Stats and to the Observer.
+func (e *Engine) countAcquired(err error, votes int, t1 time.Time, ttl time.Duration) {
+	if err == nil {
+		e.acquired.Add(1)
+	} else {
+		e.failed.Add(1)
+	}
+	e.observeAcquire(err, votes, t1, ttl)
 }
 
 // verdict decides an acquire or extend o that started at t1 for ttl: ok

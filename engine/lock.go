@@ -33,6 +33,10 @@ type Lock struct {
 	// its Unlock and its end are reported by the caller, not in Stats or
 	// to the Observer (its Extend is).
 	attached bool
+	// uncounted: a grant found past its validity when its owner collected
+	// it (finish), released without being handed out: its release is not
+	// counted in Stats or to the Observer.
+	uncounted bool
 
 	// callerToken: the token came from the caller (WithToken), so it may
 	// also be the value of a lock the caller already holds: the cleanup
@@ -444,7 +448,7 @@ func (u *unlocker) finished() {
 	var err error
 	if o.granted() >= e.q {
 		l.released = true
-		if !l.attached {
+		if !l.attached && !l.uncounted {
 			e.released.Add(1)
 			if e.obs != nil {
 				e.obs.Release(ReleaseReleased)
@@ -452,7 +456,7 @@ func (u *unlocker) finished() {
 		}
 	} else {
 		err = o.quorumError(ErrLockLost, nil)
-		if !l.attached {
+		if !l.attached && !l.uncounted {
 			r := ReleaseLost
 			if errors.Is(err, ErrUnavailable) {
 				r = ReleaseUnavailable

@@ -340,7 +340,7 @@ func (r *waitRoom) leave(key string, w *waiter) {
 	r.leaveLocked(s, key, w)
 	s.mu.Unlock()
 	if a != nil {
-		if l, err := r.e.finish(context.Background(), a); err == nil {
+		if l, err := r.e.collect(context.Background(), a, false); err == nil {
 			l.Unlock(context.Background())
 		}
 	}
