@@ -197,8 +197,16 @@ func (r *Reader) readLine(first bool) ([]byte, error) {
 func (r *Reader) readLongLine(part []byte) ([]byte, error) {
 	start := len(r.bytes)
 	r.bytes = append(r.bytes, part...)
+	// A header (a length, a count) is needed whole to keep the stream's
+	// place: one too long for any valid length is a protocol error, never
+	// a line dropped under MaxBulkLen (its payload or elements would be
+	// read as the next replies).
+	header := isHeader(Type(part[0]))
 	for {
-		if len(r.bytes)-start > r.maxBulk() {
+		if header && len(r.bytes)-start > maxCountLine {
+			return nil, protoErr("invalid length", r.bytes[start:start+maxCountLine])
+		}
+		if !header && len(r.bytes)-start > r.maxBulk() {
 			r.bytes = r.bytes[:start]
 			if err := r.discardLine(); err != nil {
 				return nil, err
@@ -377,8 +385,11 @@ func (r *Reader) skip(n int64) error {
 		if err == bufio.ErrBufferFull {
 			mark := len(r.bytes)
 			long, err := r.readLongLine(line)
-			if err == nil {
+			switch {
+			case err == nil:
 				n, err = r.skipHeader(long, n)
+			case errors.Is(err, ErrTooLarge):
+				err = nil // a simple reply over MaxBulkLen: dropped whole, as skipping it would
 			}
 			r.bytes = r.bytes[:mark]
 			if err != nil {
@@ -397,6 +408,16 @@ func (r *Reader) skip(n int64) error {
 		}
 	}
 	return nil
+}
+
+// isHeader reports whether a reply of type t starts with a length or a
+// count line.
+func isHeader(t Type) bool {
+	switch t {
+	case TypeBulkString, TypeBlobError, TypeVerbatim, TypeArray, TypeSet, TypePush, TypeMap, '|':
+		return true
+	}
+	return false
 }
 
 // skipHeader is skip's step for one reply's first line (without its
