@@ -793,7 +793,10 @@ func (l *Lock) extendDone(o *op) error {
 		return err
 	}
 	l.lowerUntil(newUntil)
-	if o.notify != nil && extra == nil && errors.Is(err, ErrUnavailable) && e.keep.retry(l, err) {
+	// Too few answers: the watchdog tries again while the validity lasts.
+	// Refusals a retry cannot cure (ErrMisconfigured: an ACL short of the
+	// extension's commands) end the lock now.
+	if o.notify != nil && extra == nil && errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrMisconfigured) && e.keep.retry(l, err) {
 		return err
 	}
 	l.end(err)

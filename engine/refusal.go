@@ -101,5 +101,7 @@ func (r refusal) String() string {
 	case r.what == "":
 		return s + "the masters' ACL user lacks a command the script calls (the masters' ACL LOG names it) — " + securityDoc
 	}
-	return s + "the masters' ACL user needs +" + strings.ToLower(r.what) + " — " + securityDoc
+	// One of several commands of a script's line ("GET or PEXPIRE"): the
+	// documented line grants each.
+	return s + "the masters' ACL user needs +" + strings.ReplaceAll(strings.ToLower(r.what), " or ", " +") + " — " + securityDoc
 }

@@ -559,7 +559,11 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 			if !interactive {
 				_ = syscall.Kill(-pid, syscall.SIGKILL) // what the command left running
 			}
-			return exitError{exitLost, fmt.Sprintf("lock on %s lost while the command ran (%s): %s", o.key, lossReason(lost), cleanError(lost))}
+			code := exitLost
+			if errors.Is(lost, engine.ErrMisconfigured) {
+				code = exitConfig // the masters refused its extensions: named with the fix
+			}
+			return exitError{code, fmt.Sprintf("lock on %s lost while the command ran (%s): %s", o.key, lossReason(lost), cleanError(lost))}
 		case s := <-sigs:
 			if interactive && (s == syscall.SIGINT || s == syscall.SIGQUIT) {
 				continue // the terminal sent it to the command too
@@ -586,6 +590,8 @@ func lossReason(err error) string {
 	switch {
 	case errors.Is(err, engine.ErrMaxHold):
 		return "held for --max-hold"
+	case errors.Is(err, engine.ErrMisconfigured):
+		return "the masters refused its extensions"
 	case errors.Is(err, engine.ErrUnavailable):
 		return "too few masters answered its extensions until its validity ran out"
 	case errors.Is(err, engine.ErrGrantedTooLate):

@@ -40,7 +40,8 @@ func TestRefusedByMasters(t *testing.T) {
 	m := startACLMasters(t, 3, line,
 		aclVariant(line, "nogetrange", []string{"+getrange"}),
 		aclVariant(line, "nohset", []string{"+hset"}),
-		aclVariant(line, "otherkeys", []string{"~*"}, "~other:*"))
+		aclVariant(line, "otherkeys", []string{"~*"}, "~other:*"),
+		aclVariant(line, "nopexpire", []string{"+pexpire"}))
 	masters := []string{"--masters", m.addrs(), "--fresh-masters", "--master-timeout", aclMasterTimeout.String()}
 	t.Setenv(envPassword, aclUserPW)
 	for _, tt := range []struct {
@@ -75,6 +76,18 @@ func TestRefusedByMasters(t *testing.T) {
 			}
 		})
 	}
+	t.Run("lock, its extensions refused (no +pexpire)", func(t *testing.T) {
+		// Granted, then every extension refused for good while the
+		// command runs: the lock ends at the refusal (no retries until the
+		// validity runs out), the command is terminated, exit 78 naming
+		// the rule — the extension script's line calls GET and PEXPIRE,
+		// and the server does not say which it refused: both are named.
+		start := time.Now()
+		code, stderr := runLock(slices.Concat(masters, []string{"--master-user", "nopexpire", "--ttl", "900ms", "acl:refused:extend", "--", "sleep", "30"})...)
+		if d := time.Since(start); code != exitConfig || d > 10*time.Second || !strings.Contains(stderr, "+pexpire") || !strings.Contains(stderr, "the masters refused its extensions") {
+			t.Errorf("exit %d after %v, want %d before the command's 30 s, naming +pexpire; stderr:\n%s", code, d, exitConfig, stderr)
+		}
+	})
 	t.Run("lock --proxy --wait, the proxy's user refused a key", func(t *testing.T) {
 		// The proxy answers the masters' refusal as a configuration
 		// error, not as unavailable: redlock lock does not wait on it.

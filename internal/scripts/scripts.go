@@ -334,9 +334,10 @@ func SHA1(src []byte) string {
 
 // CommandAt returns the command (upper case) that line (1-based) of the
 // script whose SHA1 is sha calls, "" when sha is not one of this
-// package's scripts or the line calls none. A server's error about a
-// script names the script's SHA1 and line ("script: <sha>, on
-// @user_script:6"), not the command it refused.
+// package's scripts or the line calls none; when the line calls several,
+// each once, joined by " or " ("GET or PEXPIRE": the server did not say
+// which). A server's error about a script names the script's SHA1 and
+// line ("script: <sha>, on @user_script:6"), not the command it refused.
 func CommandAt(sha string, line int) string {
 	src, ok := bySHA()[strings.ToLower(sha)]
 	if !ok || line < 1 {
@@ -346,9 +347,11 @@ func CommandAt(sha string, line int) string {
 	if line > len(lines) {
 		return ""
 	}
-	m := callRE.FindStringSubmatch(lines[line-1])
-	if m == nil {
-		return ""
+	var cmds []string
+	for _, m := range callRE.FindAllStringSubmatch(lines[line-1], -1) {
+		if c := strings.ToUpper(m[1]); !slices.Contains(cmds, c) {
+			cmds = append(cmds, c)
+		}
 	}
-	return strings.ToUpper(m[1])
+	return strings.Join(cmds, " or ")
 }
