@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -20,9 +21,15 @@ type Holding struct {
 	// Remaining is how long a quorum of masters will still hold the token
 	// after the read, as their clocks count: the quorum-th longest PTTL
 	// among the masters that hold it, less the time the read took. The
-	// holder's own validity is shorter by its drift allowance.
+	// holder's own validity is shorter by its drift allowance. It is
+	// [NoExpiry] when a quorum holds the token without a TTL (a key
+	// written outside the engine, or leaked): it is held until deleted.
 	Remaining time.Duration
 }
+
+// NoExpiry is [Holding.Remaining] (and [Leader.Remaining]) for a token a
+// quorum of masters holds without a TTL, as PTTL's -1.
+const NoExpiry time.Duration = -1
 
 // Holder reads who holds key, as a quorum read: every master is asked
 // for the key's value and PTTL in one step. The key is held by a token
@@ -114,14 +121,17 @@ func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed tim
 			if a == nil || a.token != best {
 				continue
 			}
-			ms := a.pttl
-			if ms < 0 { // no TTL: held until deleted
-				ms = int64(e.cfg.MaxTTL / time.Millisecond)
+			d := time.Duration(math.MaxInt64) // no TTL: held until deleted
+			if a.pttl >= 0 {
+				d = time.Duration(a.pttl) * time.Millisecond
 			}
-			left = append(left, time.Duration(ms)*time.Millisecond)
+			left = append(left, d)
 		}
 		slices.Sort(left)
-		return best, max(0, left[len(left)-e.q]-elapsed), answers, nil
+		if d := left[len(left)-e.q]; d != math.MaxInt64 {
+			return best, max(0, d-elapsed), answers, nil
+		}
+		return best, NoExpiry, answers, nil
 	}
 	if counts[best]+e.n-qe.Answered < e.q {
 		return "", 0, answers, nil

@@ -22,7 +22,8 @@ usage: redlock holder [flags] KEY
        redlock holder --leader [flags] NAME
 
 It prints the holder's token and how long a quorum still holds the key
-("KEY is free" when none does); with --leader, the election's leader:
+("KEY is free" when none does; a key a quorum holds without a TTL says
+so, and --json's remaining_ms is then -1); with --leader, the election's leader:
 its value, its term (the fencing token its writes carry: $REDLOCK_TERM of
 redlock lock --leader) and its token. A lock's fencing token is not kept
 with its key: the holder has it ($REDLOCK_FENCING_TOKEN). The read is a
@@ -81,8 +82,8 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if ld.Token == "" {
 			text = fmt.Sprintf("election %s has no leader", key)
 		} else {
-			out["value"], out["term"], out["token"], out["remaining_ms"] = ld.Value, ld.Term, ld.Token, ld.Remaining.Milliseconds()
-			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %v left", key, ld.Value, ld.Term, shownToken(ld.Token), ld.Remaining.Round(time.Millisecond))
+			out["value"], out["term"], out["token"], out["remaining_ms"] = ld.Value, ld.Term, ld.Token, remainingMs(ld.Remaining)
+			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %s", key, ld.Value, ld.Term, shownToken(ld.Token), remainingText(ld.Remaining))
 		}
 	} else {
 		h, err := e.Holder(ctx, key)
@@ -93,8 +94,8 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if h.Token == "" {
 			text = key + " is free"
 		} else {
-			out["token"], out["remaining_ms"] = h.Token, h.Remaining.Milliseconds()
-			text = fmt.Sprintf("%s is held by token %s, %v left", key, shownToken(h.Token), h.Remaining.Round(time.Millisecond))
+			out["token"], out["remaining_ms"] = h.Token, remainingMs(h.Remaining)
+			text = fmt.Sprintf("%s is held by token %s, %s", key, shownToken(h.Token), remainingText(h.Remaining))
 		}
 	}
 	if *jsonOut {
@@ -126,4 +127,21 @@ func shownToken(tok string) string {
 		}
 	}
 	return tok
+}
+
+// remainingMs is a read's remaining time in JSON: milliseconds, -1 for a
+// token held without a TTL (as PTTL).
+func remainingMs(d time.Duration) int64 {
+	if d == engine.NoExpiry {
+		return -1
+	}
+	return d.Milliseconds()
+}
+
+// remainingText is a read's remaining time in text.
+func remainingText(d time.Duration) string {
+	if d == engine.NoExpiry {
+		return "no TTL (held until deleted)"
+	}
+	return d.Round(time.Millisecond).String() + " left"
 }

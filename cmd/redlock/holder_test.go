@@ -54,6 +54,25 @@ func TestHolder(t *testing.T) {
 	if code, out := holder("--json", "holder:k"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, l.Token()) {
 		t.Errorf("--json: exit %d %q", code, out)
 	}
+	// A key a quorum holds without a TTL (written outside the engine, or
+	// leaked) is held until deleted: said so, never a finite time left
+	// (it read as --max-ttl left, every time).
+	mc := dialMasters(t, set)
+	for i, c := range mc {
+		args := []string{"SET", "holder:nottl", "leaked-token"}
+		if i == 2 {
+			args = append(args, "PX", "60000")
+		}
+		if _, err := c.Exec(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := holder("--json", "holder:nottl"); code != 0 || !strings.Contains(out, `"remaining_ms":-1`) {
+		t.Errorf("a key held without a TTL, --json: exit %d %q; want remaining_ms -1", code, out)
+	}
+	if code, out := holder("holder:nottl"); code != 0 || !strings.Contains(out, "no TTL") || strings.Contains(out, " left") {
+		t.Errorf("a key held without a TTL: exit %d %q; want it said to have no TTL", code, out)
+	}
 	for _, m := range set.Masters()[:2] {
 		m.Kill()
 	}
