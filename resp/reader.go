@@ -197,19 +197,20 @@ func (r *Reader) readLine(first bool) ([]byte, error) {
 func (r *Reader) readLongLine(part []byte) ([]byte, error) {
 	start := len(r.bytes)
 	r.bytes = append(r.bytes, part...)
-	// A header (a length, a count) is needed whole to keep the stream's
-	// place: one too long for any valid length is a protocol error, never
-	// a line dropped under MaxBulkLen (its payload or elements would be
-	// read as the next replies).
-	header := isHeader(Type(part[0]))
 	for {
-		if header && len(r.bytes)-start > maxCountLine {
-			return nil, protoErr("invalid length", r.bytes[start:start+maxCountLine])
-		}
-		if !header && len(r.bytes)-start > r.maxBulk() {
+		if len(r.bytes)-start > r.maxBulk() {
+			// A header (a length, a count) over the limit is no valid
+			// length: a protocol error, never a line dropped under
+			// MaxBulkLen, whose payload or elements would then be read as
+			// the next replies.
+			header := isHeader(Type(r.bytes[start]))
+			excerpt := string(r.bytes[start:min(len(r.bytes), start+32)])
 			r.bytes = r.bytes[:start]
 			if err := r.discardLine(); err != nil {
 				return nil, err
+			}
+			if header {
+				return nil, protoErr("invalid length", []byte(excerpt))
 			}
 			return nil, limitErr("line exceeds MaxBulkLen")
 		}

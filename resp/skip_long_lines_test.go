@@ -13,10 +13,9 @@ import (
 // never cost the stream its place. A simple string over MaxBulkLen among
 // the siblings of a dropped reply is skipped with them (the skip stopped
 // at it and the rest of the map was read as replies: found by
-// FuzzReaderLimits). A length line longer than the buffer is read whole
-// and its payload skipped (it was dropped as a line over MaxBulkLen and
-// its payload read as the next replies); here the payload is longer than
-// the stream, so the stream ends inside the reply.
+// FuzzReaderLimits). A length line longer than MaxBulkLen is a protocol
+// error (it was dropped as a line over MaxBulkLen, a limit error after
+// which its payload was read as the next replies).
 func TestLimitKeepsPlaceOverLongLines(t *testing.T) {
 	const next = "+next\r\n"
 	read := func(in string) (*resp.Reader, error) {
@@ -33,8 +32,8 @@ func TestLimitKeepsPlaceOverLongLines(t *testing.T) {
 		t.Fatalf("after the dropped map: %v, %v; want next: the stream lost its place", got, err)
 	}
 	for _, in := range []string{"$10000000000000\r\n", "*2\r\n+cccccccccccccccccccc\r\n$10000000000000\r\n"} {
-		if _, err := read(in); err != io.ErrUnexpectedEOF {
-			t.Errorf("%q then %q: %v; want io.ErrUnexpectedEOF (%q is the bulk string's payload, not a reply)", in, next, err, next)
+		if _, err := read(in); errors.Is(err, resp.ErrTooLarge) || err != io.ErrUnexpectedEOF && !errors.Is(err, resp.ErrProtocol) {
+			t.Errorf("%q then %q: %v; want a protocol error (a length over MaxBulkLen) or io.ErrUnexpectedEOF, never a dropped line after which %q, the payload, is read as a reply", in, next, err, next)
 		}
 	}
 }
