@@ -34,7 +34,8 @@ import (
 // library script, Redisson's scripts and `redlock lock` — is a row, each
 // property a column, and TestGrantRule checks every cell against real
 // redis-server masters, two proxies (two engines) over them. A cell that
-// does not apply says why. TestGrantRuleTableComplete fails when an entry
+// does not apply says why. The quorum reads that report a lock's state
+// are rows of column (a) (grantrule_reads_test.go). TestGrantRuleTableComplete fails when an entry
 // point exists that the table does not list.
 
 // ruleID names a property of the grant rule.
@@ -1481,6 +1482,10 @@ func TestGrantRule(t *testing.T) {
 			}
 			kept[e.name] = x.value(3, e.holdKeyOf(key))
 		}
+		// The reads' plain lock (grantrule_reads_test.go).
+		if r := x.cmd(t, 0, "SET", readsKey, holder, "NX", "PX", ms(long)); r != "+OK\r\n" {
+			t.Fatalf("%s: %q", readsKey, r)
+		}
 		restartEmpty(t, x.p[0], 0, 1, 2)
 		for _, p := range x.p {
 			c := dialRaw(t, p.addr)
@@ -1512,6 +1517,7 @@ func TestGrantRule(t *testing.T) {
 				})
 			}
 		})
+		checkReadsQuarantined(t, x, holder)
 	})
 
 	t.Run("g clock jump", func(t *testing.T) { clockJumpRule(t, cli, entries, holder, other) })
@@ -1634,9 +1640,12 @@ func TestGrantRuleTableComplete(t *testing.T) {
 	for _, e := range ruleEntries(t) {
 		rows[e.method] = true
 	}
+	for _, r := range readEntries() {
+		rows[r.method] = true
+	}
 	notGrant := map[string]string{
 		// engine
-		"Engine.Close": "ends the engine", "Engine.Config": "a read", "Engine.Holder": "a quorum read",
+		"Engine.Close": "ends the engine", "Engine.Config": "a read",
 		"Engine.Masters": "a read", "Engine.NewRWLock": "no master traffic", "Engine.NewReentrant": "no master traffic",
 		"Engine.NewSemaphore": "no master traffic", "Engine.Quorum": "a read", "Engine.Stats": "a read",
 		"Engine.Status": "a read", "Engine.Voting": "a read", "Engine.VoteMargin": "a read", "Engine.QuarantineOutlook": "a read",
@@ -1649,15 +1658,15 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",
 		"Reentrant.Held": "a read", "Reentrant.Key": "a read", "Reentrant.Unlock": "releases (or counts down)",
 		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
-		"Engine.NewElection": "no master traffic", "Engine.NewFairLock": "no master traffic", "Election.Name": "a read", "Election.Leader": "a quorum read",
+		"Engine.NewElection": "no master traffic", "Engine.NewFairLock": "no master traffic", "Election.Name": "a read",
 		"Election.Observe": "quorum reads",
 		"Leadership.Term":  "a read", "Leadership.Value": "a read", "Leadership.Lock": "a read (the election's lock: its Extend is Lock.Extend's row)",
 		"Leadership.Done": "a view of the hold", "Leadership.Err": "a view of the hold", "Leadership.Context": "a view of the hold",
 		"Leadership.Resign":   "releases (Lock.Unlock)",
 		"Leadership.Proclaim": "writes the leader record where the election's lock key holds the leader's token; grants and extends nothing",
 		// proxy commands
-		"setnx": "refused (a lock without a TTL)", "get": "a quorum read", "pttl": "a quorum read", "ttl": "a quorum read (PTTL's, in seconds)", "exists": "a quorum read", "del": "deletes (tokenless, opt-in)",
-		"delex": "a release", "delifeq": "a release", "hexists": "a read", "hget": "a read",
+		"setnx": "refused (a lock without a TTL)", "del": "deletes (tokenless, opt-in)",
+		"delex": "a release", "delifeq": "a release", 
 		"eval":    "runs the scripts of lockcmds.LibTable and redisson.Table (rows), others only with --allow-scripts",
 		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",
 		"subscribe": "pub/sub", "ssubscribe": "pub/sub", "unsubscribe": "pub/sub", "sunsubscribe": "pub/sub",
@@ -1665,7 +1674,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"select": "plumbing", "command": "plumbing", "wait": "plumbing", "waitaof": "plumbing", "info": "plumbing",
 		"config": "plumbing", "quit": "plumbing", "reset": "plumbing",
 		// redlock subcommands
-		"proxy": "serves the proxy's rows", "bench": "load through the engine's and the proxy's rows", "inspect": "reads", "holder": "a quorum read", "version": "prints the version",
+		"proxy": "serves the proxy's rows", "bench": "load through the engine's and the proxy's rows", "inspect": "reads", "version": "prints the version",
 	}
 	// A callable that reports an outcome is a row of its own: "it wraps a
 	// row" is no reason (a wrapper's own return is where Do and Lead lost
