@@ -1666,7 +1666,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"Leadership.Proclaim": "writes the leader record where the election's lock key holds the leader's token; grants and extends nothing",
 		// proxy commands
 		"setnx": "refused (a lock without a TTL)", "del": "deletes (tokenless, opt-in)",
-		"delex": "a release", "delifeq": "a release", 
+		"delex": "a release", "delifeq": "a release",
 		"eval":    "runs the scripts of lockcmds.LibTable and redisson.Table (rows), others only with --allow-scripts",
 		"evalsha": "as eval", "script": "loads scripts", "fcall": "opt-in passthrough (--allow-scripts)", "fcall_ro": "as fcall",
 		"subscribe": "pub/sub", "ssubscribe": "pub/sub", "unsubscribe": "pub/sub", "sunsubscribe": "pub/sub",
