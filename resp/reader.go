@@ -197,25 +197,30 @@ func (r *Reader) readLine(first bool) ([]byte, error) {
 func (r *Reader) readLongLine(part []byte) ([]byte, error) {
 	start := len(r.bytes)
 	r.bytes = append(r.bytes, part...)
+	// A header (a length, a count) is never dropped under MaxBulkLen: its
+	// payload or elements would then be read as the next replies. One this
+	// long is no valid length; only its first bytes (what its error
+	// quotes) and its last two (its CRLF) are kept, so that it is refused
+	// as a reader with a larger buffer refuses it, in bounded memory.
+	header := isHeader(Type(part[0]))
+	trim := func() {
+		if n := len(r.bytes); header && n-start > headerKeep+2 {
+			r.bytes[start+headerKeep], r.bytes[start+headerKeep+1] = r.bytes[n-2], r.bytes[n-1]
+			r.bytes = r.bytes[:start+headerKeep+2]
+		}
+	}
+	trim()
 	for {
-		if len(r.bytes)-start > r.maxBulk() {
-			// A header (a length, a count) over the limit is no valid
-			// length: a protocol error, never a line dropped under
-			// MaxBulkLen, whose payload or elements would then be read as
-			// the next replies.
-			header := isHeader(Type(r.bytes[start]))
-			excerpt := string(r.bytes[start:min(len(r.bytes), start+32)])
+		if !header && len(r.bytes)-start > r.maxBulk() {
 			r.bytes = r.bytes[:start]
 			if err := r.discardLine(); err != nil {
 				return nil, err
-			}
-			if header {
-				return nil, protoErr("invalid length", []byte(excerpt))
 			}
 			return nil, limitErr("line exceeds MaxBulkLen")
 		}
 		more, err := r.br.ReadSlice('\n')
 		r.bytes = append(r.bytes, more...)
+		trim()
 		if err == bufio.ErrBufferFull {
 			continue
 		}
@@ -232,6 +237,11 @@ func (r *Reader) readLongLine(part []byte) ([]byte, error) {
 		return line[:len(line)-2], nil
 	}
 }
+
+// headerKeep is how much of a header line longer than the reader's
+// buffer is kept: more than any valid length (the type, 20 digits) and
+// than the 32 bytes an error quotes.
+const headerKeep = 40
 
 func readBool(body []byte) (Reply, error) {
 	if len(body) == 1 {
