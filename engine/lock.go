@@ -673,16 +673,25 @@ func (l *Lock) startExtend(ttl time.Duration, ms int64, x *extender, keeper bool
 // appendRelease encodes l's release into o.cmd, sets o's merge, and
 // returns the script o.cmd calls.
 func (l *Lock) appendRelease(o *op) *conn.Script {
+	o.merge = l.e.releaseMerge
 	if l.read {
 		o.merge = l.e.readReleaseMerge
-		o.cmd = scripts.ReadRelease.AppendEvalSha(o.cmd[:0], 1, 1)
-		o.cmd = resp.AppendBulkString(o.cmd, l.key)
-		o.cmd = resp.AppendBulkString(o.cmd, l.token)
-		return scripts.ReadRelease
 	}
-	o.merge = l.e.releaseMerge
-	o.cmd = l.e.appendRelease(o.cmd[:0], l.key, l.token)
-	return l.e.release
+	var script *conn.Script
+	o.cmd, script = l.releaseCall(o.cmd[:0])
+	return script
+}
+
+// releaseCall appends l's release to dst — a read lock's removes its entry
+// from the readers' set, any other's deletes its key where it holds l's
+// token — and returns the script it calls.
+func (l *Lock) releaseCall(dst []byte) ([]byte, *conn.Script) {
+	if l.read {
+		dst = scripts.ReadRelease.AppendEvalSha(dst, 1, 1)
+		dst = resp.AppendBulkString(dst, l.key)
+		return resp.AppendBulkString(dst, l.token), scripts.ReadRelease
+	}
+	return l.e.appendRelease(dst, l.key, l.token), l.e.release
 }
 
 // sendReenter starts a Reentrant's re-acquisition of l for ttl (ms in
@@ -745,7 +754,11 @@ func (l *Lock) extendDone(o *op) error {
 			// The masters that confirmed hold the key with the new TTL under
 			// this lock's token, which nobody holds now: release it there
 			// (best effort; the token is this lock's alone, property d).
-			e.sendAll(l.key, e.release, e.appendRelease(nil, l.key, l.token))
+			// (A read lock's is its entry in the readers' set: the plain
+			// release met WRONGTYPE there and left a reader that kept
+			// writers out to the late TTL.)
+			cmd, script := l.releaseCall(nil)
+			e.sendAll(l.key, script, cmd)
 			return l.Err() // the end's first cause: ended before, or now
 		}
 		latest := o.seq == l.extSent.Load()
