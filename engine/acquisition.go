@@ -184,6 +184,7 @@ func (a *acquisition) judge() {
 		return
 	}
 	a.votes = o.granted()
+	l.partial = a.votes < e.n
 	l.until.Store(e.untilAfter(a.t1, a.ttl))
 	l.granted.Store(int64(a.t1.Sub(e.epoch)))
 	if a.done != nil {

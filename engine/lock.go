@@ -37,6 +37,9 @@ type Lock struct {
 	// it (finish), released without being handed out: its release is not
 	// counted in Stats or to the Observer.
 	uncounted bool
+	// partial: some master did not grant the acquisition (a waited
+	// writer's intent may be left there: RWLock drops it).
+	partial bool
 
 	// callerToken: the token came from the caller (WithToken), so it may
 	// also be the value of a lock the caller already holds: the cleanup

@@ -122,8 +122,10 @@ func (rw *RWLock) wait(ctx context.Context, ttl time.Duration, opts []Option, mo
 		co.waiterID = hex.EncodeToString(raw[:])
 	}
 	l, tries, err := e.retryTries(ctx, co, retryable, func() (*Lock, error) { return e.tryLock(ctx, rw.key, ttl, co) })
-	if err != nil || tries > 1 {
-		// Given up, or granted where the grant did not delete the intent.
+	if err != nil || tries > 1 || l.partial {
+		// Given up, or granted where a try left the intent: an earlier
+		// try, or this one on the masters that refused it (readers there).
+		// A unanimous first try deleted it everywhere it was set.
 		rw.dropIntent(co.waiterID)
 	}
 	return l, err
