@@ -168,6 +168,15 @@ func (a *setAcquire) result(l *engine.Lock, err error) {
 	a.done.Reply(a)
 }
 
+// Expires implements respserver.Expiring: a grant is answered only while
+// the lock is valid.
+func (a *setAcquire) Expires() time.Time {
+	if a.err != nil || a.l == nil {
+		return time.Time{}
+	}
+	return a.l.Until()
+}
+
 // AppendReply answers the outcome (the refusal log learns it first).
 func (a *setAcquire) AppendReply(dst []byte) []byte {
 	h, args, l, err := a.h, a.args, a.l, a.err

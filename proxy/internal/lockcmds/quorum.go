@@ -63,13 +63,21 @@ type libEngineCall struct {
 	ls         *LibScript
 	keys, argv [][]byte
 	ttl        time.Duration // an extension's
+	t1         time.Time     // when an extension started (Start)
 	done       respserver.Done
-	err        error // the outcome, for AppendReply
+	err        error     // the outcome, for AppendReply
+	until      time.Time // when a granted extension's validity ends (Expires)
 }
+
+// Expires implements respserver.Expiring: an extension is answered only
+// while its validity lasts.
+func (a *libEngineCall) Expires() time.Time { return a.until }
 
 // Run runs the script on a goroutine (runLib).
 func (a *libEngineCall) Run(ctx context.Context, dst []byte) []byte {
-	return a.h.runLib(ctx, dst, a.ls, a.keys, a.argv)
+	out, until := a.h.runLibUntil(ctx, dst, a.ls, a.keys, a.argv)
+	a.until = until
+	return out
 }
 
 // Start releases or extends the client's lock, attached by its key and
@@ -82,12 +90,16 @@ func (a *libEngineCall) Start(done respserver.Done) {
 		l.UnlockAsync(a.result)
 		return
 	}
+	a.t1 = time.Now()
 	l.ExtendAsync(a.ttl, a.result)
 }
 
 // result receives the engine's outcome.
 func (a *libEngineCall) result(err error) {
 	a.err = err
+	if err == nil && a.ls.Op == OpExtend {
+		a.until = a.t1.Add(a.ttl - a.h.drift(a.ttl))
+	}
 	a.done.Reply(a)
 }
 
@@ -133,29 +145,43 @@ func (h *Commands) libEngineReply(dst []byte, ls *LibScript, nkeys int, err erro
 // answers in the library's reply contract.
 // The caller checked ls.fits(keys, argv).
 func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, argv [][]byte) []byte {
+	out, until := h.runLibUntil(ctx, dst, ls, keys, argv)
+	respserver.ExpireReply(ctx, until)
+	return out
+}
+
+// runLibUntil is runLib, also returning when the grant or extension it
+// answers stops being valid (zero: none): its reply is true only until
+// then, however long it waits for the connection's earlier replies.
+func (h *Commands) runLibUntil(ctx context.Context, dst []byte, ls *LibScript, keys, argv [][]byte) (reply []byte, until time.Time) {
 	token := argv[ls.TokenArg]
 	var ttl time.Duration
 	if ls.TTLArg >= 0 {
 		var msg string
 		if ttl, msg = h.clientTTL(argv[ls.TTLArg], time.Millisecond, "invalid"); msg == "invalid" || msg == msgNotInteger {
-			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)")
+			return redcon.AppendError(nil, "ERR redlock proxy: "+ls.Name+": TTL argument must be a positive integer (ms)"), time.Time{}
 		} else if msg != "" {
-			return redcon.AppendError(nil, msg)
+			return redcon.AppendError(nil, msg), time.Time{}
 		}
 	}
 	if ls.Engine && len(keys) == 1 && (!ls.AddOrReplace || string(argv[2]) == "1") {
 		l := h.tr.Attach(string(keys[0]), string(token), ttl)
 		if ls.Op == OpRelease {
-			return h.libReleased(dst, ls, keys, token, l.Unlock(ctx))
+			return h.libReleased(dst, ls, keys, token, l.Unlock(ctx)), time.Time{}
 		}
-		return h.libExtended(dst, ls, keys, token, l.Extend(ctx, ttl))
+		t1 := time.Now()
+		err := l.Extend(ctx, ttl)
+		if err == nil {
+			until = t1.Add(ttl - h.drift(ttl))
+		}
+		return h.libExtended(dst, ls, keys, token, err), until
 	}
 
 	sc := ls.script
 	var mk *obtainMarks
 	if ls.Tells != nil {
 		if mk = h.markObtain(keys); mk == nil {
-			return redcon.AppendError(nil, msgMarkSlot)
+			return redcon.AppendError(nil, msgMarkSlot), time.Time{}
 		}
 		sc = ls.Tells
 	}
@@ -175,7 +201,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	case OpAcquire:
 		if err := ctx.Err(); err != nil { // Close: nothing is sent
 			h.observeLib(ls, keys, token, t1, ttl, err, -h.eng.Quorum())
-			return h.engineErr(err)
+			return h.engineErr(err), time.Time{}
 		}
 		// The one grant rule (engine): TTL at most MaxTTL, no vote from
 		// a master in restart quarantine. Every master's answer is
@@ -191,7 +217,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 			if !h.granted(ls, reps, len(keys), t1, ttl) {
 				h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 			}
-			return h.engineErr(ctx.Err())
+			return h.engineErr(ctx.Err()), time.Time{}
 		}
 	case OpExtend:
 		reps, err = h.tr.Grant(ctx, string(keys[0]), ttl, sc, cmd, func(r resp.Reply) bool { return vote(ls, r, len(keys)) })
@@ -206,7 +232,7 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	}
 	if err != nil { // nothing was sent, or an extension's wait ended
 		h.observeLib(ls, keys, token, t1, ttl, err, -h.eng.Quorum()) // no grant seen
-		return h.engineErr(err)
+		return h.engineErr(err), time.Time{}
 	}
 	q := h.eng.Quorum()
 	yes, missing := 0, 0
@@ -225,10 +251,10 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 		if ls.Op == OpAcquire {
 			h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 		}
-		return r
+		return r, time.Time{}
 	}
 	if ls.Op == OpPTTL {
-		return pttlReply(ls, reps, q)
+		return pttlReply(ls, reps, q), time.Time{}
 	}
 	ok := yes >= q
 	if ok && ls.Op != OpRelease {
@@ -236,16 +262,19 @@ func (h *Commands) runLib(ctx context.Context, dst []byte, ls *LibScript, keys, 
 	}
 	if ok {
 		h.observeLib(ls, keys, token, t1, ttl, nil, yes-q)
-		return success(dst, ls, len(keys))
+		if ls.Op != OpRelease {
+			until = t1.Add(ttl - h.drift(ttl))
+		}
+		return success(dst, ls, len(keys)), until
 	}
 	h.observeLib(ls, keys, token, t1, ttl, engine.ErrNotAcquired, yes-q)
 	if ls.Op == OpAcquire {
 		h.cleanup(ls, keys, token, mk, reps, t1, ttl)
 	}
 	if ls.Reply == replyRedsync && missing >= q {
-		return redcon.AppendInt(nil, -1)
+		return redcon.AppendInt(nil, -1), time.Time{}
 	}
-	return failure(dst, ls)
+	return failure(dst, ls), time.Time{}
 }
 
 // observeLib reports a library script run as a quorum operation on keys
@@ -583,6 +612,7 @@ func (h *Commands) pexpire(ctx context.Context, key []byte, ms int64) []byte {
 		return r
 	}
 	if countOnes(reps) >= h.eng.Quorum() && ttl-time.Since(t1)-h.drift(ttl) > 0 {
+		respserver.ExpireReply(ctx, t1.Add(ttl-h.drift(ttl)))
 		return redcon.AppendInt(nil, 1)
 	}
 	return redcon.AppendInt(nil, 0)

@@ -2,6 +2,7 @@ package lockcmds
 
 import (
 	"context"
+	"time"
 
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
@@ -26,6 +27,9 @@ func (r roomHooks) Publish(ch, msg string) int                  { return r.h.srv
 func (r roomHooks) EngineErr(err error) []byte                  { return r.h.engineErr(err) }
 func (r roomHooks) Undecided(reps []enginex.MasterReply) []byte { return r.h.undecided(reps) }
 func (r roomHooks) Tokenless(cmd, script string) string         { return msgTokenless(cmd, script) }
+func (r roomHooks) Expire(ctx context.Context, deadline time.Time) {
+	respserver.ExpireReply(ctx, deadline)
+}
 
 // startRedisson starts the Redisson room over the engine. (Its locks'
 // wake-up channels are the channels clients may subscribe to: Channels.)

@@ -29,6 +29,10 @@ type LockReplies interface {
 	// Tokenless is the refusal of a command that changes a lock without
 	// its token (cmd), naming the script to use instead.
 	Tokenless(cmd, script string) string
+	// Expire marks the reply of the command running with ctx as a grant
+	// true only until deadline (its validity's end): one that could not
+	// be sent by then is answered as expired (respserver.ExpireReply).
+	Expire(ctx context.Context, deadline time.Time)
 }
 
 // Config configures [Locks]. Engine, Transport, Publisher and Replies are

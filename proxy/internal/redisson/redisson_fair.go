@@ -333,7 +333,7 @@ func (s *Locks) rFairTryLock(ctx context.Context, dst []byte, rs *Script, keys, 
 	t1 := time.Now()
 	reps, err := s.rGrant(ctx, key, lease, scripts.FairAcquire, []string{fk.lock, fk.queue, fk.expiry, fk.counter},
 		[]string{v1, msArg(lease), waiter, ticket, msArg(life)}, isOne)
-	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(ctx, t1, lease) {
 		if waiter != "" {
 			// Granted: its entry would head the queue. Not waited for
 			// (validity is checked last); sent on the key's connection

@@ -197,9 +197,18 @@ func countYes(reps []enginex.MasterReply, yes func(resp.Reply) bool) int {
 	return n
 }
 
-// rValid reports whether a grant sent at t1 for lease is still valid.
-func (s *Locks) rValid(t1 time.Time, lease time.Duration) bool {
-	return lease-time.Since(t1)-s.drift(lease) > 0
+// rValid reports whether a grant sent at t1 for lease is still valid,
+// and marks the reply of the command running with ctx as true only until
+// that validity ends (LockReplies.Expire): the grant is answered only
+// while it is valid, however long the reply waits for the connection's
+// earlier ones.
+func (s *Locks) rValid(ctx context.Context, t1 time.Time, lease time.Duration) bool {
+	end := t1.Add(lease - s.drift(lease))
+	if time.Until(end) <= 0 {
+		return false
+	}
+	s.cfg.Replies.Expire(ctx, end)
+	return true
 }
 
 // rFenceKey is the engine's fencing counter for key (engine.fenceKeyFor:
@@ -323,7 +332,7 @@ func (s *Locks) rTryLock(ctx context.Context, dst []byte, rs *Script, keys, argv
 			pttl = max(pttl, e[2].Int)
 		}
 	}
-	if yes >= q && s.rValid(t1, lease) {
+	if yes >= q && s.rValid(ctx, t1, lease) {
 		if h.kind == 'R' {
 			return rAcquired(dst, rs, 0)
 		}
@@ -367,7 +376,7 @@ func (s *Locks) rFence(ctx context.Context, dst []byte, rs *Script, rkeys []stri
 	h.token = fence
 	vf := h.value()
 	reps, err := s.rGrant(ctx, key, lease, scripts.RedissonFence, rkeys, []string{v1, strconv.FormatInt(fence, 10), vf}, isOne)
-	if err == nil && fence > 0 && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+	if err == nil && fence > 0 && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(ctx, t1, lease) {
 		return rAcquired(dst, rs, fence)
 	}
 	s.rBestEffort(key, scripts.RedissonCleanup, []string{key}, []string{v1, vf})
@@ -391,7 +400,7 @@ func (s *Locks) rReenter(ctx context.Context, dst []byte, rs *Script, key string
 	nx := cur.next(1)
 	t1 := time.Now()
 	reps, err := s.rGrant(ctx, key, lease, scripts.RedissonCAS, []string{key}, []string{cur.value(), nx.value(), msArg(lease), "", "0"}, isOne)
-	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+	if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(ctx, t1, lease) {
 		return rAcquired(dst, rs, nx.token)
 	}
 	if err == nil || !errors.Is(err, engine.ErrBadArgument) {
@@ -474,7 +483,7 @@ func (s *Locks) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, lat
 		}
 		t1 := time.Now()
 		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{cur.value(), nx.value(), msArg(lease), "0", latchTTL, "exact"}, isOne)
-		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease) {
+		if err == nil && countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(ctx, t1, lease) {
 			return redcon.AppendInt(dst, 0)
 		}
 		// Undo the decrement (and its latch) wherever it landed. A failed
@@ -577,7 +586,7 @@ func (s *Locks) renew(ctx context.Context, lease time.Duration, items []renewIte
 			switch {
 			case err != nil:
 				errs[i] = s.engineErr(err)
-			case countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(t1, lease):
+			case countYes(reps, isOne) >= s.eng.Quorum() && s.rValid(ctx, t1, lease):
 				res[i] = 1
 			default:
 				errs[i] = s.undecided(reps)

@@ -350,7 +350,7 @@ func (s *Locks) rwTryLock(ctx context.Context, dst []byte, rs *Script, keys, arg
 				pttl[e[1].Text()] = max(pttl[e[1].Text()], e[2].Int)
 			}
 		}
-		if yes >= q && s.rValid(t1, lease) {
+		if yes >= q && s.rValid(ctx, t1, lease) {
 			return redcon.AppendNull(dst)
 		}
 		s.rBestEffort(key, scripts.RedissonCleanup, []string{key}, []string{v1})
@@ -402,7 +402,7 @@ func (s *Locks) rwTryLock(ctx context.Context, dst []byte, rs *Script, keys, arg
 		}
 		t2 := time.Now()
 		reps, err = s.rGrant(ctx, key, ttl, scripts.RedissonCAS, []string{key}, []string{cur, nv, msArg(ttl), "", "0"}, isOne)
-		if err == nil && countYes(reps, isOne) >= q && s.rValid(t2, lease) {
+		if err == nil && countYes(reps, isOne) >= q && s.rValid(ctx, t2, lease) {
 			return redcon.AppendNull(dst)
 		}
 		if err == nil || !errors.Is(err, engine.ErrBadArgument) {
@@ -576,7 +576,7 @@ func (s *Locks) rwUnlockOnce(ctx context.Context, rs *Script, rkeys []string, la
 		// an extension, under the grant rule.
 		t1 := time.Now()
 		reps, err = s.rGrant(ctx, key, lease, scripts.RedissonCAS, rkeys, []string{v, next.value(), msArg(lease), "0", latchTTL}, isOne)
-		if err == nil && countYes(reps, isOne) >= q && s.rValid(t1, lease) {
+		if err == nil && countYes(reps, isOne) >= q && s.rValid(ctx, t1, lease) {
 			return rwResult{reply: redcon.AppendInt(nil, 0)}, rwDone
 		}
 		s.rBestEffort(key, scripts.RedissonCAS, rkeys, []string{next.value(), v, "0", "", "0"})

@@ -93,6 +93,12 @@ type Call struct {
 	closeAfter bool                       // QUIT, protocol error, panic: close after writing
 	resp3      bool                       // an asynchronous reply goes out in RESP3 (built in RESP2: resp.ToRESP3)
 	a          *asyncState                // asynchronous commands only (pool.go)
+	// expires, when not 0, is when out stops being true, as time since
+	// the server's start: a lock's grant or renewal, whose validity ends
+	// then (ExpireReply, Expiring). A reply still unwritten by then —
+	// held behind the connection's earlier replies — goes out as
+	// MsgExpired instead (Call.reply).
+	expires atomic.Int64
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -662,7 +668,7 @@ func (c *Conn) writeLoop() {
 				if bb == nil {
 					bb = GetBatch()
 				}
-				bb.B = append(bb.B, cl.out...)
+				bb.B = append(bb.B, cl.reply(c.s)...)
 			}
 			batched++
 			c.hold(-cl.size-cl.replyBytes(), false)

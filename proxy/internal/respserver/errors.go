@@ -14,6 +14,10 @@ const (
 	msgMaxClients = "ERR max number of clients reached"
 	// MsgShuttingDown answers a command caught by Shutdown.
 	MsgShuttingDown = "ERR proxy shutting down"
+	// MsgExpired replaces a grant's reply that could not be sent within
+	// the grant's validity: the connection's replies go out in request
+	// order, and an earlier command was slower (ExpireReply).
+	MsgExpired = "ERR redlock proxy: granted, but the lock's validity ended before this reply could be sent (an earlier command on this connection was slower); it is not held"
 	// MsgMemory answers a request over Config.MaxClientMemory.
 	MsgMemory = "ERR redlock proxy: client memory limit reached: requests and replies held for all clients together exceed --max-client-memory (raise it, or send fewer commands at once)"
 )

@@ -703,7 +703,7 @@ func (l *loop) flush(c *Conn) {
 			if ls.out == nil {
 				ls.out = GetBatch()
 			}
-			ls.out.B = append(ls.out.B, cl.out...)
+			ls.out.B = append(ls.out.B, cl.reply(c.s)...)
 		}
 		c.hold(-cl.size-cl.replyBytes(), false)
 		cl.release()

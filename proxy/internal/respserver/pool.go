@@ -77,6 +77,69 @@ type AsyncCommand interface {
 	Start(done Done)
 }
 
+// Expiring is implemented by an [AsyncCommand], or the [Replier] that
+// completes one, whose reply is a lock's grant or renewal: true only until
+// the lock's validity ends (Expires; the zero time: no end, as for a
+// refusal). A connection's replies go out in request order, so a reply
+// may wait for an earlier, slower command's; one still unwritten when its
+// validity ended goes out as [MsgExpired] instead — a grant is answered
+// only while it is valid (the grant rule's property c).
+type Expiring interface {
+	Expires() time.Time
+}
+
+// ExpireReply is [Expiring] for an [AsyncFunc]: called with the ctx the
+// function was given, it marks the reply it returns as true only until
+// deadline. With several calls the earliest counts; outside an
+// asynchronous command it does nothing.
+func ExpireReply(ctx context.Context, deadline time.Time) {
+	if cc, ok := ctx.Value(callKey{}).(*callCtx); ok {
+		cc.cl.expireAt(cc.s, deadline)
+	}
+}
+
+// callKey finds the call an asynchronous command runs for in its ctx.
+type callKey struct{}
+
+// callCtx is the server's context with the call it runs for.
+type callCtx struct {
+	context.Context
+	s  *Server
+	cl *Call
+}
+
+func (c *callCtx) Value(k any) any {
+	if k == (callKey{}) {
+		return c
+	}
+	return c.Context.Value(k)
+}
+
+// expireAt sets when cl's reply stops being true (the earliest of
+// several).
+func (cl *Call) expireAt(s *Server, deadline time.Time) {
+	if deadline.IsZero() {
+		return
+	}
+	at := max(int64(deadline.Sub(s.start)), 1)
+	for cur := cl.expires.Load(); cur == 0 || at < cur; cur = cl.expires.Load() {
+		if cl.expires.CompareAndSwap(cur, at) {
+			return
+		}
+	}
+}
+
+// reply is what to write for cl now: its reply, or MsgExpired once a
+// grant's validity ended (Expiring).
+func (cl *Call) reply(s *Server) []byte {
+	if at := cl.expires.Load(); at != 0 && int64(time.Since(s.start)) >= at {
+		return expiredReply // an error reads the same in RESP2 and RESP3
+	}
+	return cl.out
+}
+
+var expiredReply = redcon.AppendError(nil, MsgExpired)
+
 // Done completes a started [AsyncCommand].
 type Done struct {
 	c  *Conn
@@ -239,6 +302,9 @@ func (c *Conn) completeCB(cl *Call, build Replier, panicked any) {
 				dst = cl.bb.B[:0]
 			}
 			out = build.AppendReply(dst)
+			if x, ok := build.(Expiring); ok {
+				cl.expireAt(s, x.Expires())
+			}
 		}
 	}()
 	var ready []*Call
@@ -314,8 +380,11 @@ func (c *Conn) runOne(cl *Call) (next []*Call) {
 	// server's context (cancelled by Close) is the only one needed.
 	if cmd := cl.a.cmd; cmd != nil {
 		cl.out = cmd.Run(c.s.baseCtx, bb.B[:0])
+		if x, ok := cmd.(Expiring); ok {
+			cl.expireAt(c.s, x.Expires())
+		}
 	} else {
-		cl.out = cl.a.run(c.s.baseCtx, bb.B[:0])
+		cl.out = cl.a.run(&callCtx{c.s.baseCtx, c.s, cl}, bb.B[:0]) // ExpireReply finds cl in it
 	}
 	if cap(cl.out) > 0 && cap(bb.B) > 0 && unsafe.SliceData(cl.out) == unsafe.SliceData(bb.B) {
 		bb.B = cl.out
@@ -366,7 +435,7 @@ func (c *Conn) writeDirect(cl *Call) bool {
 	var err error
 	if len(cl.out) > 0 { // empty: SUBSCRIBE's, whose frames the writer writes
 		c.armWrite()
-		_, err = c.nc.Write(cl.out)
+		_, err = c.nc.Write(cl.reply(c.s))
 	}
 	c.hold(-cl.size-cl.replyBytes(), false)
 	cl.release()
@@ -393,6 +462,7 @@ func (cl *Call) release() {
 		cl.bb = nil
 	}
 	cl.size, cl.out = 0, nil // the ordering map may keep the call a while
+	cl.expires.Store(0)
 }
 
 // startPool creates the server's worker pool (Workers).
