@@ -188,8 +188,12 @@ func TestElectionObserve(t *testing.T) {
 				}
 				want = append(want, fmt.Sprintf("%d leader %d again", ld.Term(), i))
 				time.Sleep(300 * time.Millisecond)
-				if err := ld.Resign(ctx); err != nil {
+				if err := ld.Resign(ctx); err != nil && !errors.Is(err, engine.ErrLockLost) {
 					t.Fatal(err)
+				} else if err != nil {
+					// A loaded host let the 1 s term lapse: the next
+					// campaign follows all the same (Observe is the subject).
+					t.Logf("leader %d: %v", i, err)
 				}
 			}
 			// Observe promises the most recent state, never an older one

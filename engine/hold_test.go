@@ -153,6 +153,11 @@ func TestWatchdogManyLocks(t *testing.T) {
 				defer wg.Done()
 				for i := from + w; i < to; i += 32 {
 					l, err := v.e.TryLock(ctx, fmt.Sprintf("%s:%d", t.Name(), i), ttl, engine.WithAutoExtend(0))
+					for try := 0; errors.Is(err, engine.ErrUnavailable) && try < 5; try++ {
+						// A loaded host's late answers: the watchdog, not
+						// the acquisitions, is the subject.
+						l, err = v.e.TryLock(ctx, fmt.Sprintf("%s:%d", t.Name(), i), ttl, engine.WithAutoExtend(0))
+					}
 					if err != nil {
 						failed.Add(1)
 						continue
