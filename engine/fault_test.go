@@ -21,7 +21,9 @@ const slack = 250 * time.Millisecond
 // TestKillMasters: a minority of dead masters does not matter; a majority
 // makes acquisitions fail at once with per-master causes.
 func TestKillMasters(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{FreshMasters: true})
+	// 250 ms, not the 50 ms default: a master that is up must not miss it
+	// on a loaded host (dead ones fail at once either way).
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 250 * time.Millisecond})
 	ctx := context.Background()
 	ms := v.set.Masters()
 	const ttl = 10 * time.Second
@@ -116,7 +118,7 @@ func TestKillMasters(t *testing.T) {
 			}
 		}
 		// A short lock on an engine without quarantine works at once.
-		v2 := newEnvOn(t, v.set, engine.Config{FreshMasters: true, DisableQuarantine: true})
+		v2 := newEnvOn(t, v.set, engine.Config{FreshMasters: true, DisableQuarantine: true, MasterTimeout: 250 * time.Millisecond})
 		l, err := v2.e.TryLock(ctx, key, ttl)
 		if err != nil {
 			t.Fatalf("TryLock after restart, quarantine off: %v", err)
@@ -290,7 +292,11 @@ func TestPauseMasters(t *testing.T) {
 // TestFailedAcquireLeavesNothing: after a failed acquisition no master
 // holds the attempt's token, including masters that granted it.
 func TestFailedAcquireLeavesNothing(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{FreshMasters: true})
+	// On a loaded host: answers later than the 50 ms default turned
+	// "held" into unavailable, the cleanup needs its answers, and a
+	// paused master's connection must not be closed as stalled.
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 250 * time.Millisecond, CleanupTimeout: time.Second,
+		Conn: conn.Config{StallTimeout: -1}})
 	ctx := context.Background()
 	const foreign = "someone-else"
 	for _, tc := range []struct {
@@ -412,7 +418,10 @@ func TestContextTimeoutDuringAcquire(t *testing.T) {
 // never overtake the SET it undoes.
 func TestConnPinning(t *testing.T) {
 	const conns = 3
-	v := newEnv(t, 5, engine.Config{FreshMasters: true, ConnsPerMaster: conns})
+	// A per-master timeout a loaded host's late answers cannot miss (the
+	// 50 ms default turned "held" into unavailable, and its cleanup's
+	// releases broke the counts): pinning is the subject, not timing.
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, ConnsPerMaster: conns, MasterTimeout: time.Second})
 	ctx := context.Background()
 	snapshot := func() [][]uint64 {
 		out := make([][]uint64, 5)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/proccpu"
+	"github.com/redlock-dev/redlock/internal/test/check"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
 )
 
@@ -176,11 +177,11 @@ func TestWatchdogManyLocks(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	g1 := runtime.NumGoroutine()
 	locks := append(few, take(100, n)...)
-	time.Sleep(50 * time.Millisecond)
-	g2 := runtime.NumGoroutine()
-	if g2 > g1+2 {
-		t.Fatalf("%d goroutines with 100 auto-extended locks, %d with %d", g1, g2, n)
-	}
+	// The take's workers may still be exiting: wait for the count, at most
+	// 5 s (a goroutine per lock would never come back down).
+	check.Eventually(t, 5*time.Second, fmt.Sprintf("no more goroutines with %d auto-extended locks than with 100 (%d)", n, g1), func() bool {
+		return runtime.NumGoroutine() <= g1+2
+	})
 	ext0 := v.e.Stats().Extended
 	cpu0 := cpuTime()
 	time.Sleep(3 * ttl)
@@ -190,7 +191,7 @@ func TestWatchdogManyLocks(t *testing.T) {
 		t.Errorf("%d extensions of %d locks in 3 TTLs; want at least %d", ext, n, min)
 	}
 	t.Logf("%d locks, %d goroutines; %d extensions in %v, %.1f µs CPU per extension (this process, race=%v)",
-		n, g2, ext, 3*ttl, float64(cpu.Microseconds())/float64(ext), raceEnabled)
+		n, runtime.NumGoroutine(), ext, 3*ttl, float64(cpu.Microseconds())/float64(ext), raceEnabled)
 	for i, l := range locks {
 		if err := l.Err(); err != nil {
 			t.Fatalf("lock %d lost: %v", i, err)
@@ -217,7 +218,10 @@ func TestWatchdogManyLocks(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 32 {
-				if err := locks[i].Unlock(ctx); err != nil {
+				// (A lock the watchdog reported lost since the checks above —
+				// a loaded host's extensions past their timeout — is not
+				// this cleanup's failure.)
+				if err := locks[i].Unlock(ctx); err != nil && (!errors.Is(err, engine.ErrLockLost) || locks[i].Err() == nil) {
 					t.Errorf("Unlock %d: %v", i, err)
 					return
 				}
@@ -522,7 +526,9 @@ func TestCloseEndsWaitersAndWatchdog(t *testing.T) {
 // try's (ErrUnavailable) — not a bare "deadline exceeded" that reads as
 // "held"; a key held until the deadline gives the bare context error.
 func TestLockDeadlineNamesUnavailable(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{FreshMasters: true, MasterTimeout: 50 * time.Millisecond})
+	// 1 s (within each Lock's deadline): a try on "held" must not come back
+	// unavailable on a loaded host; killed masters fail at once.
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MasterTimeout: time.Second})
 	mastertest.RequireReal(t, v.set)
 	held := v.mustLock("held", 5*time.Second)
 	defer held.Unlock(context.Background())

@@ -59,7 +59,7 @@ func TestKindsQuarantine(t *testing.T) {
 // with 3 and 4 stopped, only 0, 1 (quarantined) and 2 confirm a
 // re-acquisition: not a quorum.
 func TestReentrantQuarantine(t *testing.T) {
-	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 50 * time.Millisecond, MaxTTL: 10 * time.Second})
+	v := newEnv(t, 5, engine.Config{FreshMasters: true, MasterTimeout: 250 * time.Millisecond, MaxTTL: 10 * time.Second})
 	ctx := context.Background()
 	restartEmpty(t, v.set, 0, 1)
 	v.waitConnected()

@@ -14,11 +14,13 @@ import (
 // waiting work on the prefixed key.
 func TestKeyPrefix(t *testing.T) {
 	set := mastertest.Start(t, 3)
-	a := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-a:"})
-	b := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-b:"})
+	// Long locks and a 1 s per-master timeout: on a loaded host 1 s locks
+	// lapsed before their Extend or Unlock (prefixes are the subject).
+	a := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-a:", MasterTimeout: time.Second})
+	b := newEnvOn(t, set, engine.Config{FreshMasters: true, KeyPrefix: "tenant-b:", MasterTimeout: time.Second})
 	ctx := context.Background()
-	la := a.mustLock("job", time.Second)
-	lb := b.mustLock("job", time.Second) // same key, other tenant: free
+	la := a.mustLock("job", 10*time.Second)
+	lb := b.mustLock("job", 10*time.Second) // same key, other tenant: free
 	if la.Key() != "job" || lb.Key() != "job" {
 		t.Fatalf("Key() = %q, %q; want the caller's key", la.Key(), lb.Key())
 	}
@@ -29,7 +31,7 @@ func TestKeyPrefix(t *testing.T) {
 	if _, err := a.e.TryLock(ctx, "job", time.Second); err == nil {
 		t.Fatal("a second lock of tenant a on job succeeded")
 	}
-	if err := la.Extend(ctx, 2*time.Second); err != nil {
+	if err := la.Extend(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// A waiter of tenant a is handed the key at a's Unlock.
@@ -55,5 +57,5 @@ func TestKeyPrefix(t *testing.T) {
 	}
 	// Unlock returned at a quorum of releases; the last master's follows
 	// (CI once read it before it landed).
-	b.waitGone("tenant-b:job", time.Second)
+	b.waitGone("tenant-b:job", 5*time.Second)
 }

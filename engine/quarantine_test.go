@@ -315,7 +315,7 @@ func checkNeverEarly(t *testing.T, e *engine.Engine, t0, next time.Time, maxTTL 
 // TestMaxTTL: no lock, wait or extension longer than MaxTTL is accepted —
 // the restart quarantine is as long as MaxTTL.
 func TestMaxTTL(t *testing.T) {
-	v := newEnv(t, 3, engine.Config{FreshMasters: true, MaxTTL: time.Second})
+	v := newEnv(t, 3, engine.Config{FreshMasters: true, MaxTTL: time.Second, MasterTimeout: time.Second}) // not a 1 s lock's 10 ms
 	ctx := context.Background()
 	if _, err := v.e.TryLock(ctx, "mt:a", 2*time.Second); !errors.Is(err, engine.ErrBadArgument) {
 		t.Fatalf("TryLock beyond MaxTTL: %v", err)

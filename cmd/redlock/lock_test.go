@@ -150,7 +150,9 @@ func TestLockRunsCommand(t *testing.T) {
 	}
 	res := make(chan result, 1)
 	go func() {
-		code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "job:1", "--", "sh", "-c", script)
+		// --master-timeout: a 2 s lock's default (20 ms) is missed by a
+		// loaded host's masters, and the single try or an extension fails.
+		code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--master-timeout", "500ms", "--ttl", "2s", "job:1", "--", "sh", "-c", script)
 		res <- result{code, stderr}
 	}()
 	// Whatever fails below, the command ends before the test does.
@@ -966,7 +968,7 @@ func TestLockLeader(t *testing.T) {
 	leader := func(i int) {
 		out := filepath.Join(dir, fmt.Sprint("leader", i))
 		go func() {
-			code, stderr := runLock("--masters", masters, "--fresh-masters", "--leader", "--value", fmt.Sprint("node-", i), "--ttl", "2s", "sched", "--", "sh", "-c",
+			code, stderr := runLock("--masters", masters, "--fresh-masters", "--master-timeout", "500ms", "--leader", "--value", fmt.Sprint("node-", i), "--ttl", "2s", "sched", "--", "sh", "-c",
 				`echo "$REDLOCK_TERM $REDLOCK_FENCING_TOKEN" > `+out+`; while [ ! -e `+release+fmt.Sprint(i)+` ]; do sleep 0.05; done`)
 			done <- result{code, stderr}
 		}()
@@ -977,7 +979,7 @@ func TestLockLeader(t *testing.T) {
 		t.Fatalf("the leader's command got %q; want REDLOCK_TERM equal to REDLOCK_FENCING_TOKEN", f)
 	}
 	term0, _ := strconv.ParseInt(f[0], 10, 64)
-	e, err := engine.New(engine.Config{Addrs: set.Addrs(), FreshMasters: true})
+	e, err := engine.New(engine.Config{Addrs: set.Addrs(), FreshMasters: true, MasterTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
