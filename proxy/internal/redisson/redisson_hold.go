@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,33 +195,6 @@ func countYes(reps []enginex.MasterReply, yes func(resp.Reply) bool) int {
 		}
 	}
 	return n
-}
-
-// rReplayKept answers a resent unlock whose first run kept the hold (its
-// latch says 0, "still held"): 0 again only while the hold still is — held
-// (the agreed value v is still the owner's: owns) at a quorum whose
-// quorum-th longest PTTL, read from t1, has validity left; the reply is
-// then marked with that validity's end (property c: "still held" is a
-// keeping). Otherwise nil, as the unlock of a hold this owner no longer
-// has (Redisson's answer on one Redis): the first 0 was true when it was
-// sent, and the hold has since ended.
-func (s *Locks) rReplayKept(ctx context.Context, dst []byte, reps []enginex.MasterReply, v string, owns bool, t1 time.Time) []byte {
-	if owns {
-		var pttls []int64
-		for _, r := range reps {
-			if r.Failure() == nil && r.Reply.Type == resp.TypeArray && len(r.Reply.Elems) >= 2 && r.Reply.Elems[0].Text() == v && r.Reply.Elems[1].Int > 0 {
-				pttls = append(pttls, r.Reply.Elems[1].Int)
-			}
-		}
-		if q := s.eng.Quorum(); len(pttls) >= q {
-			slices.Sort(pttls)
-			left := time.Duration(pttls[len(pttls)-q]) * time.Millisecond
-			if s.rValid(ctx, t1, left) {
-				return redcon.AppendInt(dst, 0)
-			}
-		}
-	}
-	return redcon.AppendNull(dst)
 }
 
 // rValid reports whether a grant sent at t1 for lease is still valid,
@@ -461,7 +433,6 @@ func (s *Locks) rUnlock(ctx context.Context, dst []byte, rs *Script, keys, argv 
 // lease (an extension): 0; count 1: delete, released called, 1.
 func (s *Locks) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, latchTTL, owner string, lease time.Duration, free []byte, released func()) []byte {
 	key := rkeys[0]
-	t1 := time.Now()
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
 	if err != nil {
 		return s.engineErr(err)
@@ -476,10 +447,6 @@ func (s *Locks) rUnlockHold(ctx context.Context, dst []byte, rkeys []string, lat
 		// means the first one may not have taken effect: answering its
 		// result anyway over-counts (the hold ends at its lease), never
 		// under-counts.
-		if latch == "0" { // "still held": only while it is
-			h, isHold := parseHold(v)
-			return s.rReplayKept(ctx, dst, reps, v, ok && isHold && h.owner == owner, t1)
-		}
 		n, _ := strconv.ParseInt(latch, 10, 64)
 		return redcon.AppendInt(dst, n)
 	}

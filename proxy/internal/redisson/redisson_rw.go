@@ -521,7 +521,6 @@ func (s *Locks) rwUnlockOnce(ctx context.Context, rs *Script, rkeys []string, la
 		}
 		return rwResult{}, rwRaced
 	}
-	t1 := time.Now()
 	reps, err := s.rAsk(ctx, key, scripts.RedissonRead, rkeys, nil)
 	if err != nil {
 		return fail(nil, err)
@@ -541,10 +540,6 @@ func (s *Locks) rwUnlockOnce(ctx context.Context, rs *Script, rkeys []string, la
 		// write hold of count 2). On fewer masters the change is made
 		// where the latch is (RedissonCAS makes it at most once per
 		// master) and this try completes it on the others.
-		if latch == "0" { // "still held": only while it is (rReplayKept)
-			st, isRW := parseRW(v)
-			return rwResult{reply: s.rReplayKept(ctx, nil, reps, v, ok && isRW && st.find(owner) >= 0, t1)}, rwDone
-		}
 		n, _ := strconv.ParseInt(latch, 10, 64)
 		return rwResult{reply: redcon.AppendInt(nil, n)}, rwDone
 	case !ok:
