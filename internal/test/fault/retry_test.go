@@ -135,7 +135,10 @@ func granted(r resp.Reply, err error) bool { return err == nil && r.IsNull() }
 // sameAnswer reports whether two answers of a latched unlock agree (an
 // error is no answer: it is not compared).
 func sameAnswer(a, b resp.Reply, aerr, berr error) bool {
-	if aerr != nil || berr != nil {
+	// An error — the connection's, or an error reply (too few masters, a
+	// grant whose validity ended before its reply could be written) — is
+	// no answer to compare.
+	if aerr != nil || berr != nil || a.IsError() || b.IsError() {
 		return true
 	}
 	return a.IsNull() == b.IsNull() && a.Type == b.Type && a.Int == b.Int
