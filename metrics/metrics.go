@@ -305,6 +305,7 @@ type ProxyStats struct {
 	OverloadRefusals    uint64
 	LoopClients         int64
 	LoopMoves           uint64
+	ExpiredReplies      uint64
 }
 
 // RegisterProxy registers with reg the proxy's own series (client
@@ -340,11 +341,13 @@ var (
 		"Client connections served by an event loop (of redlock_proxy_clients; the others by goroutines).", nil, nil)
 	proxyLoopMovesDesc = prometheus.NewDesc(Namespace+"_proxy_loop_moves_total",
 		"Client connections an event loop handed to goroutines (a subscription, a request larger than 16 KiB).", nil, nil)
+	proxyExpiredDesc = prometheus.NewDesc(Namespace+"_proxy_expired_replies_total",
+		"Grants and extensions answered as expired: their reply waited for the connection's earlier replies past the lock's validity.", nil, nil)
 )
 
 func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{proxyClientsDesc, proxyAcceptedDesc, proxyRejectedDesc, proxyCommandsDesc,
-		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc, proxyOverloadDesc, proxyLoopClientsDesc, proxyLoopMovesDesc} {
+		proxyProtoDesc, proxyAuthDesc, proxyMemDesc, proxyPanicsDesc, proxyOverloadDesc, proxyLoopClientsDesc, proxyLoopMovesDesc, proxyExpiredDesc} {
 		ch <- d
 	}
 }
@@ -366,6 +369,7 @@ func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
 		{proxyPanicsDesc, st.PanicsRecovered},
 		{proxyOverloadDesc, st.OverloadRefusals},
 		{proxyLoopMovesDesc, st.LoopMoves},
+		{proxyExpiredDesc, st.ExpiredReplies},
 	} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}

@@ -104,6 +104,9 @@ func TestPipelinedGrantAnsweredWhileValid(t *testing.T) {
 					if got != want {
 						t.Errorf("a %s ms grant behind slower commands: %q, want %q", ttl, got, want)
 					}
+					if n := e.srv.Stats().ExpiredReplies; n != 1 { // the 100 ms grant's, then no other
+						t.Errorf("after the %s ms grant: Stats.ExpiredReplies %d, want 1", ttl, n)
+					}
 				}
 			})
 		}

@@ -28,6 +28,10 @@ type Stats struct {
 	// LoopMoves: connections an event loop handed to goroutines (a
 	// subscription, a request larger than 16 KiB).
 	LoopMoves uint64
+	// ExpiredReplies: grants and extensions answered as expired — their
+	// reply waited for the connection's earlier, slower replies past the
+	// lock's validity (MsgExpired).
+	ExpiredReplies uint64
 }
 
 // Stats returns the server's counters. Safe for concurrent use.

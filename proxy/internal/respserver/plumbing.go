@@ -370,7 +370,7 @@ func (s *Server) info(sections [][]byte) string {
 			ps.AcceptedConnections, ps.RejectedConnections, ps.Commands, ps.ProtocolErrors)
 		b = fmt.Appendf(b, "panics_recovered:%d\r\nauth_failures:%d\r\nmemory_refusals:%d\r\noverload_refusals:%d\r\n",
 			ps.PanicsRecovered, ps.AuthFailures, ps.MemoryRefusals, ps.OverloadRefusals)
-		b = fmt.Appendf(b, "event_loops:%d\r\nloop_clients:%d\r\nloop_moves:%d\r\n", len(s.loops), ps.LoopClients, ps.LoopMoves)
+		b = fmt.Appendf(b, "event_loops:%d\r\nloop_clients:%d\r\nloop_moves:%d\r\nexpired_replies:%d\r\n", len(s.loops), ps.LoopClients, ps.LoopMoves, ps.ExpiredReplies)
 		b = fmt.Appendf(b, "wakeups_sent:%d\r\nwakeups_dropped:%d\r\n", s.wakesSent.Load(), s.wakeDropped.Load())
 		more("proxy")
 		b = append(b, "\r\n"...)

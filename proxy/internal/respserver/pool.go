@@ -133,6 +133,7 @@ func (cl *Call) expireAt(s *Server, deadline time.Time) {
 // grant's validity ended (Expiring).
 func (cl *Call) reply(s *Server) []byte {
 	if at := cl.expires.Load(); at != 0 && int64(time.Since(s.start)) >= at {
+		s.expiredReplies.Add(1)
 		return expiredReply // an error reads the same in RESP2 and RESP3
 	}
 	return cl.out

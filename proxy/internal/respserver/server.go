@@ -129,6 +129,7 @@ type Server struct {
 
 	panics, authFailures, memRefused atomic.Uint64
 	overloaded                       atomic.Uint64 // requests refused -BUSY (admission)
+	expiredReplies                   atomic.Uint64 // grants answered MsgExpired (Call.reply)
 	wakesSent, wakeDropped           atomic.Uint64 // messages delivered, and lost to full queues
 
 	loops       []*loop        // event loops (Config.EventLoops)
