@@ -314,9 +314,14 @@ func (s *Locks) rFairTryLock(ctx context.Context, dst []byte, rs *Script, keys, 
 			return no()
 		}
 		if fr.ticket > 0 {
-			// Keep the place: the entry's life runs from this try (not
-			// waited for: the answer does not depend on it).
-			go s.rBestEffort(key, scripts.FairRegister, []string{fk.counter, fk.queue, fk.expiry}, []string{owner, strconv.FormatInt(fr.ticket, 10), msArg(life)})
+			// Keep the place: the entry's life runs from this try. Done
+			// before the answer (bounded by the cleanup timeout), so that
+			// the waiter's later requests — its acquireFailed, through any
+			// proxy — come after it: sent after the answer, a late
+			// register put a waiter that had left back at the head of the
+			// queue, and the free lock was refused to everyone until the
+			// entry expired.
+			s.rBestEffort(key, scripts.FairRegister, []string{fk.counter, fk.queue, fk.expiry}, []string{owner, strconv.FormatInt(fr.ticket, 10), msArg(life)})
 		}
 		ttl := int64(fairPoll)
 		if fr.value != "" {
