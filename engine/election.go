@@ -213,7 +213,7 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 	cmd = resp.AppendBulkString(cmd, el.key)
 	cmd = resp.AppendBulkString(cmd, el.rkey)
 	t1 := time.Now()
-	reps, err := e.broadcast(ctx, el.key, el.readTimeout(ctx), scripts.ElectionLeader, cmd, func(resp.Reply) bool { return true }, nil)
+	reps, err := e.broadcast(ctx, el.key, el.readTimeout(ctx), scripts.ElectionLeader, cmd, anyReply, nil)
 	if err != nil {
 		return Leader{}, err
 	}

@@ -52,7 +52,7 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 	// Within ctx's deadline: the masters that did not answer by then count
 	// as failures and the read decides from the others.
 	timeout := withinDeadline(ctx, transport{e}.MasterTimeout(0))
-	reps, err := e.broadcast(ctx, key, timeout, scripts.Holder, cmd, func(resp.Reply) bool { return true }, nil)
+	reps, err := e.broadcast(ctx, key, timeout, scripts.Holder, cmd, anyReply, nil)
 	if err != nil {
 		return Holding{}, err
 	}

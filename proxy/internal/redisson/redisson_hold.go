@@ -168,7 +168,7 @@ func (s *Locks) rGrant(ctx context.Context, key string, lease time.Duration, sc 
 // with the same rule: no answer of a master in restart quarantine counts
 // (it may have lost what it held).
 func (s *Locks) rAsk(ctx context.Context, key string, sc *conn.Script, keys []string, argv []string) ([]enginex.MasterReply, error) {
-	return s.rGrant(ctx, key, s.eng.Config().MaxTTL, sc, keys, argv, func(resp.Reply) bool { return true })
+	return s.tr.Ask(ctx, key, s.tr.MasterTimeout(s.eng.Config().MaxTTL), sc, sc.AppendCall(nil, strArgs(keys...), strArgs(argv...)))
 }
 
 // rBestEffort sends a cleanup or a revert to every master on key's
