@@ -7,8 +7,6 @@ import (
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
-	"github.com/redlock-dev/redlock/internal/test/mastertest"
-	"github.com/redlock-dev/redlock/internal/test/relay"
 )
 
 // TestLateExtensionReleasedByKind: an extension the masters confirm after
@@ -21,28 +19,9 @@ import (
 func TestLateExtensionReleasedByKind(t *testing.T) {
 	for _, kind := range []string{"plain", "read"} {
 		t.Run(kind, func(t *testing.T) {
-			set := mastertest.Start(t, 3)
-			mastertest.RequireReal(t, set)
-			var rs []*relay.Relay
-			var addrs []string
-			for _, a := range set.Addrs() {
-				r, err := relay.Start(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { r.Close() })
-				rs, addrs = append(rs, r), append(addrs, r.Addr())
-			}
-			e, err := engine.New(engine.Config{FreshMasters: true, Addrs: addrs, MasterTimeout: 5 * time.Second, DriftFactor: 0.3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { e.Close() })
+			e, rs, _ := lateRelayed(t) // three masters behind relays, a 3 s per-master timeout
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			if _, err := e.WaitReady(ctx); err != nil {
-				t.Fatal(err)
-			}
 			key := keyName(t)
 			rw, err := e.NewRWLock(key)
 			if err != nil {
@@ -78,8 +57,8 @@ func TestLateExtensionReleasedByKind(t *testing.T) {
 			}
 			// Released, not left to the late TTL (6 s): gone within 3 s.
 			gone := time.Now().Add(3 * time.Second)
-			for i, a := range set.Addrs() {
-				c := conn.New(a, conn.Config{})
+			for i, r := range rs { // released: they pass traffic again
+				c := conn.New(r.Addr(), conn.Config{})
 				defer c.Close()
 				for {
 					rep, err := c.Exec(ctx, held...)
