@@ -274,6 +274,12 @@ func (c *Conn) readLoop() {
 		// (Never once subscribed: the writer may be writing a pushed
 		// message at any moment.)
 		c.direct = end && c.batch == 1 && c.alone && c.unwritten.Load() == 0 && c.sub == nil
+		if c.direct && (c.solo != nil || len(c.lastByKey) > 0 || c.orderPeak > orderFree) {
+			// Settled, and a direct command enters no ordering state: what
+			// is left goes now, or it stayed charged while the client waits
+			// for each reply (CI's red run of 2026-11-29).
+			c.forgetOrder()
+		}
 		if end {
 			c.alone, c.batch = c.batch == 1, 0
 		}
@@ -444,15 +450,7 @@ func (c *Conn) order(keys [][]byte, cl *Call) []*Call {
 		return nil
 	}
 	if c.settled() {
-		c.solo = nil
-		if c.orderPeak > orderFree {
-			// Dropped, not cleared: its grown tables would stay with an
-			// idle connection (found by the review of issue #46).
-			c.lastByKey, c.orderPeak = nil, 0
-			c.giveBackOrder()
-		} else if len(c.lastByKey) > 0 {
-			clear(c.lastByKey)
-		}
+		c.forgetOrder()
 		if len(keys) == 1 {
 			c.soloKey, c.solo = maphash.Bytes(keySeed, keys[0]), cl
 			return nil
@@ -494,6 +492,20 @@ func (c *Conn) order(keys [][]byte, cl *Call) []*Call {
 		c.orderPeak = n
 	}
 	return after
+}
+
+// forgetOrder drops the ordering state of a settled connection, whose
+// entries are all finished. A grown map is dropped, not cleared: its
+// tables would stay with an idle connection (found by the review of issue
+// #46), charged to it.
+func (c *Conn) forgetOrder() {
+	c.solo = nil
+	if c.orderPeak > orderFree {
+		c.lastByKey, c.orderPeak = nil, 0
+		c.giveBackOrder()
+	} else if len(c.lastByKey) > 0 {
+		clear(c.lastByKey)
+	}
 }
 
 // orderFree is how many ordering entries a connection keeps uncharged;
