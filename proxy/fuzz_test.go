@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,7 +137,12 @@ func FuzzServe(f *testing.F) {
 				if strings.Contains(err.Error(), "timeout") {
 					t.Fatalf("no answer and no close within %v: %v", fuzzInputTimeout, err)
 				}
-				if err != io.EOF {
+				// A reset ends the stream as EOF does: the proxy closed
+				// after a protocol error with input still unread (4,097
+				// bytes, one past its first read, CI 2026-11-29), and the
+				// kernel answers such a close with a reset, as it does
+				// Redis's.
+				if err != io.EOF && !errors.Is(err, syscall.ECONNRESET) {
 					t.Fatalf("the proxy sent something that is not RESP: %v", err)
 				}
 				break
