@@ -83,15 +83,21 @@ func ExampleEngine_NewRWLock() {
 	fmt.Println("two readers:", err == nil)
 	_, err = rw.TryLock(ctx, 10*time.Second)
 	fmt.Println("writer refused while they read:", errors.Is(err, engine.ErrNotAcquired))
+	h, _ := e.Holder(ctx, "catalog")
+	fmt.Println("held for reading by", h.Readers)
 	r1.Unlock(ctx)
 	r2.Unlock(ctx)
 	w, err := rw.TryLock(ctx, 10*time.Second)
 	fmt.Println("writer after them:", err == nil)
+	h, _ = e.Holder(ctx, "catalog")
+	fmt.Println("held by the writer:", h.Token == w.Token())
 	w.Unlock(ctx)
 	// Output:
 	// two readers: true
 	// writer refused while they read: true
+	// held for reading by 2
 	// writer after them: true
+	// held by the writer: true
 }
 
 // LockAll takes several keys, all or none, in an order every caller

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
@@ -24,19 +25,32 @@ type Holding struct {
 	// holder's own validity is shorter by its drift allowance. It is
 	// [NoExpiry] when a quorum holds the token without a TTL (a key
 	// written outside the engine, or leaked): it is held until deleted.
+	// With Readers, it is how long a quorum still holds the last of them.
 	Remaining time.Duration
+	// Readers is the number of read locks of an [RWLock] on the key that
+	// a quorum of masters holds unexpired, when no writer holds it (Token
+	// ""): the key is held, for reading. Each master's first 1,024
+	// unexpired readers are read. (With cluster members, only a key with
+	// a {hash tag} can be an RWLock's: other keys are read without
+	// readers.)
+	Readers int
 }
+
+// Held reports whether a quorum holds the key: a token, or readers.
+func (h Holding) Held() bool { return h.Token != "" || h.Readers > 0 }
 
 // NoExpiry is [Holding.Remaining] (and [Leader.Remaining]) for a token a
 // quorum of masters holds without a TTL, as PTTL's -1.
 const NoExpiry time.Duration = -1
 
 // Holder reads who holds key, as a quorum read: every master is asked
-// for the key's value and PTTL in one step. The key is held by a token
-// when a quorum of masters answered with it, and free when so few masters
-// hold any one token that even the masters that did not answer could not
-// make a quorum of it. Otherwise — too few answers to tell — it returns an
-// error matching [ErrUnavailable] (a [*QuorumError] with op "holder"). A
+// for the key's value and PTTL, and an [RWLock]'s readers, in one step.
+// The key is held by a token when a quorum of masters answered with it,
+// held for reading when a quorum holds one or more of the same readers,
+// and free when so few masters hold any one token or reader that even the
+// masters that did not answer could not make a quorum of it. Otherwise —
+// too few answers to tell — it returns an error matching [ErrUnavailable]
+// (a [*QuorumError] with op "holder"). A
 // master in restart quarantine does not count as an answer: it may have
 // lost the key. A master that has not answered within nine tenths of
 // what is left of ctx's deadline counts as failed. The read is a
@@ -46,8 +60,18 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		return Holding{}, errEmptyKey
 	}
 	key = e.cfg.KeyPrefix + key
-	cmd := scripts.Holder.AppendEvalSha(nil, 1, 0)
+	// An RWLock's readers share the key's slot only through a hash tag
+	// (NewRWLock requires one with cluster members).
+	readers := e.clusters == nil || conn.HashTag(key) != key
+	nkeys := 1
+	if readers {
+		nkeys = 2
+	}
+	cmd := scripts.Holder.AppendEvalSha(nil, nkeys, 0)
 	cmd = resp.AppendBulkString(cmd, key)
+	if readers {
+		cmd = resp.AppendBulkString(cmd, key+readersSuffix)
+	}
 	t1 := time.Now()
 	// Within ctx's deadline: the masters that did not answer by then count
 	// as failures and the read decides from the others.
@@ -57,13 +81,84 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		return Holding{}, err
 	}
 	elapsed := time.Since(t1)
-	tok, left, _, err := e.quorumHolder("holder", reps, elapsed, func(r resp.Reply) (*keyAnswer, error) {
-		if r.Type != resp.TypeArray || len(r.Elems) != 2 || r.Elems[0].Type != resp.TypeBulkString || r.Elems[1].Type != resp.TypeInteger {
+	tok, left, answers, err := e.quorumHolder("holder", reps, elapsed, func(r resp.Reply) (*keyAnswer, error) {
+		if r.Type != resp.TypeArray || len(r.Elems) < 2 || len(r.Elems) > 3 || r.Elems[1].Type != resp.TypeInteger ||
+			(r.Elems[0].Type != resp.TypeBulkString && !r.Elems[0].IsNull()) {
 			return nil, fmt.Errorf("engine: unexpected reply %s", r)
 		}
-		return &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}, nil
+		a := &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}
+		if len(r.Elems) == 3 {
+			var err error
+			if a.readers, err = parseReaders(r.Elems[2]); err != nil {
+				return nil, err
+			}
+		}
+		return a, nil
 	})
-	return Holding{Token: tok, Remaining: left}, err
+	if err != nil || tok != "" || !readers {
+		return Holding{Token: tok, Remaining: left}, err
+	}
+	return e.quorumReaders(reps, answers, elapsed)
+}
+
+// parseReaders reads the holder script's readers: token, ms left, ….
+func parseReaders(r resp.Reply) (map[string]int64, error) {
+	if r.Type != resp.TypeArray || len(r.Elems)%2 != 0 {
+		return nil, fmt.Errorf("engine: unexpected readers %s", r)
+	}
+	m := make(map[string]int64, len(r.Elems)/2)
+	for i := 0; i < len(r.Elems); i += 2 {
+		t, ms := r.Elems[i], r.Elems[i+1]
+		if t.Type != resp.TypeBulkString || ms.Type != resp.TypeInteger {
+			return nil, fmt.Errorf("engine: unexpected readers %s", r)
+		}
+		m[string(t.Str)] = ms.Int
+	}
+	return m, nil
+}
+
+// quorumReaders decides the read of an RWLock's readers, where no writer
+// holds the key: the readers a quorum of masters holds, and how long a
+// quorum still holds the last of them (each reader's quorum-th longest
+// time left, less elapsed); an error matching ErrUnavailable when a reader
+// short of a quorum could reach one on the masters that did not answer.
+func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer, elapsed time.Duration) (Holding, error) {
+	left := map[string][]int64{}
+	answered := 0
+	var failed []error
+	for i, a := range answers {
+		if a == nil {
+			err := reps[i].Err
+			if err == nil && reps[i].Reply.IsError() {
+				err = reps[i].Reply.Err()
+			}
+			if err == nil {
+				err = fmt.Errorf("engine: unexpected reply %s", reps[i].Reply)
+			}
+			failed = append(failed, &MasterError{Master: i, Addr: e.addrs[i], Err: err})
+			continue
+		}
+		answered++
+		for tok, ms := range a.readers {
+			left[tok] = append(left[tok], ms)
+		}
+	}
+	var h Holding
+	most := 0
+	for _, ms := range left {
+		if len(ms) < e.q {
+			most = max(most, len(ms))
+			continue
+		}
+		slices.Sort(ms)
+		h.Readers++
+		h.Remaining = max(h.Remaining, max(0, time.Duration(ms[len(ms)-e.q])*time.Millisecond-elapsed))
+	}
+	if h.Readers == 0 && most+e.n-answered >= e.q {
+		return Holding{}, &QuorumError{Op: "holder", Total: e.n, Quorum: e.q, Answered: answered, Granted: most,
+			Masters: failed, unavailable: true, sentinel: ErrUnavailable}
+	}
+	return h, nil
 }
 
 // keyAnswer is one master's answer to a read of a lock key: the token it
@@ -72,7 +167,8 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 type keyAnswer struct {
 	token     string
 	pttl      int64
-	published bool // a leader record of the token came with it
+	published bool             // a leader record of the token came with it
+	readers   map[string]int64 // an RWLock's readers: token → ms left
 	term, seq int64
 	value     string
 }
@@ -86,7 +182,8 @@ type keyAnswer struct {
 // reads a reply that is neither an error nor nil (nil: the key is free);
 // its error, or a failed master's, counts as no answer — as does a
 // master in restart quarantine (broadcast made its answer an error). It
-// also returns every master's parsed answer (nil where none).
+// also returns every master's parsed answer (nil where it did not
+// answer; a token "" where it holds none).
 func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed time.Duration, parse func(resp.Reply) (*keyAnswer, error)) (string, time.Duration, []*keyAnswer, error) {
 	qe := &QuorumError{Op: op, Total: e.n, Quorum: e.q}
 	answers := make([]*keyAnswer, len(reps))
@@ -107,9 +204,12 @@ func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed tim
 		}
 		qe.Answered++
 		if a == nil {
-			continue
+			a = &keyAnswer{} // answered: nothing held here
 		}
 		answers[i] = a
+		if a.token == "" {
+			continue // no token (an RWLock's readers only, or nothing)
+		}
 		counts[a.token]++
 		if best == "" || counts[a.token] > counts[best] {
 			best = a.token

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ type readEntry struct {
 	name   string
 	method string // as ruleEntry.method: a proxy command, an engine method, a subcommand
 	// of is the grant row whose hold it reads ("": the plain key readsKey
-	// holds, taken with SET NX PX).
+	// holds, taken with SET NX PX; readersKey: an RWLock's read lock).
 	of string
 	// read reads key through instance inst: refused is the answer "too
 	// few masters to tell", text the reply for messages.
@@ -30,6 +31,23 @@ type readEntry struct {
 
 // readsKey is the plain lock the reads without a row of their own read.
 const readsKey = "gr:a:{reads}"
+
+// readersKey is an RWLock held by one reader, as the rows of the reads
+// that see readers read it (of: readersKey).
+const readersKey = "gr:a:{readers}"
+
+// holdReaders takes readersKey's read lock through instance inst.
+func holdReaders(t *testing.T, x *ruleRun, inst int, ttl time.Duration) {
+	rw, err := x.eng(inst).NewRWLock(readersKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := opCtx()
+	defer cancel()
+	if _, err := rw.TryRLock(ctx, ttl); err != nil {
+		t.Fatalf("%s: the reader: %v", readersKey, err)
+	}
+}
 
 func readEntries() []readEntry {
 	proxyRead := func(args ...string) func(x *ruleRun, inst int, key, holder string) (bool, string) {
@@ -71,6 +89,14 @@ func readEntries() []readEntry {
 			h, err := x.eng(inst).Holder(ctx, key)
 			return engineRead(err, "token "+h.Token)
 		}},
+		// A key held by readers only is held: not "free" from the
+		// quarantined masters' empty answers.
+		{name: "Engine.Holder, read locks", method: "Engine.Holder", of: readersKey, read: func(x *ruleRun, inst int, key, _ string) (bool, string) {
+			ctx, cancel := opCtx()
+			defer cancel()
+			h, err := x.eng(inst).Holder(ctx, key)
+			return engineRead(err, fmt.Sprintf("%d readers", h.Readers))
+		}},
 		{name: "Election.Leader", method: "Election.Leader", of: "Election.Campaign", read: func(x *ruleRun, inst int, key, _ string) (bool, string) {
 			el, err := x.eng(inst).NewElection(key, 5*time.Second)
 			if err != nil {
@@ -81,14 +107,18 @@ func readEntries() []readEntry {
 			ld, err := el.Leader(ctx)
 			return engineRead(err, "leader "+ld.Token)
 		}},
-		{name: "redlock holder", method: "holder", read: func(x *ruleRun, inst int, key, _ string) (bool, string) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			out, err := exec.CommandContext(ctx, x.cli, "holder", "--masters", strings.Join(x.addrs[inst], ","), "--max-ttl", x.maxTTL.String(), key).CombinedOutput()
-			var ee *exec.ExitError
-			return errors.As(err, &ee) && ee.ExitCode() == 69, errString(err) + ": " + string(out)
-		}},
+		{name: "redlock holder", method: "holder", read: cliHolder},
+		{name: "redlock holder, read locks", method: "holder", of: readersKey, read: cliHolder},
 	}
+}
+
+// cliHolder reads key with `redlock holder`: refused is its exit 69.
+func cliHolder(x *ruleRun, inst int, key, _ string) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, x.cli, "holder", "--masters", strings.Join(x.addrs[inst], ","), "--max-ttl", x.maxTTL.String(), key).CombinedOutput()
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 69, errString(err) + ": " + string(out)
 }
 
 func errString(err error) string {
@@ -107,7 +137,11 @@ func checkReadsQuarantined(t *testing.T, x *ruleRun, holder string) {
 		t.Run("read "+r.name, func(t *testing.T) {
 			x.t = t
 			key := readsKey
-			if r.of != "" {
+			switch r.of {
+			case "":
+			case readersKey:
+				key = readersKey
+			default:
 				key = entryKey(ruleQuarantine, ruleEntry{name: r.of})
 			}
 			if refused, text := r.read(x, 0, key, holder); !refused {

@@ -1482,10 +1482,11 @@ func TestGrantRule(t *testing.T) {
 			}
 			kept[e.name] = x.value(3, e.holdKeyOf(key))
 		}
-		// The reads' plain lock (grantrule_reads_test.go).
+		// The reads' plain lock and read lock (grantrule_reads_test.go).
 		if r := x.cmd(t, 0, "SET", readsKey, holder, "NX", "PX", ms(long)); r != "+OK\r\n" {
 			t.Fatalf("%s: %q", readsKey, r)
 		}
+		holdReaders(t, x, 0, long)
 		restartEmpty(t, x.p[0], 0, 1, 2)
 		for _, p := range x.p {
 			c := dialRaw(t, p.addr)

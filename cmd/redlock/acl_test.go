@@ -470,6 +470,9 @@ func aclEngine(t *testing.T, m *aclMasters) {
 		if _, err := rwb.TryLock(ctx, time.Second); !errors.Is(err, engine.ErrNotAcquired) {
 			t.Fatalf("TryLock while read: %v, want ErrNotAcquired", err)
 		}
+		if h, err := b.Holder(ctx, "acl:rw"); err != nil || h.Readers != 2 {
+			t.Fatalf("Holder while read = %+v, %v; want 2 readers", h, err)
+		}
 		must(t, "RUnlock", r2.Unlock(ctx))
 		got := make(chan lockResult, 1)
 		go func() {

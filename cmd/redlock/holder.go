@@ -23,7 +23,9 @@ usage: redlock holder [flags] KEY
 
 It prints the holder's token and how long a quorum still holds the key
 ("KEY is free" when none does; a key a quorum holds without a TTL says
-so, and --json's remaining_ms is then -1); with --leader, the election's leader:
+so, and --json's remaining_ms is then -1), or, for a read-write lock
+held by readers, how many (--json: readers) and how long a quorum still
+holds the last of them; with --leader, the election's leader:
 its value, its term (the fencing token its writes carry: $REDLOCK_TERM of
 redlock lock --leader) and its token. A lock's fencing token is not kept
 with its key: the holder has it ($REDLOCK_FENCING_TOKEN). The read is a
@@ -90,10 +92,14 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return readExit(err)
 		}
-		out["held"] = h.Token != ""
-		if h.Token == "" {
+		out["held"] = h.Held()
+		switch {
+		case h.Readers > 0:
+			out["readers"], out["remaining_ms"] = h.Readers, remainingMs(h.Remaining)
+			text = fmt.Sprintf("%s is held for reading by %s, %s", key, plural(h.Readers, "reader"), remainingText(h.Remaining))
+		case h.Token == "":
 			text = key + " is free"
-		} else {
+		default:
 			out["token"], out["remaining_ms"] = h.Token, remainingMs(h.Remaining)
 			text = fmt.Sprintf("%s is held by token %s, %s", key, shownToken(h.Token), remainingText(h.Remaining))
 		}

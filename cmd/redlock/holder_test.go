@@ -54,6 +54,20 @@ func TestHolder(t *testing.T) {
 	if code, out := holder("--json", "holder:k"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, l.Token()) {
 		t.Errorf("--json: exit %d %q", code, out)
 	}
+	// A read-write lock held by readers is held, for reading (it was
+	// "free", while every writer was refused).
+	rw, _ := e.NewRWLock("holder:rw")
+	for range 2 {
+		if _, err := rw.TryRLock(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := holder("holder:rw"); code != 0 || !strings.Contains(out, "holder:rw is held for reading by 2 readers") {
+		t.Errorf("read-locked: exit %d %q", code, out)
+	}
+	if code, out := holder("--json", "holder:rw"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, `"readers":2`) {
+		t.Errorf("read-locked, --json: exit %d %q", code, out)
+	}
 	// A key a quorum holds without a TTL (written outside the engine, or
 	// leaked) is held until deleted: said so, never a finite time left
 	// (it read as --max-ttl left, every time).

@@ -124,7 +124,11 @@ var (
 	// lowers it) and returns 1; otherwise 0.
 	Reenter = load("engine", "reenter")
 	// Holder reads KEYS[1]: {value, PTTL} in one step, nil when the key
-	// does not exist (engine.Holder's quorum read).
+	// does not exist (engine.Holder's quorum read). With KEYS[2], an
+	// RWLock's readers (KEYS[1]..":readers"), it reads them in the same
+	// step: {value or nil, PTTL, {token, ms left, …}} with the first
+	// 1,024 unexpired readers on the master's clock; nil when there is
+	// neither a value nor a reader.
 	Holder = load("engine", "holder")
 
 	// The election's scripts (engine.Election). KEYS are the election's
