@@ -107,18 +107,25 @@ func readEntries() []readEntry {
 			ld, err := el.Leader(ctx)
 			return engineRead(err, "leader "+ld.Token)
 		}},
-		{name: "redlock holder", method: "holder", read: cliHolder},
-		{name: "redlock holder, read locks", method: "holder", of: readersKey, read: cliHolder},
+		{name: "redlock holder", method: "holder", read: cliHolder()},
+		{name: "redlock holder, read locks", method: "holder", of: readersKey, read: cliHolder()},
+		// The permits of redlock lock -n 2 (the row's semaphore has one:
+		// its permit 0 is the first of two).
+		{name: "redlock holder -n", method: "holder", of: "Semaphore.TryAcquire", read: cliHolder("-n", "2")},
 	}
 }
 
-// cliHolder reads key with `redlock holder`: refused is its exit 69.
-func cliHolder(x *ruleRun, inst int, key, _ string) (bool, string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, x.cli, "holder", "--masters", strings.Join(x.addrs[inst], ","), "--max-ttl", x.maxTTL.String(), key).CombinedOutput()
-	var ee *exec.ExitError
-	return errors.As(err, &ee) && ee.ExitCode() == 69, errString(err) + ": " + string(out)
+// cliHolder reads key with `redlock holder` and flags: refused is its
+// exit 69.
+func cliHolder(flags ...string) func(x *ruleRun, inst int, key, _ string) (bool, string) {
+	return func(x *ruleRun, inst int, key, _ string) (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		args := append([]string{"holder", "--masters", strings.Join(x.addrs[inst], ","), "--max-ttl", x.maxTTL.String()}, flags...)
+		out, err := exec.CommandContext(ctx, x.cli, append(args, key)...).CombinedOutput()
+		var ee *exec.ExitError
+		return errors.As(err, &ee) && ee.ExitCode() == 69, errString(err) + ": " + string(out)
+	}
 }
 
 func errString(err error) string {

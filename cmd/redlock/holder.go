@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlock-dev/redlock/engine"
@@ -19,13 +21,16 @@ const holderHelp = `redlock holder: who holds a lock, or leads an election, as a
 the masters says now (etcdctl elect -l, consul lock's holder read).
 
 usage: redlock holder [flags] KEY
+       redlock holder -n COUNT [flags] KEY
        redlock holder --leader [flags] NAME
 
 It prints the holder's token and how long a quorum still holds the key
 ("KEY is free" when none does; a key a quorum holds without a TTL says
 so, and --json's remaining_ms is then -1), or, for a read-write lock
 held by readers, how many (--json: readers) and how long a quorum still
-holds the last of them; with --leader, the election's leader:
+holds the last of them; with -n, the permits of redlock lock -n COUNT KEY
+(KEY:permit:0 … KEY:permit:COUNT-1): how many are held, and each holder
+(--json: permits, held_permits, holders); with --leader, the election's leader:
 its value, its term (the fencing token its writes carry: $REDLOCK_TERM of
 redlock lock --leader) and its token. A lock's fencing token is not kept
 with its key: the holder has it ($REDLOCK_FENCING_TOKEN). The read is a
@@ -41,6 +46,7 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	mf.register(fs, "the Redis masters")
 	var ec engine.Config
 	leader := fs.Bool("leader", false, "read the leader of the election NAME (redlock lock --leader NAME)")
+	permits := fs.Int("n", 1, "read the `count` permits of redlock lock -n COUNT KEY (KEY:permit:0 … KEY:permit:count-1; 1: the lock KEY itself)")
 	jsonOut := fs.Bool("json", false, "print one JSON object")
 	durationVar(fs, &ec.MaxTTL, "max-ttl", engine.DefaultMaxTTL, "as redlock lock's: a master that started less than this ago does not count (restart quarantine)")
 	fs.BoolVar(&ec.FreshMasters, "fresh-masters", false, "the masters were just started empty (tests)")
@@ -49,6 +55,12 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	key := fs.Arg(0)
+	if *permits < 1 || *permits > maxHolders {
+		return usageError{fmt.Errorf("-n %d: want 1 to %d permits", *permits, maxHolders)}
+	}
+	if *permits > 1 && *leader {
+		return usageError{errors.New("-n and --leader: an election has one leader")}
+	}
 	list := mf.list()
 	if len(list) == 0 {
 		return usageError{errors.New("--masters (or $" + envMasters + ") is required")}
@@ -87,6 +99,11 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			out["value"], out["term"], out["token"], out["remaining_ms"] = ld.Value, ld.Term, ld.Token, remainingMs(ld.Remaining)
 			text = fmt.Sprintf("election %s: leader %q, term %d, token %s, %s", key, ld.Value, ld.Term, shownToken(ld.Token), remainingText(ld.Remaining))
 		}
+	} else if *permits > 1 {
+		var err error
+		if text, err = readPermits(ctx, e, key, *permits, out); err != nil {
+			return readExit(err)
+		}
 	} else {
 		h, err := e.Holder(ctx, key)
 		if err != nil {
@@ -112,6 +129,41 @@ func holderCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return nil
 }
+
+// readPermits reads the permits of a semaphore of n on key (redlock lock
+// -n), all at once, into out; it returns the text to print, or the error
+// of the first permit whose read could not tell.
+func readPermits(ctx context.Context, e *engine.Engine, key string, n int, out map[string]any) (string, error) {
+	hs := make([]engine.Holding, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { hs[i], errs[i] = e.Holder(ctx, permitKey(key, i)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", permitKey(key, i), err)
+		}
+	}
+	var held []map[string]any
+	var lines []string
+	for i, h := range hs {
+		if h.Token == "" {
+			continue
+		}
+		held = append(held, map[string]any{"permit_key": permitKey(key, i), "token": h.Token, "remaining_ms": remainingMs(h.Remaining)})
+		lines = append(lines, fmt.Sprintf("\n  %s by token %s, %s", permitKey(key, i), shownToken(h.Token), remainingText(h.Remaining)))
+	}
+	out["permits"], out["held"], out["held_permits"], out["holders"] = n, len(held) > 0, len(held), held
+	if held == nil {
+		out["holders"] = []map[string]any{}
+	}
+	return fmt.Sprintf("%s: %d of %d permits held", key, len(held), n) + strings.Join(lines, ""), nil
+}
+
+// permitKey is permit i's key of a semaphore on key (engine.Semaphore).
+func permitKey(key string, i int) string { return key + ":permit:" + strconv.Itoa(i) }
 
 // readExit is the exit of a quorum read that could not tell.
 func readExit(err error) error {

@@ -68,6 +68,28 @@ func TestHolder(t *testing.T) {
 	if code, out := holder("--json", "holder:rw"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, `"readers":2`) {
 		t.Errorf("read-locked, --json: exit %d %q", code, out)
 	}
+	// -n: the permits of redlock lock -n (the key itself is not held:
+	// "free" said nothing of the permits).
+	sem, _ := e.NewSemaphore("holder:sem", 3)
+	p0, err := sem.TryAcquire(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := sem.TryAcquire(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := holder("-n", "3", "holder:sem")
+	if code != 0 || !strings.Contains(out, "holder:sem: 2 of 3 permits held") ||
+		!strings.Contains(out, p0.Key()+" by token "+p0.Token()) || !strings.Contains(out, p1.Key()+" by token "+p1.Token()) {
+		t.Errorf("-n 3: exit %d %q", code, out)
+	}
+	if code, out := holder("-n", "3", "--json", "holder:sem"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, `"held_permits":2`) || !strings.Contains(out, `"permits":3`) || !strings.Contains(out, p1.Token()) {
+		t.Errorf("-n 3 --json: exit %d %q", code, out)
+	}
+	if code, out := holder("-n", "65", "holder:sem"); code != 2 {
+		t.Errorf("-n 65: exit %d %q; want 2", code, out)
+	}
 	// A key a quorum holds without a TTL (written outside the engine, or
 	// leaked) is held until deleted: said so, never a finite time left
 	// (it read as --max-ttl left, every time).
@@ -92,5 +114,8 @@ func TestHolder(t *testing.T) {
 	}
 	if code, out := holder("--timeout", "300ms", "holder:k"); code != exitUnavailable {
 		t.Errorf("2 of 3 masters down: exit %d %q; want %d", code, out, exitUnavailable)
+	}
+	if code, out := holder("--timeout", "300ms", "-n", "3", "holder:sem"); code != exitUnavailable || !strings.Contains(out, "holder:sem:permit:") {
+		t.Errorf("-n 3, 2 of 3 masters down: exit %d %q; want %d naming a permit", code, out, exitUnavailable)
 	}
 }
