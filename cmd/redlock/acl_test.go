@@ -862,7 +862,7 @@ func aclCLI(t *testing.T, m *aclMasters, proxy string) {
 	t.Run("holder", func(t *testing.T) {
 		m.exec(t, 0, "SET", "acl:holder", "tok-holder", "PX", "60000")
 		m.exec(t, 1, "SET", "acl:holder", "tok-holder", "PX", "60000")
-		for _, args := range [][]string{{"acl:holder"}, {"--leader", "acl:cli:leader"}} {
+		for _, args := range [][]string{{"acl:holder"}, {"-n", "3", "acl:holder"}, {"--leader", "acl:cli:leader"}} {
 			var stdout, stderr bytes.Buffer
 			code := run(slices.Concat([]string{"holder", "--masters", m.addrs(), "--fresh-masters"}, args), &stdout, &stderr)
 			if code != 0 {
