@@ -29,10 +29,10 @@ type Holding struct {
 	Remaining time.Duration
 	// Readers is the number of read locks of an [RWLock] on the key that
 	// a quorum of masters holds unexpired, when no writer holds it (Token
-	// ""): the key is held, for reading. Each master's first 1,024
-	// unexpired readers are read. (With cluster members, only a key with
-	// a {hash tag} can be an RWLock's: other keys are read without
-	// readers.)
+	// ""): the key is held, for reading. Each master's 1,024 longest-lived
+	// unexpired readers are read; a master with more is too many to tell
+	// ([ErrUnavailable]). (With cluster members, only a key with a {hash
+	// tag} can be an RWLock's: other keys are read without readers.)
 	Readers int
 }
 
@@ -82,16 +82,24 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 	}
 	elapsed := time.Since(t1)
 	tok, left, answers, err := e.quorumHolder("holder", reps, elapsed, func(r resp.Reply) (*keyAnswer, error) {
-		if r.Type != resp.TypeArray || len(r.Elems) < 2 || len(r.Elems) > 3 || r.Elems[1].Type != resp.TypeInteger ||
+		if r.Type != resp.TypeArray || (len(r.Elems) != 2 && len(r.Elems) != 4) || r.Elems[1].Type != resp.TypeInteger ||
 			(r.Elems[0].Type != resp.TypeBulkString && !r.Elems[0].IsNull()) {
 			return nil, fmt.Errorf("engine: unexpected reply %s", r)
 		}
+		if r.Elems[0].Type == resp.TypeBulkString && len(r.Elems[0].Str) == 0 {
+			// Held (SET NX refuses it), by no token Holding can name.
+			return nil, fmt.Errorf("engine: %s holds an empty value, not a lock's token", key)
+		}
 		a := &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}
-		if len(r.Elems) == 3 {
+		if len(r.Elems) == 4 {
 			var err error
 			if a.readers, err = parseReaders(r.Elems[2]); err != nil {
 				return nil, err
 			}
+			if r.Elems[3].Type != resp.TypeInteger {
+				return nil, fmt.Errorf("engine: unexpected reply %s", r)
+			}
+			a.truncated = r.Elems[3].Int > int64(len(a.readers))
 		}
 		return a, nil
 	})
@@ -120,8 +128,11 @@ func parseReaders(r resp.Reply) (map[string]int64, error) {
 // quorumReaders decides the read of an RWLock's readers, where no writer
 // holds the key: the readers a quorum of masters holds, and how long a
 // quorum still holds the last of them (each reader's quorum-th longest
-// time left, less elapsed); an error matching ErrUnavailable when a reader
-// short of a quorum could reach one on the masters that did not answer.
+// time left, less elapsed). It returns an error matching ErrUnavailable
+// when a reader short of a quorum could reach one on the masters that did
+// not answer (the count and the time left could be more), or when a
+// master has more unexpired readers than the script returns (1,024, the
+// longest-lived: the others could be held by a quorum too).
 func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer, elapsed time.Duration) (Holding, error) {
 	left := map[string][]int64{}
 	answered := 0
@@ -139,23 +150,36 @@ func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer,
 			continue
 		}
 		answered++
+		if a.truncated {
+			return Holding{}, fmt.Errorf("%w: holder: master %d (%s) has more than %d unexpired readers: too many to tell who holds the key",
+				ErrUnavailable, i, e.addrs[i], len(a.readers))
+		}
 		for tok, ms := range a.readers {
+			if ms < 0 {
+				ms = math.MaxInt64 // scored +inf: held until deleted
+			}
 			left[tok] = append(left[tok], ms)
 		}
 	}
 	var h Holding
-	most := 0
+	undecided := 0
 	for _, ms := range left {
 		if len(ms) < e.q {
-			most = max(most, len(ms))
+			if len(ms)+e.n-answered >= e.q {
+				undecided = max(undecided, len(ms))
+			}
 			continue
 		}
 		slices.Sort(ms)
 		h.Readers++
-		h.Remaining = max(h.Remaining, max(0, time.Duration(ms[len(ms)-e.q])*time.Millisecond-elapsed))
+		if d := ms[len(ms)-e.q]; d == math.MaxInt64 || h.Remaining == NoExpiry {
+			h.Remaining = NoExpiry
+		} else {
+			h.Remaining = max(h.Remaining, max(0, time.Duration(d)*time.Millisecond-elapsed))
+		}
 	}
-	if h.Readers == 0 && most+e.n-answered >= e.q {
-		return Holding{}, &QuorumError{Op: "holder", Total: e.n, Quorum: e.q, Answered: answered, Granted: most,
+	if undecided > 0 {
+		return Holding{}, &QuorumError{Op: "holder", Total: e.n, Quorum: e.q, Answered: answered, Granted: undecided,
 			Masters: failed, unavailable: true, sentinel: ErrUnavailable}
 	}
 	return h, nil
@@ -168,7 +192,8 @@ type keyAnswer struct {
 	token     string
 	pttl      int64
 	published bool             // a leader record of the token came with it
-	readers   map[string]int64 // an RWLock's readers: token → ms left
+	readers   map[string]int64 // an RWLock's readers: token → ms left (-1: no expiry)
+	truncated bool             // the master has more unexpired readers than it sent
 	term, seq int64
 	value     string
 }

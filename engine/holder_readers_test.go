@@ -93,3 +93,72 @@ func TestHolderSeesReaders(t *testing.T) {
 		t.Fatalf("answered %d granted %d, %d failed; want 3, 2, 2", qe.Answered, qe.Granted, len(qe.Masters))
 	}
 }
+
+// TestHolderReadersCannotTell: Holder answers "free", or a count of
+// readers, only when the answers decide it (found by the review of the
+// readers' read):
+//   - a master with more unexpired readers than the read returns (1,024):
+//     a reader every master holds was cut off behind a minority's
+//     leftovers, and the key read "free" while every writer was refused;
+//   - a reader short of a quorum that the silent masters could complete,
+//     beside one a quorum holds: it was dropped, and Remaining was the
+//     other's;
+//   - a key whose value is "" (SET NX refuses it): it read "free".
+//
+// Each is ErrUnavailable. A reader scored +inf is held with no expiry, and
+// a readers key of another type is no readers.
+func TestHolderReadersCannotTell(t *testing.T) {
+	v := newEnv(t, 5, functional)
+	ctx := context.Background()
+	rw, _ := v.e.NewRWLock("hc:many")
+	r, err := rw.TryRLock(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for i := range 5 {
+		args := []string{"ZADD", "hc:many:readers"}
+		for j := range 1024 {
+			args = append(args, fmt.Sprint(now+20000), fmt.Sprintf("leftover-%d-%d", i, j))
+		}
+		v.mustExec(i, args...)
+	}
+	if _, err := v.e.Holder(ctx, "hc:many"); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("1,025 readers on each master: %v; want ErrUnavailable (too many to tell)", err)
+	}
+	for i := range 5 {
+		v.mustExec(i, "ZREMRANGEBYRANK", "hc:many:readers", "0", "1")
+	}
+	if h, err := v.e.Holder(ctx, "hc:many"); err != nil || h.Readers != 1 || h.Remaining < 25*time.Second {
+		t.Fatalf("1,023 readers on each master, one held by all: %+v, %v; want Readers 1, its 30s", h, err)
+	}
+	r.Unlock(ctx)
+
+	now = time.Now().UnixMilli()
+	for i := range 5 {
+		v.mustExec(i, "ZADD", "hc:und:readers", fmt.Sprint(now+2000), "short")
+		if i < 3 {
+			v.mustExec(i, "ZADD", "hc:und:readers", fmt.Sprint(now+30000), "long")
+		}
+		v.mustExec(i, "SET", "hc:empty", "", "PX", "30000")
+		v.mustExec(i, "ZADD", "hc:inf:readers", "+inf", "forever")
+		v.mustExec(i, "SET", "hc:typ", "tok", "PX", "30000")
+		v.mustExec(i, "SET", "hc:typ:readers", "not a set")
+	}
+	if h, err := v.e.Holder(ctx, "hc:inf"); err != nil || h.Readers != 1 || h.Remaining != engine.NoExpiry {
+		t.Fatalf("a reader scored +inf: %+v, %v; want Readers 1, NoExpiry", h, err)
+	}
+	if h, err := v.e.Holder(ctx, "hc:typ"); err != nil || h.Token != "tok" {
+		t.Fatalf("a string at :readers: %+v, %v; want the key's token", h, err)
+	}
+	if _, err := v.e.TryLock(ctx, "hc:empty", time.Second); !errors.Is(err, engine.ErrNotAcquired) {
+		t.Fatalf("TryLock of the empty value's key: %v; want refused", err)
+	}
+	if h, err := v.e.Holder(ctx, "hc:empty"); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("an empty value on every master: %+v, %v; want ErrUnavailable", h, err)
+	}
+	v.pause(2)
+	if h, err := v.e.Holder(ctx, "hc:und"); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("a reader on 2 answering masters and the paused one, beside one on all: %+v, %v; want ErrUnavailable", h, err)
+	}
+}

@@ -126,9 +126,12 @@ var (
 	// Holder reads KEYS[1]: {value, PTTL} in one step, nil when the key
 	// does not exist (engine.Holder's quorum read). With KEYS[2], an
 	// RWLock's readers (KEYS[1]..":readers"), it reads them in the same
-	// step: {value or nil, PTTL, {token, ms left, …}} with the first
-	// 1,024 unexpired readers on the master's clock; nil when there is
-	// neither a value nor a reader.
+	// step: {value or nil, PTTL, {token, ms left or -1 (+inf), …}, count}
+	// with the 1,024 longest-lived unexpired readers on the master's clock
+	// (before Redis 6.2, without ZRANGE … REV: the soonest-expiring) and
+	// their count (the set's ZCARD, when 1,024 were read); a readers key
+	// of another type has none; nil when there is neither a value nor a
+	// reader.
 	Holder = load("engine", "holder")
 
 	// The election's scripts (engine.Election). KEYS are the election's
