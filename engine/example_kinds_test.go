@@ -15,7 +15,7 @@ import (
 // the outermost Unlock brings the count to zero.
 func ExampleEngine_NewReentrant() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,7 +45,7 @@ func ExampleEngine_NewReentrant() {
 // a Lock.
 func ExampleEngine_NewSemaphore() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -70,7 +70,7 @@ func ExampleEngine_NewSemaphore() {
 // Any number of readers, or one writer.
 func ExampleEngine_NewRWLock() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -78,9 +78,17 @@ func ExampleEngine_NewRWLock() {
 	defer stop()
 
 	rw, _ := e.NewRWLock("catalog")
-	r1, _ := rw.TryRLock(ctx, 10*time.Second)
+	r1, err := rw.TryRLock(ctx, 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	r2, err := rw.TryRLock(ctx, 10*time.Second)
-	fmt.Println("two readers:", err == nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("two readers: true")
 	_, err = rw.TryLock(ctx, 10*time.Second)
 	fmt.Println("writer refused while they read:", errors.Is(err, engine.ErrNotAcquired))
 	h, _ := e.Holder(ctx, "catalog")
@@ -88,7 +96,11 @@ func ExampleEngine_NewRWLock() {
 	r1.Unlock(ctx)
 	r2.Unlock(ctx)
 	w, err := rw.TryLock(ctx, 10*time.Second)
-	fmt.Println("writer after them:", err == nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("writer after them: true")
 	h, _ = e.Holder(ctx, "catalog")
 	fmt.Println("held by the writer:", h.Token == w.Token())
 	w.Unlock(ctx)
@@ -104,7 +116,7 @@ func ExampleEngine_NewRWLock() {
 // shares; Holder tells who holds a key.
 func ExampleEngine_LockAll() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -135,7 +147,7 @@ func ExampleEngine_LockAll() {
 // writes to); Leader reads the current leader by quorum.
 func ExampleElection() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -169,7 +181,7 @@ func ExampleElection() {
 // whichever process they are in; TryLock does not jump the queue.
 func ExampleEngine_NewFairLock() {
 	ctx := context.Background()
-	e, stop, err := exampleEngine(3, 500*time.Millisecond)
+	e, stop, err := exampleEngine(3, 2*time.Second)
 	if err != nil {
 		fmt.Println(err)
 		return
