@@ -91,7 +91,12 @@ func TestLimiterBoundsInFlight(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { defer close(done); l.run(stop, now) }()
-	time.Sleep(100 * time.Millisecond)
+	// Stop once ~1000 arrivals were dispatched or counted missed, not after
+	// a fixed 100 ms: on a loaded host the limiter's goroutine may have run
+	// a few times only by then (it once had dispatched 2).
+	for deadline := time.Now().Add(10 * time.Second); l.sent.Load()+l.missed.Load() < 1000 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	close(stop)
 	<-done
 	if l.sent.Load() != 8 {

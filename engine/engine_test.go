@@ -546,7 +546,10 @@ func TestNoGoroutineLeak(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	before := runtime.NumGoroutine()
 
-	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), ConnsPerMaster: 2})
+	// A per-master timeout a loaded host's masters answer within (the
+	// default for these TTLs, 10-50 ms, was missed under load: the refused
+	// Lock then failed unavailable, and the timed-out one wrapped it).
+	e, err := engine.New(engine.Config{FreshMasters: true, Addrs: set.Addrs(), ConnsPerMaster: 2, MasterTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

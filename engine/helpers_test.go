@@ -46,7 +46,9 @@ func newEnvOn(tb testing.TB, set *localmaster.Set, cfg engine.Config) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, a := range cfg.Addrs {
-		c, err := conn.Dial(ctx, a, conn.Config{})
+		// The test's own connections: the default 1 s to connect and
+		// handshake was missed on a loaded host (ctx bounds the wait).
+		c, err := conn.Dial(ctx, a, conn.Config{DialTimeout: 10 * time.Second})
 		if err != nil {
 			tb.Fatalf("dial %s: %v", a, err)
 		}

@@ -214,8 +214,9 @@ func TestQuarantineNeverEarly(t *testing.T) {
 		set := mastertest.Start(t, 1)
 		mastertest.RequireReal(t, set)
 		var notBefore atomic.Int64
+		lead := restartLead
 		for try := 0; ; try++ {
-			t0, next := restartAcrossSecond(t, set, &notBefore)
+			t0, next := restartAcrossSecond(t, set, &notBefore, &lead)
 			// A process that never met the server (the next `redlock
 			// lock` run, a proxy just started) dials it after the next
 			// wall-clock second began.
@@ -240,8 +241,9 @@ func TestQuarantineNeverEarly(t *testing.T) {
 		v := newEnvOn(t, set, engine.Config{FreshMasters: true, Addrs: set.Addrs(), MaxTTL: maxTTL,
 			Conn: conn.Config{Dialer: dialNotBefore(&notBefore), ReconnectMin: time.Millisecond, ReconnectMax: 20 * time.Millisecond}})
 		v.waitConnected()
+		lead := restartLead
 		for try := 0; ; try++ {
-			t0, next := restartAcrossSecond(t, set, &notBefore)
+			t0, next := restartAcrossSecond(t, set, &notBefore, &lead)
 			if !checkNeverEarly(t, v.e, t0, next, maxTTL, try) {
 				return
 			}
@@ -264,21 +266,34 @@ func dialNotBefore(notBefore *atomic.Int64) func(ctx context.Context, network, a
 	}
 }
 
-// restartAcrossSecond restarts master 0 of set empty in the last fifth of
-// a wall-clock second and sets notBefore just after the next second began,
-// so that a dial through dialNotBefore reads an uptime Redis rounded up.
-// It returns t0 (the server started after it) and that next second.
-func restartAcrossSecond(t *testing.T, set *localmaster.Set, notBefore *atomic.Int64) (t0, next time.Time) {
+// restartLead is how long before a wall-clock second restartAcrossSecond
+// begins a restart at first, and maxRestartLead at most: a restart begun
+// more than 850 ms before the second (the dial is 150 ms into it) would
+// let the quarantine of a server whose start was floored end late even
+// without StartedBy's extra second — the rounding could not be caught.
+const restartLead, maxRestartLead = 200 * time.Millisecond, 600 * time.Millisecond
+
+// restartAcrossSecond restarts master 0 of set empty *lead before a
+// wall-clock second and sets notBefore just after that second began, so
+// that a dial through dialNotBefore reads an uptime Redis rounded up. It
+// returns t0 (the server started after it) and that next second. When the
+// restart took longer than the lead (a loaded host: the server then
+// started after the second, uptime 0), the next try leads by the time it
+// took and 100 ms more, up to maxRestartLead.
+func restartAcrossSecond(t *testing.T, set *localmaster.Set, notBefore *atomic.Int64, lead *time.Duration) (t0, next time.Time) {
 	t.Helper()
 	now := time.Now()
 	next = now.Truncate(time.Second).Add(time.Second)
-	if !now.Before(next.Add(-200 * time.Millisecond)) {
+	if !now.Before(next.Add(-*lead)) {
 		next = next.Add(time.Second)
 	}
-	time.Sleep(time.Until(next.Add(-200 * time.Millisecond)))
+	time.Sleep(time.Until(next.Add(-*lead)))
 	notBefore.Store(next.Add(150 * time.Millisecond).UnixNano())
 	t0 = time.Now()
 	restartEmpty(t, set, 0)
+	if took := time.Since(t0); took >= *lead {
+		*lead = min(maxRestartLead, took+100*time.Millisecond)
+	}
 	return t0, next
 }
 
@@ -297,7 +312,7 @@ func checkNeverEarly(t *testing.T, e *engine.Engine, t0, next time.Time, maxTTL 
 	}
 	st := e.Status()[0]
 	if st.Info.Uptime == 0 {
-		if try < 3 {
+		if try < 9 {
 			return true
 		}
 		t.Fatalf("uptime 0 after %d tries (second began %v): the interleaving did not happen",

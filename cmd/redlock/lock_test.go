@@ -342,9 +342,11 @@ func TestLockLost(t *testing.T) {
 			res := make(chan [2]any, 1)
 			go func() {
 				// A per-master timeout for a loaded -race run (the default
-				// for a 600ms TTL is 6ms), still two within a third of it.
+				// for a 600ms TTL is 6ms; 80ms was missed by every master
+				// under load, before the command was ready), still one
+				// extension and its retry within the validity.
 				code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "600ms", "--grace", "300ms",
-					"--master-timeout", "80ms", "lost:"+tt.name, "--", "sh", "-c", script)
+					"--master-timeout", "150ms", "lost:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -757,10 +759,23 @@ func TestLockKeptWhileValid(t *testing.T) {
 			script := fmt.Sprintf(tt.trap+`; echo $$ > %[1]s; while :; do sleep 0.01; done`, ready, term)
 			res := make(chan [2]any, 1)
 			go func() {
+				// The running masters answer within 200 ms on a loaded host
+				// (50 ms was missed by all five, the acquisition failed);
+				// the stopped ones never answer, whatever the timeout.
 				code, stderr := runLock("--fresh-masters", "--masters", strings.Join(set.Addrs(), ","), "--ttl", "2s", "--grace", tt.grace,
-					"--master-timeout", "50ms", "kept:"+tt.name, "--", "sh", "-c", script)
+					"--master-timeout", "200ms", "kept:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil || time.Now().After(deadline) {
+					break
+				}
+				select {
+				case r := <-res:
+					t.Fatalf("redlock lock ended before the command was ready: exit %v; stderr:\n%s", r[0], r[1])
+				default:
+				}
+			}
 			pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
 			started := time.Now() // the lock was taken before the command started
 			time.Sleep(500 * time.Millisecond)
