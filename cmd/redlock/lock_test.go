@@ -349,17 +349,7 @@ func TestLockLost(t *testing.T) {
 					"--master-timeout", "150ms", "lost:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if _, err := os.Stat(ready); err == nil || time.Now().After(deadline) {
-					break
-				}
-				select {
-				case r := <-res:
-					t.Fatalf("redlock lock ended before the command was ready: exit %v; stderr:\n%s", r[0], r[1])
-				default:
-				}
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
+			pid := waitCommandReady(t, ready, res)
 			mc.do(t, "DEL", "lost:"+tt.name)
 			start := time.Now()
 			var r [2]any
@@ -766,17 +756,7 @@ func TestLockKeptWhileValid(t *testing.T) {
 					"--master-timeout", "200ms", "kept:"+tt.name, "--", "sh", "-c", script)
 				res <- [2]any{code, stderr}
 			}()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if _, err := os.Stat(ready); err == nil || time.Now().After(deadline) {
-					break
-				}
-				select {
-				case r := <-res:
-					t.Fatalf("redlock lock ended before the command was ready: exit %v; stderr:\n%s", r[0], r[1])
-				default:
-				}
-			}
-			pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
+			pid := waitCommandReady(t, ready, res)
 			started := time.Now() // the lock was taken before the command started
 			time.Sleep(500 * time.Millisecond)
 			for _, m := range set.Masters()[:3] {
@@ -1038,4 +1018,23 @@ func TestLockLeader(t *testing.T) {
 			t.Errorf("%q: exit %d; want 2 (usage)\n%s", args, code, stderr)
 		}
 	}
+}
+
+// waitCommandReady waits for the pid a `redlock lock` command writes to
+// ready once it runs, and fails t at once if redlock lock ended first
+// (res: its exit code and stderr), instead of when the wait runs out.
+func waitCommandReady(t *testing.T, ready string, res <-chan [2]any) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(ready); err == nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case r := <-res:
+			t.Fatalf("redlock lock ended before the command was ready: exit %v; stderr:\n%s", r[0], r[1])
+		default:
+		}
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(waitFile(t, ready, 10*time.Second)))
+	return pid
 }
