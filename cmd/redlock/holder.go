@@ -149,11 +149,14 @@ func readPermits(ctx context.Context, e *engine.Engine, key string, n int, out m
 	var held []map[string]any
 	var lines []string
 	for i, h := range hs {
-		if h.Token == "" {
-			continue
+		switch {
+		case h.Readers > 0: // an RWLock's on the permit's key: held all the same
+			held = append(held, map[string]any{"permit_key": permitKey(key, i), "readers": h.Readers, "remaining_ms": remainingMs(h.Remaining)})
+			lines = append(lines, fmt.Sprintf("\n  %s for reading by %s, %s", permitKey(key, i), plural(h.Readers, "reader"), remainingText(h.Remaining)))
+		case h.Token != "":
+			held = append(held, map[string]any{"permit_key": permitKey(key, i), "token": h.Token, "remaining_ms": remainingMs(h.Remaining)})
+			lines = append(lines, fmt.Sprintf("\n  %s by token %s, %s", permitKey(key, i), shownToken(h.Token), remainingText(h.Remaining)))
 		}
-		held = append(held, map[string]any{"permit_key": permitKey(key, i), "token": h.Token, "remaining_ms": remainingMs(h.Remaining)})
-		lines = append(lines, fmt.Sprintf("\n  %s by token %s, %s", permitKey(key, i), shownToken(h.Token), remainingText(h.Remaining)))
 	}
 	out["permits"], out["held"], out["held_permits"], out["holders"] = n, len(held) > 0, len(held), held
 	if held == nil {

@@ -87,6 +87,21 @@ func TestHolder(t *testing.T) {
 	if code, out := holder("-n", "3", "--json", "holder:sem"); code != 0 || !strings.Contains(out, `"held":true`) || !strings.Contains(out, `"held_permits":2`) || !strings.Contains(out, `"permits":3`) || !strings.Contains(out, p1.Token()) {
 		t.Errorf("-n 3 --json: exit %d %q", code, out)
 	}
+	// A permit's key held by an RWLock's readers is held (the review of
+	// holder -n: it read as a free permit, as plain holder did not).
+	free := "holder:sem:permit:0"
+	for _, k := range []string{"holder:sem:permit:1", "holder:sem:permit:2"} {
+		if free == p0.Key() || free == p1.Key() {
+			free = k
+		}
+	}
+	prw, _ := e.NewRWLock(free)
+	if _, err := prw.TryRLock(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := holder("-n", "3", "holder:sem"); code != 0 || !strings.Contains(out, "3 of 3 permits held") || !strings.Contains(out, free+" for reading by 1 reader") {
+		t.Errorf("-n 3, a permit read-locked: exit %d %q", code, out)
+	}
 	if code, out := holder("-n", "65", "holder:sem"); code != 2 {
 		t.Errorf("-n 65: exit %d %q; want 2", code, out)
 	}
