@@ -35,8 +35,8 @@ its value, its term (the fencing token its writes carry: $REDLOCK_TERM of
 redlock lock --leader) and its token. A lock's fencing token is not kept
 with its key: the holder has it ($REDLOCK_FENCING_TOKEN). The read is a
 snapshot. Exit status: 0 when a quorum answered (held or free), 69 when
-too few masters answered to tell, 78 when the masters refuse the user, 2
-for bad usage.
+too few masters answered to tell, 65 when the key holds another type
+(not a lock's key), 78 when the masters refuse the user, 2 for bad usage.
 `
 
 // holderCmd reads who holds KEY (or leads the election NAME).
@@ -168,10 +168,28 @@ func readPermits(ctx context.Context, e *engine.Engine, key string, n int, out m
 // permitKey is permit i's key of a semaphore on key (engine.Semaphore).
 func permitKey(key string, i int) string { return key + ":permit:" + strconv.Itoa(i) }
 
+// exitNotALock: holder's KEY holds another type on the masters (sysexits
+// EX_DATAERR).
+const exitNotALock = 65
+
 // readExit is the exit of a quorum read that could not tell.
 func readExit(err error) error {
 	if errors.Is(err, engine.ErrMisconfigured) {
 		return exitError{exitConfig, cleanError(err)}
+	}
+	if qe := (*engine.QuorumError)(nil); errors.As(err, &qe) {
+		// Not unavailable when a quorum answered with a value no lock
+		// writes there (a Redisson lock taken straight on Redis is a
+		// hash; through the proxy it is a string holder reads).
+		wrong := 0
+		for _, me := range qe.Masters {
+			if strings.Contains(me.Error(), "WRONGTYPE") {
+				wrong++
+			}
+		}
+		if wrong >= qe.Quorum {
+			return exitError{exitNotALock, "not a lock's key: the masters hold another type there (WRONGTYPE; a Redisson lock taken directly on Redis is a hash): " + cleanError(err)}
+		}
 	}
 	return exitError{exitUnavailable, cleanError(err)}
 }

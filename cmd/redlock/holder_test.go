@@ -124,6 +124,16 @@ func TestHolder(t *testing.T) {
 	if code, out := holder("holder:nottl"); code != 0 || !strings.Contains(out, "no TTL") || strings.Contains(out, " left") {
 		t.Errorf("a key held without a TTL: exit %d %q; want it said to have no TTL", code, out)
 	}
+	// A key of another type (a Redisson hash written straight to Redis) is
+	// not a lock's key: said so, not "too few masters answered".
+	for _, c := range mc {
+		if _, err := c.Exec(ctx, "HSET", "holder:hash", "uuid:1", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := holder("holder:hash"); code != exitNotALock || !strings.Contains(out, "not a lock's key") {
+		t.Errorf("a hash: exit %d %q; want %d", code, out, exitNotALock)
+	}
 	for _, m := range set.Masters()[:2] {
 		m.Kill()
 	}
