@@ -32,8 +32,10 @@ func TestDocsCommandLines(t *testing.T) {
 	}
 	files, _ := filepath.Glob("../../docs/*.md")
 	files = append(files, "../../README.md")
-	line := regexp.MustCompile(`(?:^|[\s(` + "`" + `$])(?:go run \./cmd/redlock|redlock) (proxy|lock|inspect|holder|bench)(\s[^` + "`" + `\n]*|$|` + "`" + `)`) // not redlock lock-guard
-	flag := regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)                                                                                                  // -n too
+	// A subcommand followed by a space (not redlock lock-guard); its flags,
+	// -n as --ttl.
+	line := regexp.MustCompile(`(?:^|[\s(` + "`" + `$])(?:go run \./cmd/redlock|redlock) (proxy|lock|inspect|holder|bench)(\s[^` + "`" + `\n]*|$|` + "`" + `)`)
+	flag := regexp.MustCompile(`(?:^|\s)--?([a-z][a-z0-9-]*)`)
 	seen := 0
 	for _, f := range files {
 		doc, err := os.ReadFile(f)
