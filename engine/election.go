@@ -246,6 +246,11 @@ func parseLeaderReply(r resp.Reply) (*keyAnswer, error) {
 	if r.Type != resp.TypeArray || (len(r.Elems) != 2 && len(r.Elems) != 5) || r.Elems[0].Type != resp.TypeBulkString || r.Elems[1].Type != resp.TypeInteger {
 		return nil, bad
 	}
+	if len(r.Elems[0].Str) == 0 {
+		// Held (SET NX refuses it), by no leader's token: no answer, as
+		// Holder's (quorumHolder counts only tokens).
+		return nil, errors.New("engine: the election's key holds an empty value, not a leader's token")
+	}
 	a := &keyAnswer{token: string(r.Elems[0].Str), pttl: r.Elems[1].Int}
 	if len(r.Elems) == 5 {
 		term, err1 := strconv.ParseInt(string(r.Elems[2].Str), 10, 64)

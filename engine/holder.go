@@ -50,9 +50,8 @@ const NoExpiry time.Duration = -1
 // and free when so few masters hold any one token or reader that even the
 // masters that did not answer could not make a quorum of it. Otherwise —
 // too few answers to tell — it returns an error matching [ErrUnavailable]
-// (a [*QuorumError] with op "holder"). A
-// master in restart quarantine does not count as an answer: it may have
-// lost the key. A master that has not answered within nine tenths of
+// (a [*QuorumError] with op "holder"). A master in restart quarantine does
+// not count as an answer: it may have lost the key. A master that has not answered within nine tenths of
 // what is left of ctx's deadline counts as failed. The read is a
 // snapshot: the holder may change as soon as it returns.
 func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {

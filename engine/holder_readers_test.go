@@ -162,3 +162,21 @@ func TestHolderReadersCannotTell(t *testing.T) {
 		t.Fatalf("a reader on 2 answering masters and the paused one, beside one on all: %+v, %v; want ErrUnavailable", h, err)
 	}
 }
+
+// TestElectionEmptyValueCannotTell: an election's key holding the empty
+// value (no campaign can take it) is no answer, as it is to Holder:
+// Leader says ErrUnavailable, not ErrNoLeader (found by the review of the
+// readers' read, which made Holder's "" mean "nothing held").
+func TestElectionEmptyValueCannotTell(t *testing.T) {
+	v := newEnv(t, 3, functional)
+	for i := range 3 {
+		v.mustExec(i, "SET", "ev:election", "", "PX", "30000")
+	}
+	el, err := v.e.NewElection("ev:election", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld, err := el.Leader(context.Background()); !errors.Is(err, engine.ErrUnavailable) {
+		t.Fatalf("Leader of an election whose key is empty on every master: %+v, %v; want ErrUnavailable", ld, err)
+	}
+}
