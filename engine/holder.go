@@ -80,7 +80,7 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		return Holding{}, err
 	}
 	elapsed := time.Since(t1)
-	tok, left, answers, err := e.quorumHolder("holder", reps, elapsed, func(r resp.Reply) (*keyAnswer, error) {
+	answers, qe := e.holderAnswers("holder", reps, func(r resp.Reply) (*keyAnswer, error) {
 		if r.Type != resp.TypeArray || (len(r.Elems) != 2 && len(r.Elems) != 4) || r.Elems[1].Type != resp.TypeInteger ||
 			(r.Elems[0].Type != resp.TypeBulkString && !r.Elems[0].IsNull()) {
 			return nil, fmt.Errorf("engine: unexpected reply %s", r)
@@ -102,10 +102,11 @@ func (e *Engine) Holder(ctx context.Context, key string) (Holding, error) {
 		}
 		return a, nil
 	})
+	tok, left, err := e.quorumToken(qe, answers, elapsed)
 	if err != nil || tok != "" || !readers {
 		return Holding{Token: tok, Remaining: left}, err
 	}
-	return e.quorumReaders(reps, answers, elapsed)
+	return e.quorumReaders(qe, answers, elapsed)
 }
 
 // parseReaders reads the holder script's readers: token, ms left, ….
@@ -132,23 +133,12 @@ func parseReaders(r resp.Reply) (map[string]int64, error) {
 // not answer (the count and the time left could be more), or when a
 // master has more unexpired readers than the script returns (1,024, the
 // longest-lived: the others could be held by a quorum too).
-func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer, elapsed time.Duration) (Holding, error) {
+func (e *Engine) quorumReaders(qe *QuorumError, answers []*keyAnswer, elapsed time.Duration) (Holding, error) {
 	left := map[string][]int64{}
-	answered := 0
-	var failed []error
 	for i, a := range answers {
 		if a == nil {
-			err := reps[i].Err
-			if err == nil && reps[i].Reply.IsError() {
-				err = reps[i].Reply.Err()
-			}
-			if err == nil {
-				err = fmt.Errorf("engine: unexpected reply %s", reps[i].Reply)
-			}
-			failed = append(failed, &MasterError{Master: i, Addr: e.addrs[i], Err: err})
-			continue
+			continue // no answer: named in qe
 		}
-		answered++
 		if a.truncated {
 			return Holding{}, fmt.Errorf("%w: holder: master %d (%s) has more than %d unexpired readers: too many to tell who holds the key",
 				ErrUnavailable, i, e.addrs[i], len(a.readers))
@@ -164,7 +154,7 @@ func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer,
 	undecided := 0
 	for _, ms := range left {
 		if len(ms) < e.q {
-			if len(ms)+e.n-answered >= e.q {
+			if len(ms)+e.n-qe.Answered >= e.q {
 				undecided = max(undecided, len(ms))
 			}
 			continue
@@ -178,8 +168,9 @@ func (e *Engine) quorumReaders(reps []enginex.MasterReply, answers []*keyAnswer,
 		}
 	}
 	if undecided > 0 {
-		return Holding{}, &QuorumError{Op: "holder", Total: e.n, Quorum: e.q, Answered: answered, Granted: undecided,
-			Masters: failed, unavailable: true, sentinel: ErrUnavailable}
+		qe.Granted = undecided
+		qe.unavailable, qe.sentinel = true, ErrUnavailable
+		return Holding{}, qe
 	}
 	return h, nil
 }
@@ -203,16 +194,24 @@ type keyAnswer struct {
 // quorum-th longest PTTL less elapsed); "" and no error when so few
 // masters hold any one token that even those that did not answer could
 // not make a quorum of it; else an error matching ErrUnavailable. parse
-// reads a reply that is neither an error nor nil (nil: the key is free);
-// its error, or a failed master's, counts as no answer — as does a
-// master in restart quarantine (broadcast made its answer an error). It
-// also returns every master's parsed answer (nil where it did not
-// answer; a token "" where it holds none).
+// is holderAnswers'. It also returns every master's parsed answer (nil
+// where it did not answer; a token "" where it holds none).
 func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed time.Duration, parse func(resp.Reply) (*keyAnswer, error)) (string, time.Duration, []*keyAnswer, error) {
+	answers, qe := e.holderAnswers(op, reps, parse)
+	tok, left, err := e.quorumToken(qe, answers, elapsed)
+	return tok, left, answers, err
+}
+
+// holderAnswers reads the masters' replies to a quorum read of a lock
+// key: each master's parsed answer (nil where it did not answer; a token
+// "" where it holds none), and a QuorumError counting the answers and
+// naming each master that gave none. parse reads a reply that is neither
+// an error nor nil (nil: nothing held); its error, or a failed master's,
+// counts as no answer — as does a master in restart quarantine
+// (broadcast made its answer an error).
+func (e *Engine) holderAnswers(op string, reps []enginex.MasterReply, parse func(resp.Reply) (*keyAnswer, error)) ([]*keyAnswer, *QuorumError) {
 	qe := &QuorumError{Op: op, Total: e.n, Quorum: e.q}
 	answers := make([]*keyAnswer, len(reps))
-	counts := map[string]int{}
-	best := ""
 	for i, r := range reps {
 		rerr := r.Err
 		if rerr == nil && r.Reply.IsError() {
@@ -231,8 +230,18 @@ func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed tim
 			a = &keyAnswer{} // answered: nothing held here
 		}
 		answers[i] = a
-		if a.token == "" {
-			continue // no token (an RWLock's readers only, or nothing)
+	}
+	return answers, qe
+}
+
+// quorumToken decides the token of holderAnswers' answers, as
+// quorumHolder says; qe becomes the error when it cannot tell.
+func (e *Engine) quorumToken(qe *QuorumError, answers []*keyAnswer, elapsed time.Duration) (string, time.Duration, error) {
+	counts := map[string]int{}
+	best := ""
+	for _, a := range answers {
+		if a == nil || a.token == "" {
+			continue // no answer, or no token (an RWLock's readers only, or nothing)
 		}
 		counts[a.token]++
 		if best == "" || counts[a.token] > counts[best] {
@@ -253,14 +262,14 @@ func (e *Engine) quorumHolder(op string, reps []enginex.MasterReply, elapsed tim
 		}
 		slices.Sort(left)
 		if d := left[len(left)-e.q]; d != math.MaxInt64 {
-			return best, max(0, d-elapsed), answers, nil
+			return best, max(0, d-elapsed), nil
 		}
-		return best, NoExpiry, answers, nil
+		return best, NoExpiry, nil
 	}
 	if counts[best]+e.n-qe.Answered < e.q {
-		return "", 0, answers, nil
+		return "", 0, nil
 	}
 	qe.Granted = counts[best]
 	qe.unavailable, qe.sentinel = true, ErrUnavailable
-	return "", 0, answers, qe
+	return "", 0, qe
 }
