@@ -274,7 +274,7 @@ func (c *Conn) readLoop() {
 		// (Never once subscribed: the writer may be writing a pushed
 		// message at any moment.)
 		c.direct = end && c.batch == 1 && c.alone && c.unwritten.Load() == 0 && c.sub == nil
-		if c.direct && (c.solo != nil || len(c.lastByKey) > 0 || c.orderPeak > orderFree) {
+		if c.direct {
 			// Settled, and a direct command enters no ordering state: what
 			// is left goes now, or it stayed charged while the client waits
 			// for each reply (CI's red run of 2026-11-29).
