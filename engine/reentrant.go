@@ -27,6 +27,13 @@ import (
 // when a quorum answered that the key no longer holds the token: the hold
 // was lost, and it ends (Done closes, Err says why).
 //
+// A hold that ended — lost, or its validity ran out — keeps its frames
+// counted: each Unlock counts one down and returns the loss (matching
+// [ErrLockLost], or [ErrClosed]), and a Lock or TryLock returns the loss,
+// uncounted, until the last frame is unlocked; the next one after that
+// is an acquisition from zero. A frame's Unlock never counts down or
+// releases a later hold.
+//
 // Its methods are safe for concurrent use.
 type Reentrant struct {
 	e     *Engine
@@ -101,10 +108,20 @@ func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Optio
 	}
 	defer func() { <-r.turn }()
 	r.mu.Lock()
-	if r.l != nil && r.l.Err() != nil {
-		// The hold ended (lost, or its validity ran out): the count goes
-		// with it, and this is an acquisition from zero.
-		r.l, r.count = nil, 0
+	if r.l != nil {
+		if err := r.l.Err(); err != nil {
+			if r.count > 0 {
+				// The hold ended (lost, or its validity ran out) with
+				// frames open: a re-entry would be into a lost hold, and
+				// an acquisition from zero would be counted down, or
+				// released, by an old frame's Unlock (found by the review
+				// of issue #46). The open frames unlock first, each told
+				// of the loss.
+				r.mu.Unlock()
+				return err
+			}
+			r.l = nil // a last Unlock left it for a retry: this is from zero
+		}
 	}
 	held := r.l
 	r.mu.Unlock()
@@ -163,8 +180,11 @@ func (r *Reentrant) reenter(ctx context.Context, l *Lock, ttl time.Duration) err
 // Unlock takes one from the hold count and, when it reaches zero, releases
 // the key as [Lock.Unlock] does (its errors are Unlock's; the count is
 // zero whatever the release's outcome, and a release without a quorum can
-// be retried by calling Unlock again). It returns an error matching
-// [ErrUnlocked] when r does not hold the key.
+// be retried by calling Unlock again). A nested frame's Unlock returns
+// nil while the hold is valid and the hold's loss (its [Lock.Err]) once
+// it ended: the work of every frame is reported as [Lock.Unlock] reports
+// the outer one's. It returns an error matching [ErrUnlocked] when r does
+// not hold the key.
 func (r *Reentrant) Unlock(ctx context.Context) error {
 	r.mu.Lock()
 	none := r.l == nil
@@ -179,8 +199,11 @@ func (r *Reentrant) Unlock(ctx context.Context) error {
 	r.mu.Lock()
 	if r.count > 1 {
 		r.count--
+		l := r.l
 		r.mu.Unlock()
-		return nil
+		// A nested frame's work is reported as the hold's: nil only while
+		// the hold is valid (the grant rule's property (h)), from the clock.
+		return l.Err()
 	}
 	l := r.l
 	if l == nil {

@@ -134,6 +134,14 @@ func TestReentrantFailures(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after the hold was lost")
 	}
+	// The lost hold's frame is still open: a Lock returns the loss,
+	// uncounted, until the frame is unlocked; its Unlock reports the loss.
+	if err := r.TryLock(ctx, time.Second); !errors.Is(err, engine.ErrLockLost) || r.Count() != 1 {
+		t.Fatalf("a Lock while the lost hold's frame is open: %v, count %d; want ErrLockLost, 1", err, r.Count())
+	}
+	if err := r.Unlock(ctx); !errors.Is(err, engine.ErrLockLost) || r.Count() != 0 {
+		t.Fatalf("the lost hold's Unlock: %v, count %d; want ErrLockLost, 0", err, r.Count())
+	}
 	// The next Lock is an acquisition from zero.
 	if err := r.TryLock(ctx, time.Second); err != nil || r.Count() != 1 || r.Held() == l {
 		t.Fatalf("acquisition after the loss: %v, count %d, new hold %v", err, r.Count(), r.Held() != l)

@@ -543,6 +543,33 @@ func engineEntries() []ruleEntry {
 			defer cancel()
 			return engineOutcome(r.(*engine.Reentrant).TryLock(ctx, ttl))
 		}},
+		// A nested frame's Unlock grants nothing; it reports the frame's
+		// work: nil only while the hold is valid (found by the review of
+		// issue #46: it counted down and said nil after the loss).
+		{name: "Reentrant.Unlock, a nested frame", method: "Reentrant.Unlock",
+			na: map[ruleID]string{
+				ruleQuarantine: "it counts a frame down and counts no vote (the last frame's release is Lock.Unlock's)",
+				ruleMaxTTL:     "it sets no TTL", ruleValid: "it returns no grant",
+				ruleCleanup:   "it removes nothing (the last frame's release is Lock.Unlock's)",
+				ruleOnMasters: holderProcess, ruleFencing: "it returns no fencing token", ruleClockJump: "it counts no vote",
+			},
+			work: func(x *ruleRun, inst int, key string, ttl time.Duration, during func()) outcome {
+				r, err := x.eng(inst).NewReentrant(key, "frames")
+				if err != nil {
+					return engineOutcome(err)
+				}
+				ctx, cancel := workCtx()
+				defer cancel()
+				for range 2 {
+					if err := r.TryLock(ctx, ttl); err != nil {
+						return engineOutcome(err)
+					}
+				}
+				during()
+				o := engineOutcome(r.Unlock(ctx)) // the nested frame's report
+				r.Unlock(ctx)
+				return o
+			}},
 	}
 }
 
@@ -1657,7 +1684,7 @@ func TestGrantRuleTableComplete(t *testing.T) {
 		"LockSet.Context": "a view", "LockSet.Done": "a view", "LockSet.Err": "a view", "LockSet.Locks": "a read",
 		"LockSet.Remaining": "a read", "LockSet.Unlock": "releases", "LockSet.Valid": "a read",
 		"Reentrant.Context": "a view", "Reentrant.Count": "a read", "Reentrant.Done": "a view", "Reentrant.Err": "a view",
-		"Reentrant.Held": "a read", "Reentrant.Key": "a read", "Reentrant.Unlock": "releases (or counts down)",
+		"Reentrant.Held": "a read", "Reentrant.Key": "a read",
 		"Semaphore.PermitKey": "a name", "Semaphore.Permits": "a read",
 		"Engine.NewElection": "no master traffic", "Engine.NewFairLock": "no master traffic", "Election.Name": "a read",
 		"Election.Observe": "quorum reads",
