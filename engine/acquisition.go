@@ -187,18 +187,26 @@ func (a *acquisition) judge() {
 	l.partial = a.votes < e.n
 	l.until.Store(e.untilAfter(a.t1, a.ttl))
 	l.granted.Store(int64(a.t1.Sub(e.epoch)))
-	if a.done != nil {
-		// Handed over now (TryLockAsync). A grant for an owner waiting in
-		// finish is counted there, once it is found still valid: one
-		// collected too late is a failure, not an acquisition.
-		e.countAcquired(nil, a.votes, a.t1, a.ttl)
-	}
 	if a.co.autoExtend {
 		l.auto = true
 		if a.co.maxHold > 0 {
 			l.holdEnd = int64(a.t1.Sub(e.epoch) + a.co.maxHold)
 		}
-		e.keep.watch(l)
+		if !e.keep.watch(l) {
+			// The engine is closing: no watchdog will keep the lock, and
+			// it has ended (ErrClosed). It is not handed out — a grant is
+			// returned only while valid (property (c); found by the review
+			// of issue #46) — and what it created is cleaned up.
+			a.fail = ErrClosed
+			a.failed()
+			return
+		}
+	}
+	if a.done != nil {
+		// Handed over now (TryLockAsync). A grant for an owner waiting in
+		// finish is counted there, once it is found still valid: one
+		// collected too late is a failure, not an acquisition.
+		e.countAcquired(nil, a.votes, a.t1, a.ttl)
 	}
 	o.unref()
 	a.deliver(l, nil)

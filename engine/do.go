@@ -60,12 +60,19 @@ func (e *Engine) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 
 // lostBy is the loss Do and Lead report: lost (Lock.Err when fn
 // returned), or — the release after fn can wait on masters — the validity
-// ending at until before they return.
+// ending at until before they return. A lock that ended without a loss
+// (ErrClosed: the engine closed under fn) whose validity ran out too
+// reports both: the loss must match ErrLockLost (found by the review of
+// issue #46).
 func lostBy(lost error, until time.Time) error {
-	if lost == nil && !time.Now().Before(until) {
+	switch {
+	case time.Now().Before(until) || errors.Is(lost, ErrLockLost):
+		return lost
+	case lost == nil:
 		return errValidityEnded
+	default:
+		return errors.Join(errValidityEnded, lost)
 	}
-	return lost
 }
 
 // outcome is what Do and Lead return for fn's error ferr and the lock's

@@ -48,14 +48,16 @@ func (k *keeper) poke() {
 	}
 }
 
-// watch schedules l (again) unless it is scheduled or ended.
-func (k *keeper) watch(l *Lock) {
+// watch schedules l (again) unless it is scheduled or ended. It reports
+// false when the keeper has stopped (the engine is closing): l then ended
+// with ErrClosed.
+func (k *keeper) watch(l *Lock) bool {
 	l.watched.Store(true)
 	k.mu.Lock()
 	if k.stopped {
 		k.mu.Unlock()
 		l.end(ErrClosed)
-		return
+		return false
 	}
 	k.start.Do(func() { go k.run() })
 	if l.kIdx == 0 && !l.ended() {
@@ -66,6 +68,7 @@ func (k *keeper) watch(l *Lock) {
 		}
 	}
 	k.mu.Unlock()
+	return true
 }
 
 // reschedule moves l after its deadline changed.
