@@ -213,15 +213,25 @@ func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock
 		// pooled acquisition reused by then would be taken for its own.)
 		a.free()
 	}
-	if err == nil && l.Remaining() == 0 {
+	var late error
+	if err == nil {
 		// The verdict was taken where the answers arrived; the result
 		// waited for its owner since (a hand-off attempt is collected
 		// when the waiter's turn comes): a lock is returned only while it
-		// is valid, checked last (the grant rule's property (c)).
+		// is valid, checked last (the grant rule's property (c)) — its
+		// validity not run out, and not ended meanwhile (its watchdog's
+		// extension found it lost: found beside the review of issue #46).
+		if l.Remaining() == 0 {
+			late = fmt.Errorf("%w: the %v grant was collected after its validity ran out", ErrGrantedTooLate, ttl)
+		} else if lerr := l.Err(); lerr != nil {
+			late = fmt.Errorf("%w: the grant ended before it was collected (%v)", ErrGrantedTooLate, lerr)
+		}
+	}
+	if late != nil {
 		l.uncounted = true // its release is not one of a lock handed out
 		l.Unlock(context.WithoutCancel(ctx))
 		err := &QuorumError{Op: "acquire", Granted: votes, Answered: votes, Total: e.n, Quorum: e.q, sentinel: ErrNotAcquired,
-			Masters: []error{fmt.Errorf("%w: the %v grant was collected after its validity ran out", ErrGrantedTooLate, ttl)}}
+			Masters: []error{late}}
 		if count {
 			e.countAcquired(err, votes, t1, ttl)
 		}
