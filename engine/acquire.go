@@ -223,8 +223,8 @@ func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock
 		// extension found it lost: found beside the review of issue #46).
 		if l.Remaining() == 0 {
 			late = fmt.Errorf("%w: the %v grant was collected after its validity ran out", ErrGrantedTooLate, ttl)
-		} else if lerr := l.Err(); lerr != nil {
-			late = fmt.Errorf("%w: the grant ended before it was collected (%v)", ErrGrantedTooLate, lerr)
+		} else if l.life.ended.Load() { // an atomic read: Err's lock is not taken on the way out
+			late = fmt.Errorf("%w: the grant ended before it was collected (%v)", ErrGrantedTooLate, l.Err())
 		}
 	}
 	if late != nil {
