@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +86,8 @@ type Cluster struct {
 
 	onNewOwner func(addr string)
 	// The last map's masters (guarded by mu): a node that starts serving
-	// slots and was not a master there is a new owner.
+	// slots and was not a master there is a new owner (so is one taking
+	// over slots, takenOver).
 	masters map[string]bool
 	// askedNew are -ASK targets reported as new owners that no map has
 	// listed as a master yet (guarded by mu): reported once, not at every
@@ -110,7 +112,11 @@ type ClusterConfig struct {
 	// load without having served any before — a replica promoted by a
 	// failover, a master that was just added — or that a -ASK sends a
 	// request to without being a master in the last map (a node importing
-	// slots). It is called before a request reaches that node, and before
+	// slots), or that takes over slots whose previous owner could not
+	// have handed them over by MIGRATE: it was not connected or is gone
+	// from the new map (a dead master's slots assigned to another master,
+	// as redis-cli --cluster fix does), or no map since the first had
+	// them. It is called before a request reaches that node, and before
 	// any other request can be routed to it. It must not block, nor call
 	// the Cluster (it may run with the Cluster's lock held).
 	//
@@ -329,10 +335,12 @@ func (r *redirect) follow(addr string, ask bool) bool {
 	c := cl.nodeLocked(addr)
 	// A MOVED or an ASK to a node that was not a master in the last map
 	// (a promoted replica, a node added to take over slots, one never
-	// seen — maybe restarted empty before this client met it): the member
-	// is told before the request is re-sent, so a grant from it cannot be
-	// counted before its quarantine exists.
-	fresh := cl.masters != nil && !cl.masters[addr] && !cl.askedNew[addr]
+	// seen — maybe restarted empty before this client met it), or a MOVED
+	// that takes the slot over from an owner that cannot have handed it
+	// (takenOver): the member is told before the request is re-sent, so a
+	// grant from it cannot be counted before its quarantine exists.
+	fresh := cl.masters != nil && (!cl.masters[addr] && !cl.askedNew[addr] ||
+		!ask && r.slot >= 0 && takenOver(cl.slots[r.slot], addr, cl.masters))
 	if fresh && cl.onNewOwner != nil {
 		// Before the node is published as a master: once it is, a
 		// concurrent redirect or route sends to it without reporting, and
@@ -506,8 +514,9 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		masters[a] = true
 	}
 	// New owners: serving slots now, not a master in the last map (a
-	// replica promoted by a failover, or a node not seen). The member is
-	// told before the new map is used.
+	// replica promoted by a failover, or a node not seen), or serving
+	// slots taken over from an owner that cannot have handed them
+	// (takenOver). The member is told before the new map is used.
 	cl.mu.Lock()
 	if cl.closed {
 		cl.mu.Unlock()
@@ -518,6 +527,17 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		for a := range masters {
 			if !cl.masters[a] && !cl.askedNew[a] { // an -ASK target was reported already
 				fresh = append(fresh, a)
+			}
+		}
+		for _, s := range spans {
+			if slices.Contains(fresh, s.addr) {
+				continue
+			}
+			for i := s.lo; i <= s.hi; i++ {
+				if takenOver(cl.slots[i], s.addr, masters) {
+					fresh = append(fresh, s.addr)
+					break
+				}
 			}
 		}
 	}
@@ -545,6 +565,30 @@ func (cl *Cluster) install(from string, rep resp.Reply) error {
 		}
 	}
 	return nil
+}
+
+// takenOver reports whether a slot that prev served (nil: no map since
+// the first had it) and addr serves now was taken over rather than handed
+// over. Keys leave a master only by MIGRATE, which needs the previous
+// owner running: a slot given to another master while its owner is down
+// (CLUSTER FORGET and ADDSLOTS, or SETSLOT NODE, as redis-cli --cluster
+// fix does for a master lost without replica) arrives empty, even on a
+// node that was a master all along. So the new owner counts as new unless
+// prev is connected now and still serves slots in masters (the map being
+// installed, or the last one for a MOVED). A connection still
+// reconnecting, a node forgotten by the cluster (maybe reachable from
+// here, partitioned from the others), or a slot first seen assigned all
+// count as taken over; so does moving a node's last slots away by
+// MIGRATE (it leaves the map), which only costs a quarantine. Called with
+// mu held.
+func takenOver(prev *Conn, addr string, masters map[string]bool) bool {
+	if prev == nil {
+		return true
+	}
+	if prev.Addr() == addr {
+		return false
+	}
+	return !masters[prev.Addr()] || !prev.Connected()
 }
 
 // Up reports whether the slot map is loaded and a node is connected, and

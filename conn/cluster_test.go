@@ -223,3 +223,64 @@ func TestClusterAskTargetIsNewOwner(t *testing.T) {
 		t.Fatalf("new owners %v, told before the request reached it: %v; want [%s], told first", owners, toldFirst.Load() == 1, bAddr)
 	}
 }
+
+// TestClusterMovedToUnmappedSlotIsNewOwner: a -MOVED for a slot that no
+// slot map since the first assigned, to a node that was a master in the
+// last map, is a new owner: the slot was assigned without a previous
+// owner to MIGRATE its keys (as after CLUSTER FORGET of a dead master and
+// ADDSLOTS elsewhere), so the node may lack a lock another client was
+// granted there. The member is told before the request reaches the node.
+func TestClusterMovedToUnmappedSlotIsNewOwner(t *testing.T) {
+	const aAddr, bAddr = "127.0.0.1:7001", "127.0.0.1:7002"
+	const key = "k" // slot 7629: in neither range below
+	a, b := newFake(t), newFake(t)
+	slots := "*2\r\n" +
+		"*3\r\n:0\r\n:100\r\n*3\r\n$9\r\n127.0.0.1\r\n:7001\r\n$2\r\nia\r\n" +
+		"*3\r\n:101\r\n:200\r\n*3\r\n$9\r\n127.0.0.1\r\n:7002\r\n$2\r\nib\r\n"
+	a.handle("CLUSTER", func(s *fakeSession, _ []string) { s.reply(slots) })
+	b.handle("CLUSTER", func(s *fakeSession, _ []string) { s.reply(slots) })
+	a.handle("SET", func(s *fakeSession, args []string) {
+		s.reply(fmt.Sprintf("-MOVED %d %s\r\n", conn.Slot(args[1]), bAddr))
+	})
+	var told, toldAtB atomic.Bool // toldAtB: told when B last got the SET
+	b.handle("SET", func(s *fakeSession, _ []string) {
+		toldAtB.Store(told.Load())
+		s.reply("+OK\r\n")
+	})
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == bAddr {
+			return b.Dial(ctx, network, addr)
+		}
+		return a.Dial(ctx, network, addr)
+	}
+	var owners []string
+	var mu sync.Mutex
+	cl := conn.NewClusterWith(conn.ClusterConfig{Seeds: []string{aAddr, bAddr}, Conn: conn.Config{Dialer: dial},
+		OnNewOwner: func(addr string) {
+			mu.Lock()
+			owners = append(owners, addr)
+			mu.Unlock()
+			told.Store(true)
+		}})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cl.NodeFor(key) != nil {
+		t.Fatalf("slot %d mapped to %s, want unmapped", conn.Slot(key), cl.NodeFor(key).Addr())
+	}
+	// Sent to any node until it goes to A, whose MOVED names B (one sent
+	// to B straight is served there).
+	for cl.Stats().Moved == 0 {
+		if r, err := clusterDo(t, cl, key, "SET", key, "v"); err != nil || !r.IsOK() {
+			t.Fatalf("SET of an unmapped slot: %v %v", r, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(owners) != 1 || owners[0] != bAddr || !toldAtB.Load() {
+		t.Fatalf("new owners %v, told before the MOVED request reached B: %v; want [%s], told first", owners, toldAtB.Load(), bAddr)
+	}
+}

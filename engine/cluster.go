@@ -112,7 +112,9 @@ func (e *Engine) watchNode(i int, sc conn.StateChange) {
 // newOwner runs when a node starts serving slots of member i after the
 // first map load, which is what a failover looks like: a replica promoted
 // may lack the last writes of its master (replication is asynchronous),
-// so the member does not vote for the quarantine period from now.
+// so the member does not vote for the quarantine period from now. So
+// does a master taking over slots that their previous owner, down or
+// gone from the map, cannot have migrated to it: it serves them empty.
 func (e *Engine) newOwner(i int, addr string) {
 	if e.cfg.DisableQuarantine {
 		return
@@ -120,7 +122,7 @@ func (e *Engine) newOwner(i int, addr string) {
 	period := e.quarantinePeriod()
 	until := time.Now().Add(period)
 	e.raiseQuarantine(i, until)
-	e.cfg.Logger.Warn("engine: cluster node became a master (failover?): the member's grants do not count until the quarantine ends",
+	e.cfg.Logger.Warn("engine: cluster node became a master, or took over slots from a master down or gone (failover?): the member's grants do not count until the quarantine ends",
 		"master", i, "node", addr, "until", until.Format(time.RFC3339Nano), "period", period)
 }
 
