@@ -179,3 +179,53 @@ func TestClusterSlotTakenOverFromDeadMasterQuarantined(t *testing.T) {
 		t.Errorf("member C not quarantined after its slots were taken over from a dead master: %+v", st)
 	}
 }
+
+// TestClusterReshardNotQuarantined: a reshard moves keys by MIGRATE from
+// a live owner, so the new owner has them: the member keeps voting, both
+// when the engine meets the move in a reloaded map and when it follows
+// the old owner's -MOVED (the slot's owner changes with the previous one
+// connected and still a master in the map).
+func TestClusterReshardNotQuarantined(t *testing.T) {
+	const ttl = 10 * time.Second
+	v := newTakeoverEnv(t, ttl)
+	const key, quiet = "reshard:key", "reshard:quiet"
+	if conn.Slot(key) == conn.Slot(quiet) {
+		t.Fatal("the keys share a slot")
+	}
+	l, err := v.e.TryLock(v.ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notQuarantined := func(when string) {
+		t.Helper()
+		if st := v.e.Status()[takeoverMember]; st.Quarantined {
+			t.Fatalf("member C quarantined %s: %+v", when, st)
+		}
+		if err := v.e.Voting(); err != nil {
+			t.Fatalf("not every member votes %s: %v", when, err)
+		}
+	}
+
+	// A slot nobody uses moves: only a reloaded map shows it.
+	from, to, err := v.lc.MoveSlot(v.ctx, conn.Slot(quiet), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.reloaded(t, func() bool { return false })
+	notQuarantined("after a reloaded map moved a slot " + from + " → " + to)
+
+	// The held key's slot moves: the next extension meets the -MOVED
+	// (unless a reload came first).
+	moved := v.e.Stats().ClusterMoved
+	if from, to, err = v.lc.MoveSlot(v.ctx, conn.Slot(key), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(v.ctx, ttl); err != nil {
+		t.Fatalf("Extend after the key's slot moved: %v", err)
+	}
+	t.Logf("extension after the move followed %d MOVED", v.e.Stats().ClusterMoved-moved)
+	notQuarantined("after the held key's slot moved " + from + " → " + to)
+	if err := l.Unlock(v.ctx); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
+}
