@@ -192,10 +192,6 @@ func TestClusterReshardNotQuarantined(t *testing.T) {
 	if conn.Slot(key) == conn.Slot(quiet) {
 		t.Fatal("the keys share a slot")
 	}
-	l, err := v.e.TryLock(v.ctx, key, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	notQuarantined := func(when string) {
 		t.Helper()
 		if st := v.e.Status()[takeoverMember]; st.Quarantined {
@@ -215,7 +211,12 @@ func TestClusterReshardNotQuarantined(t *testing.T) {
 	notQuarantined("after a reloaded map moved a slot " + from + " → " + to)
 
 	// The held key's slot moves: the next extension meets the -MOVED
-	// (unless a reload came first).
+	// (unless a reload came first). Taken after the wait above, which
+	// may outlast a TTL.
+	l, err := v.e.TryLock(v.ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
 	moved := v.e.Stats().ClusterMoved
 	if from, to, err = v.lc.MoveSlot(v.ctx, conn.Slot(key), 0); err != nil {
 		t.Fatal(err)
