@@ -31,8 +31,10 @@ import (
 // counted: each Unlock counts one down and returns the loss (matching
 // [ErrLockLost], or [ErrClosed]), and a Lock or TryLock returns the loss,
 // uncounted, until the last frame is unlocked; the next one after that
-// is an acquisition from zero. A frame's Unlock never counts down or
-// releases a later hold.
+// is an acquisition from zero. The last frame's Unlock gives the hold up
+// even when its release gets no quorum (retry that with the hold's own
+// Lock.Unlock): so long as each frame calls Unlock once, a frame's Unlock
+// never counts down or releases a later hold.
 //
 // Its methods are safe for concurrent use.
 type Reentrant struct {
@@ -110,17 +112,14 @@ func (r *Reentrant) acquire(ctx context.Context, ttl time.Duration, opts []Optio
 	r.mu.Lock()
 	if r.l != nil {
 		if err := r.l.Err(); err != nil {
-			if r.count > 0 {
-				// The hold ended (lost, or its validity ran out) with
-				// frames open: a re-entry would be into a lost hold, and
-				// an acquisition from zero would be counted down, or
-				// released, by an old frame's Unlock (found by the review
-				// of issue #46). The open frames unlock first, each told
-				// of the loss.
-				r.mu.Unlock()
-				return err
-			}
-			r.l = nil // a last Unlock left it for a retry: this is from zero
+			// The hold ended (lost, or its validity ran out) with frames
+			// open (r.l is set only while count > 0): a re-entry would be
+			// into a lost hold, and an acquisition from zero would be
+			// counted down, or released, by an old frame's Unlock (found
+			// by the review of issue #46). The open frames unlock first,
+			// each told of the loss.
+			r.mu.Unlock()
+			return err
 		}
 	}
 	held := r.l
@@ -178,13 +177,15 @@ func (r *Reentrant) reenter(ctx context.Context, l *Lock, ttl time.Duration) err
 }
 
 // Unlock takes one from the hold count and, when it reaches zero, releases
-// the key as [Lock.Unlock] does (its errors are Unlock's; the count is
-// zero whatever the release's outcome, and a release without a quorum can
-// be retried by calling Unlock again). A nested frame's Unlock returns
-// nil while the hold is valid and the hold's loss (its [Lock.Err]) once
-// it ended: the work of every frame is reported as [Lock.Unlock] reports
-// the outer one's. It returns an error matching [ErrUnlocked] when r does
-// not hold the key.
+// the key as [Lock.Unlock] does (its errors are Unlock's). The last frame
+// gives the hold up whatever the release's outcome: the count is zero and
+// r holds nothing; a release without a quorum is retried with the hold's
+// own [Lock.Unlock] (keep [Reentrant.Held] from before the last Unlock),
+// not with r.Unlock, which would count down a later hold's frame. Every
+// frame's Unlock — nested or last — returns nil only while the hold is
+// valid, and the hold's loss (matching [ErrLockLost]) once it ended,
+// even when a quorum still released the key. It returns an error
+// matching [ErrUnlocked] when r does not hold the key.
 func (r *Reentrant) Unlock(ctx context.Context) error {
 	r.mu.Lock()
 	none := r.l == nil
@@ -210,15 +211,22 @@ func (r *Reentrant) Unlock(ctx context.Context) error {
 		r.mu.Unlock()
 		return errUnlocked
 	}
-	if r.count == 1 {
-		r.count = 0
-	}
+	// The last frame gives the hold up, whatever the release finds: a
+	// retry through r would be taken for a later hold's frame (the review
+	// of issue #46: a retried Unlock released a hold taken from zero after
+	// the first try). The hold's own Unlock retries it.
+	r.l, r.count = nil, 0
 	r.mu.Unlock()
+	lost := l.Err() // before the release: the masters keep the key a little past its validity
 	err := l.Unlock(ctx)
-	if err == nil || !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
-		r.mu.Lock()
-		r.l = nil // released, or lost: nothing to retry
-		r.mu.Unlock()
+	if errors.Is(lost, ErrLockLost) && !errors.Is(err, ErrLockLost) {
+		// The work of the last frame ran past the hold's validity: the
+		// loss, though a quorum still released the key (property (h)).
+		if err == nil {
+			err = lost
+		} else {
+			err = errors.Join(lost, err)
+		}
 	}
 	return err
 }
