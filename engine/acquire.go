@@ -129,7 +129,19 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 	l := &Lock{e: e, key: key, ttl: ttl, first: e.firstMaster()}
 	l.cix, l.khash = e.route(key)
 	if co.token != "" {
+		// The caller's token may be sent again by the caller's next
+		// attempt while this one is under way (a client's retry after
+		// its own timeout and release): the acquisition marks what it
+		// creates with a nonce of its own, and its cleanup deletes only
+		// where the mark is still this attempt's (docs/safety.md,
+		// "Cleanup after a failed acquisition").
 		l.token, l.callerToken = co.token, true
+		if scripts.Markable(key, e.clusters != nil) {
+			var raw [TokenLen / 2]byte
+			readRandom(raw[:])
+			hex.Encode(l.tokenBuf[:], raw[:])
+			l.marked = true
+		}
 	} else {
 		var raw [TokenLen / 2]byte
 		readRandom(raw[:])
@@ -156,7 +168,7 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 	o.khash, o.key = l.khash, l.key
 	switch {
 	case co.fencing:
-		o.cmd = appendFencedSet(o.cmd[:0], key, fenceKey, l.token, ms)
+		o.cmd = appendFencedSet(o.cmd[:0], l, fenceKey, ms)
 	case co.rw == rwRead:
 		o.merge = e.readAcquireMerge
 		o.cmd = appendExtend(o.cmd[:0], script, l.key, l.token, ms) // the same shape: key, token, ms
@@ -164,6 +176,9 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 		o.cmd = appendFairAcquire(o.cmd[:0], key, co.fair, l.token, ms)
 	case co.rw == rwWrite:
 		o.cmd = appendWriteAcquire(o.cmd[:0], key, l.token, ms, co.waiterID)
+	case l.marked:
+		script = scripts.AcquireMarked
+		o.cmd = appendMarkedSet(o.cmd[:0], l, ms)
 	default:
 		o.cmd = appendSet(o.cmd[:0], key, l.token, ms)
 	}
@@ -246,12 +261,37 @@ func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock
 	}
 	return l, err
 }
-func appendFencedSet(dst []byte, key, fenceKey, token string, ms int64) []byte {
-	dst = scripts.FenceAcquire.AppendEvalSha(dst, 2, 2)
-	dst = resp.AppendBulkString(dst, key)
+
+// appendFencedSet encodes l's fenced acquisition; with a mark (the
+// caller's token) it also marks the key with the attempt's nonce.
+func appendFencedSet(dst []byte, l *Lock, fenceKey string, ms int64) []byte {
+	if !l.marked {
+		dst = scripts.FenceAcquire.AppendEvalSha(dst, 2, 2)
+	} else {
+		dst = scripts.FenceAcquire.AppendEvalSha(dst, 3, 3)
+	}
+	dst = resp.AppendBulkString(dst, l.key)
 	dst = resp.AppendBulkString(dst, fenceKey)
-	dst = resp.AppendBulkString(dst, token)
-	return resp.AppendBulkInt(dst, ms)
+	if l.marked {
+		dst = l.appendBulkMark(dst)
+	}
+	dst = resp.AppendBulkString(dst, l.token)
+	dst = resp.AppendBulkInt(dst, ms)
+	if l.marked {
+		dst = resp.AppendBulkString(dst, l.nonce())
+	}
+	return dst
+}
+
+// appendMarkedSet encodes l's SET NX PX with the caller's token that
+// marks the key with the attempt's nonce (scripts.AcquireMarked).
+func appendMarkedSet(dst []byte, l *Lock, ms int64) []byte {
+	dst = scripts.AcquireMarked.AppendEvalSha(dst, 2, 3)
+	dst = resp.AppendBulkString(dst, l.key)
+	dst = l.appendBulkMark(dst)
+	dst = resp.AppendBulkString(dst, l.token)
+	dst = resp.AppendBulkInt(dst, ms)
+	return resp.AppendBulkString(dst, l.nonce())
 }
 
 // appendWriteAcquire encodes a write acquisition of the RWLock whose

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/resp"
 )
@@ -236,16 +237,23 @@ func (a *acquisition) settled(*op) { a.cleanup() }
 // passes clients' values through) a master that did not answer may hold
 // the caller's own earlier lock under that token, which this attempt's
 // SET NX left alone, so only the masters that answered that they created
-// the key (counted or quarantined) are released, and only while the
+// the key (counted or quarantined) are cleaned up, and only while the
 // attempt's validity lasts: past it the caller may have given up and
 // taken the same token again, which a release by token would delete.
-// What is not released expires at its TTL.
+// Even within it the caller may have: a client that gave up on this
+// attempt (its own timeout), released its value and sent it again —
+// through this proxy or another — may have been granted on the masters
+// where this attempt had created the key. So the cleanup deletes a key
+// only where the key's mark is still this attempt's nonce
+// (scripts.CleanupMarked): the retry's write took the mark over. Without
+// a mark (a Redis Cluster member, a key whose hashed part has a brace)
+// nothing is deleted by value. What is not released expires at its TTL.
 func (a *acquisition) cleanup() {
 	e, acq, l := a.e, a.o, a.l
 	o := e.getOp(opRelease, true, l.cix, acq.first)
 	o.khash, o.key = acq.khash, l.key
 	yes := acq.yes.Load()
-	late := l.callerToken && time.Since(e.epoch) >= time.Duration(e.untilAfter(acq.t1, l.ttl))
+	late := l.callerToken && (!l.marked || time.Since(e.epoch) >= time.Duration(e.untilAfter(acq.t1, l.ttl)))
 	acq.mu.Lock()
 	for i, r := range acq.results {
 		created := yes&(1<<uint(i)) != 0 || r.err == ErrQuarantined
@@ -254,7 +262,17 @@ func (a *acquisition) cleanup() {
 		}
 	}
 	acq.mu.Unlock()
-	script := l.appendRelease(o)
+	var script *conn.Script
+	if l.marked {
+		script = scripts.CleanupMarked
+		o.cmd = script.AppendEvalSha(o.cmd[:0], 2, 2)
+		o.cmd = resp.AppendBulkString(o.cmd, l.key)
+		o.cmd = l.appendBulkMark(o.cmd)
+		o.cmd = resp.AppendBulkString(o.cmd, l.token)
+		o.cmd = resp.AppendBulkString(o.cmd, l.nonce())
+	} else {
+		script = l.appendRelease(o)
+	}
 	a.rel = o
 	o.acq, o.role = a, roleCleanup
 	o.fanout(time.Now().Add(e.cfg.CleanupTimeout), script)

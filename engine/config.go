@@ -348,7 +348,14 @@ func (o *callOpts) waitOption(name string) {
 // lock the caller already holds: a failed attempt then releases only the
 // masters whose SET NX answered that it created the key, and leaves a
 // master that did not answer as it is (what this attempt may have set
-// there expires at its TTL), so it never removes the earlier lock. Lock,
+// there expires at its TTL), so it never removes the earlier lock. The
+// caller may also send the token again while the attempt is under way (a
+// client that gave up on it, released its value and retried): the
+// acquisition sets the key with a script that also writes a mark beside
+// it holding a nonce of this attempt (same TTL, the key's slot), and its
+// cleanup deletes the key only where the mark is still this attempt's, so
+// it never removes the retry's grant either (docs/safety.md, "Cleanup
+// after a failed acquisition"). Lock,
 // which makes one attempt after another, refuses it with an error
 // matching [ErrBadArgument] (each of its attempts gets a new random token).
 func WithToken(token string) Option { return Option{kind: optToken, s: token} }

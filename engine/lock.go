@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/internal/scripts"
@@ -42,10 +43,16 @@ type Lock struct {
 	partial bool
 
 	// callerToken: the token came from the caller (WithToken), so it may
-	// also be the value of a lock the caller already holds: the cleanup
-	// of a failed attempt releases only where this attempt's SET NX
-	// answered that it created the key (Engine.cleanup).
+	// also be the value of a lock the caller already holds, or of the
+	// caller's next attempt: the cleanup of a failed attempt releases only
+	// where this attempt's SET NX answered that it created the key and
+	// its mark is still this attempt's (acquisition.cleanup).
 	callerToken bool
+	// marked: an acquisition with the caller's token that marks the key
+	// (scripts.AppendMark, encoded in place where sent: appendBulkMark)
+	// with its nonce, kept in tokenBuf (nonce); false for a random token,
+	// or when no mark can share the key's slot on a Redis Cluster member.
+	marked bool
 
 	// Watchdog (WithAutoExtend), fixed at acquisition.
 	auto    bool
@@ -110,6 +117,20 @@ func (l *Lock) Key() string {
 
 // Token returns the lock's token: the value stored on the masters.
 func (l *Lock) Token() string { return l.token }
+
+// nonce is the attempt's nonce its mark holds (marked), "" without a mark.
+func (l *Lock) nonce() string {
+	if !l.marked {
+		return ""
+	}
+	return unsafe.String(&l.tokenBuf[0], TokenLen)
+}
+
+// appendBulkMark appends the name of the mark of l's key as a bulk string.
+func (l *Lock) appendBulkMark(dst []byte) []byte {
+	dst, _ = scripts.AppendBulkMark(dst, l.key, l.e.clusters != nil)
+	return dst
+}
 
 // FencingToken returns the lock's fencing token, or 0 when it was acquired
 // without [WithFencing]. Tokens of one key strictly increase from holder to

@@ -2,12 +2,13 @@
 // its SHA1 computed when the package loads (conn.NewScript):
 //
 //   - engine/: the engine's own scripts (release, extend, fencing, their
-//     multi-key forms). A file is the script without its final newline.
+//     multi-key forms, the marked acquire and its cleanup). A file is the
+//     script without its final newline.
 //   - proxy/: scripts the proxy sends on its own account (the cleanup of a
 //     failed multi-key acquisition, redis-py's adding extend capped at
 //     MaxTTL, bsm/redislock's obtains telling "created" from
-//     "overwrote", the Redisson holds it keeps on the masters). Same
-//     convention.
+//     "overwrote" and marking what they write, the Redisson holds it
+//     keeps on the masters). Same convention.
 //   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
 //     redsync, node-redlock, redis.io's examples), byte for byte with no
 //     newline added or removed: the proxy recognises them by SHA1.
@@ -22,6 +23,7 @@ import (
 	"encoding/hex"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -93,7 +95,28 @@ var (
 	// maximum is 2^53 − 1 or more it writes nothing and returns an error:
 	// Lua's numbers are doubles, past 2^53 one more is the same number, and
 	// tokens would repeat (MaxFence).
+	//
+	// With a third key, the attempt's mark (AcquireMarked), it also sets
+	// the mark to ARGV[3] for ARGV[2] ms where it set the key.
 	FenceAcquire = load("engine", "fence_acquire")
+	// AcquireMarked is SET KEYS[1] ARGV[1] NX PX ARGV[2] that, where it
+	// set the key, also sets the key's mark KEYS[2] (AppendMark) to the
+	// attempt's nonce ARGV[3] for the same ARGV[2] ms; it replies as SET
+	// NX does (+OK, or nil when the key exists). The engine sends it for an
+	// acquisition with the caller's token (engine.WithToken: the proxy's
+	// SET NX PX), whose cleanup is CleanupMarked: a later attempt with the
+	// same token — a client's retry while this one is still under way —
+	// takes the mark over where it creates the key, and this attempt's
+	// cleanup then leaves that key alone.
+	AcquireMarked = load("engine", "acquire_marked")
+	// CleanupMarked undoes a failed acquisition whose writes were marked
+	// (AcquireMarked, FenceAcquire with a mark, the proxy's BsmObtainV094/
+	// V010): KEYS are the lock keys then their
+	// marks (the same count); where a key's mark is still the attempt's
+	// nonce ARGV[2] it deletes the mark, and the key if it holds ARGV[1];
+	// it returns how many keys it deleted. A key whose mark a later
+	// attempt took over is that attempt's, the same value or not.
+	CleanupMarked = load("engine", "cleanup_marked")
 	// FenceRaise is the fencing write-back: if the lock key KEYS[1] holds
 	// the token ARGV[1], it raises the fencing counter KEYS[2] to ARGV[2]
 	// if it is lower (or missing) and returns 1; otherwise it returns 0 and
@@ -230,16 +253,11 @@ var (
 	// the cleanup of a failed obtain deletes only what it created. KEYS
 	// are the lock keys, then one mark per key (the same count): where
 	// they write, they set each key's mark to the attempt's nonce ARGV[4]
-	// for ARGV[3] ms, so that a later obtain of the same value — the
-	// client's retry of an attempt still under way — takes the marks over.
+	// for ARGV[3] ms, so that a later attempt with the same value — the
+	// client's retry of an attempt still under way — takes the marks over
+	// (CleanupMarked).
 	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
 	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
-	// CleanupMarked undoes a failed obtain sent with BsmObtainV094/V010:
-	// KEYS are the lock keys then their marks; where a key's mark is still
-	// the attempt's nonce ARGV[2] it deletes the mark, and the key if it
-	// holds ARGV[1]; it returns how many keys it deleted. A key whose mark
-	// a later obtain took over is that obtain's, the same value or not.
-	CleanupMarked = load("proxy", "cleanup_marked")
 
 	// The Redisson scripts (proxy/internal/redisson/redisson.go). Each master holds a
 	// Redisson lock as a plain string whose value carries the hold:
@@ -288,6 +306,67 @@ var (
 	// holds one of the values (all unique to one attempt): 1 or 0.
 	RedissonCleanup = load("proxy", "redisson_cleanup")
 )
+
+// MarkPrefix begins the names of the marks the marked acquisitions write
+// beside each key (AcquireMarked, CleanupMarked). Clients of the proxy may
+// not name such keys.
+const MarkPrefix = "redlock:obtain:"
+
+// AppendMark appends the name of key's mark to dst: MarkPrefix{tag}:key,
+// in key's slot (tag: conn.HashTag(key), with no brace, so the name
+// parses back to one tag and one key: two keys never share a mark), or
+// MarkPrefix#key when the hashed part is empty or has a brace. ok is
+// false for the second form on a Redis Cluster member (cluster), where
+// that mark could not share its key's slot; dst is then returned as it is.
+func AppendMark(dst []byte, key string, cluster bool) (out []byte, ok bool) {
+	n, tag, ok := markLen(key, cluster)
+	if !ok {
+		return dst, false
+	}
+	dst = slices.Grow(dst, n)
+	dst = append(dst, MarkPrefix...)
+	if tag == "" {
+		dst = append(dst, '#')
+		return append(dst, key...), true
+	}
+	dst = append(dst, '{')
+	dst = append(dst, tag...)
+	dst = append(dst, "}:"...)
+	return append(dst, key...), true
+}
+
+// AppendBulkMark appends key's mark (AppendMark) as a RESP bulk string,
+// without allocating; ok as AppendMark's.
+func AppendBulkMark(dst []byte, key string, cluster bool) (out []byte, ok bool) {
+	n, _, ok := markLen(key, cluster)
+	if !ok {
+		return dst, false
+	}
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, "\r\n"...)
+	dst, _ = AppendMark(dst, key, cluster)
+	return append(dst, "\r\n"...), true
+}
+
+// Markable reports whether key can have a mark (AppendMark's ok).
+func Markable(key string, cluster bool) bool {
+	_, _, ok := markLen(key, cluster)
+	return ok
+}
+
+// markLen is the length of key's mark name and the tag it carries (""
+// for the MarkPrefix#key form).
+func markLen(key string, cluster bool) (n int, tag string, ok bool) {
+	tag = conn.HashTag(key)
+	if tag == "" || strings.ContainsAny(tag, "{}") {
+		if cluster {
+			return 0, "", false
+		}
+		return len(MarkPrefix) + 1 + len(key), "", true
+	}
+	return len(MarkPrefix) + 1 + len(tag) + 2 + len(key), tag, true
+}
 
 // Lib returns the exact text of the client-library script lib/name.lua,
 // e.g. "redis-py-release" or "bsm-redislock-v0.10.0-obtain". It panics on
