@@ -4,11 +4,11 @@
 //   - engine/: the engine's own scripts (release, extend, fencing, their
 //     multi-key forms, the marked acquire and its cleanup). A file is the
 //     script without its final newline.
-//   - proxy/: scripts the proxy sends on its own account (the cleanup of a
-//     failed multi-key acquisition, redis-py's adding extend capped at
-//     MaxTTL, bsm/redislock's obtains telling "created" from
-//     "overwrote" and marking what they write, the Redisson holds it
-//     keeps on the masters). Same convention.
+//   - proxy/: scripts the proxy sends on its own account (redis-py's
+//     adding extend capped at MaxTTL, bsm/redislock's obtains telling
+//     "created" from "overwrote" and node-redlock's acquire, both
+//     marking what they write, the Redisson holds it keeps on the
+//     masters). Same convention.
 //   - lib/: the exact text client libraries send (redis-py, bsm/redislock,
 //     redsync, node-redlock, redis.io's examples), byte for byte with no
 //     newline added or removed: the proxy recognises them by SHA1.
@@ -111,7 +111,7 @@ var (
 	AcquireMarked = load("engine", "acquire_marked")
 	// CleanupMarked undoes a failed acquisition whose writes were marked
 	// (AcquireMarked, FenceAcquire with a mark, the proxy's BsmObtainV094/
-	// V010): KEYS are the lock keys then their
+	// V010 and NodeRedlockAcquire): KEYS are the lock keys then their
 	// marks (the same count); where a key's mark is still the attempt's
 	// nonce ARGV[2] it deletes the mark, and the key if it holds ARGV[1];
 	// it returns how many keys it deleted. A key whose mark a later
@@ -233,10 +233,6 @@ var (
 
 // The proxy's own scripts.
 var (
-	// CleanupMulti deletes every KEYS[i] that holds ARGV[1] (multi-key
-	// compare-and-delete) and returns how many; the proxy undoes partial
-	// grants of a failed library acquisition with it.
-	CleanupMulti = load("proxy", "cleanup_multi")
 	// RedisPyExtendAdd is what the proxy sends for redis-py's extend in its
 	// adding mode (ARGV[3] "0": new TTL = what is left + ARGV[2]): the
 	// same compare, with the sum capped at ARGV[3], the engine's MaxTTL, so
@@ -258,6 +254,14 @@ var (
 	// (CleanupMarked).
 	BsmObtainV094 = load("proxy", "bsm_obtain_v094")
 	BsmObtainV010 = load("proxy", "bsm_obtain_v010")
+	// NodeRedlockAcquire is what the proxy sends for node-redlock's
+	// acquire (v5) and lock (v4) scripts: the same writes — where none of
+	// the lock keys exists, each set to ARGV[1] for ARGV[2] ms — that also
+	// set each key's mark (KEYS are the lock keys, then one mark per key)
+	// to the attempt's nonce, the last ARGV, for ARGV[2] ms; it replies 1
+	// when it set the keys, 0 when it wrote nothing (the proxy answers the
+	// client with node-redlock's #KEYS). Its cleanup is CleanupMarked.
+	NodeRedlockAcquire = load("proxy", "node_redlock_acquire")
 
 	// The Redisson scripts (proxy/internal/redisson/redisson.go). Each master holds a
 	// Redisson lock as a plain string whose value carries the hold:

@@ -14,7 +14,6 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/redlock-dev/redlock/conn"
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/scripts"
@@ -378,59 +377,49 @@ func pttlReply(ls *LibScript, reps []enginex.MasterReply, q int) []byte {
 // took the same value again elsewhere, which a deletion by value would
 // remove; the attempt's keys are then left to their TTL.
 //
-// With marks (mk: an obtain that can overwrite the caller's own lock), a
-// key is deleted only where its mark is still this attempt's: a client
-// that gave up on an attempt still under way (its own timeout) and sent
-// the same value again, through another connection or proxy, may have
-// been granted by overwriting this attempt's writes, and a deletion by
-// value alone would remove that grant (found by the review of issue #46).
+// Every library acquisition marks what it writes (mk), and a key is
+// deleted only where its mark is still this attempt's: a client that gave
+// up on an attempt still under way (its own timeout), released its value
+// and sent it again, through another connection or proxy, may have been
+// granted where this attempt had created the key (node-redlock) or by
+// overwriting this attempt's writes (bsm/redislock), and a deletion by
+// value alone would remove that grant (found by the review of issue #46
+// for bsm/redislock, by the review of the marks for the others).
 func (h *Commands) cleanup(ls *LibScript, keys [][]byte, token []byte, mk *obtainMarks, reps []enginex.MasterReply, t1 time.Time, ttl time.Duration) {
 	if ttl-time.Since(t1)-h.drift(ttl) <= 0 {
 		return
 	}
 	to := func(i int) bool { return created(ls, reps[i], len(keys)) }
-	sc, cmd := scripts.CleanupMulti, []byte(nil)
-	if mk != nil {
-		sc = scripts.CleanupMarked
-		cmd = sc.AppendCall(nil, slices.Concat(keys, mk.marks), [][]byte{token, mk.nonce})
-	} else {
-		cmd = sc.AppendCall(nil, keys, [][]byte{token})
-	}
+	sc := scripts.CleanupMarked
+	cmd := sc.AppendCall(nil, slices.Concat(keys, mk.marks), [][]byte{token, mk.nonce})
 	timeout := h.eng.Config().CleanupTimeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Millisecond)
 	defer cancel()
 	h.tr.BroadcastTo(ctx, string(keys[0]), timeout, sc, cmd, to)
 }
 
-// obtainMarks are an obtain's marks, one per key, and the attempt's
-// nonce (scripts.BsmObtainV094/V010, CleanupMarked).
+// obtainMarks are a library acquisition's marks, one per key, and the
+// attempt's nonce (LibScript.Tells, scripts.CleanupMarked).
 type obtainMarks struct {
 	marks [][]byte
 	nonce []byte
 }
 
 // markPrefix begins the marks' names (reserved: reservedPrefixes).
-const markPrefix = "redlock:obtain:"
+const markPrefix = scripts.MarkPrefix
 
-// markObtain returns an obtain's marks and a fresh nonce: each key's mark
-// is in the key's slot, markPrefix{tag}:key (one key's mark only: the
-// tag has no brace, so the name parses back to one tag and one key), or
-// markPrefix#key when the tag is empty or has a brace (the key has no
-// tag of its own) — nil then on a Redis Cluster member, where that mark
-// could not share its key's slot.
+// markObtain returns an acquisition's marks and a fresh nonce: each key's
+// mark is in the key's slot (scripts.AppendMark) — nil on a Redis Cluster
+// member when a key's mark could not share its slot.
 func (h *Commands) markObtain(keys [][]byte) *obtainMarks {
 	cluster := len(h.eng.Config().Clusters) > 0
 	mk := &obtainMarks{marks: make([][]byte, len(keys)), nonce: make([]byte, 32)}
 	for i, k := range keys {
-		tag := conn.HashTag(string(k))
-		if tag == "" || strings.ContainsAny(tag, "{}") {
-			if cluster {
-				return nil
-			}
-			mk.marks[i] = fmt.Appendf(nil, "%s#%s", markPrefix, k)
-			continue
+		m, ok := scripts.AppendMark(nil, string(k), cluster)
+		if !ok {
+			return nil
 		}
-		mk.marks[i] = fmt.Appendf(nil, "%s{%s}:%s", markPrefix, tag, k)
+		mk.marks[i] = m
 	}
 	var raw [16]byte
 	rand.Read(raw[:])

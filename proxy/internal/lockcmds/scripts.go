@@ -54,12 +54,13 @@ type LibScript struct {
 	// AddOrReplace marks redis-py's extend: ARGV[3] "1" replaces the TTL
 	// (engine extend), "0" adds to each master's current TTL (broadcast).
 	AddOrReplace bool
-	// Tells is the proxy's equivalent of Source that also says what it
-	// wrote (internal/scripts: 1 created, 2 overwrote the caller's own
-	// lock, 0 nothing), sent instead of Source for an acquisition whose
-	// own reply cannot tell "created" from "overwrote" (bsm/redislock's
-	// obtain): a failed acquisition's cleanup removes only what it
-	// created.
+	// Tells is the proxy's equivalent of an acquisition's Source that
+	// also says what it wrote (internal/scripts: 1 created, 2 overwrote
+	// the caller's own lock, 0 nothing) and marks each key it writes with
+	// the attempt's nonce, sent instead of Source: a failed acquisition's
+	// cleanup removes only what it created and still marks
+	// (scripts.CleanupMarked), not the client's own lock it overwrote
+	// (bsm/redislock's obtain) nor a retry's grant.
 	Tells  *conn.Script
 	script *conn.Script
 }
@@ -145,10 +146,10 @@ var LibTable = []LibScript{
 	{Name: "redsync touch-with-setnx", Source: scripts.Lib("redsync-v4-touchWithSetNXScript"), Op: OpExtend, Reply: replyInt10, TTLArg: 1},
 
 	// npm redlock 5.0.0-beta.2 and 4.2.0 (several keys; reply #KEYS).
-	{Name: "node-redlock v5 acquire", Source: scripts.Lib("node-redlock5-acquire"), Op: OpAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v5 acquire", Source: scripts.Lib("node-redlock5-acquire"), Op: OpAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1, Tells: scripts.NodeRedlockAcquire},
 	{Name: "node-redlock v5 extend", Source: scripts.Lib("node-redlock5-extend"), Op: OpExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
 	{Name: "node-redlock v5 release", Source: scripts.Lib("node-redlock5-release"), Op: OpRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
-	{Name: "node-redlock v4 lock", Source: scripts.Lib("node-redlock4-lock"), Op: OpAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
+	{Name: "node-redlock v4 lock", Source: scripts.Lib("node-redlock4-lock"), Op: OpAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1, Tells: scripts.NodeRedlockAcquire},
 	{Name: "node-redlock v4 extend", Source: scripts.Lib("node-redlock4-extend"), Op: OpExtend, Reply: replyNKeys, MultiKey: true, TTLArg: 1},
 	{Name: "node-redlock v4 unlock", Source: scripts.Lib("node-redlock4-unlock"), Op: OpRelease, Reply: replyNKeys, MultiKey: true, TTLArg: -1},
 }
@@ -187,7 +188,7 @@ var masterScripts = func() []*conn.Script {
 			out = append(out, sc)
 		}
 	}
-	for _, sc := range []*conn.Script{scripts.CleanupMulti, scripts.CleanupMarked, scripts.RedisPyExtendAdd, scripts.RedissonAcquire, scripts.RedissonCAS,
+	for _, sc := range []*conn.Script{scripts.CleanupMarked, scripts.RedisPyExtendAdd, scripts.RedissonAcquire, scripts.RedissonCAS,
 		scripts.RedissonCleanup, scripts.RedissonFence, scripts.RedissonRead, scripts.RedissonRenew} {
 		add(sc)
 	}
