@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,10 @@ import (
 	"github.com/redlock-dev/redlock/engine"
 	"github.com/redlock-dev/redlock/internal/enginex"
 	"github.com/redlock-dev/redlock/internal/localmaster"
+	"github.com/redlock-dev/redlock/internal/scripts"
 	"github.com/redlock-dev/redlock/internal/test/clockfront"
 	"github.com/redlock-dev/redlock/internal/test/mastertest"
+	"github.com/redlock-dev/redlock/internal/test/relay"
 	"github.com/redlock-dev/redlock/proxy/internal/lockcmds"
 	"github.com/redlock-dev/redlock/proxy/internal/redisson"
 	"github.com/redlock-dev/redlock/proxy/internal/respserver"
@@ -1255,9 +1258,26 @@ func TestGrantRule(t *testing.T) {
 	// created: with another holder on three masters the attempt fails and
 	// leaves nothing on the other two, and the holder's keys stay; a
 	// client retrying with the token of a lock it holds while three
-	// masters are stopped keeps its lock on all five.
+	// masters are stopped keeps its lock on all five; and a client that
+	// gives up on an attempt still under way (one master silent), releases
+	// its value and is granted again with it through the other proxy
+	// keeps that grant when the first attempt fails.
 	t.Run("d cleanup", func(t *testing.T) {
 		x := startRuleRun(t, cli, nil)
+		// xr's proxy 0 reaches master 4 through a relay the retry check
+		// holds, and waits for it; its proxy 1 is straight to the masters.
+		rl, err := relay.Start(x.set.Addrs()[4])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rl.Close() })
+		xr := startRuleRunOn(t, x.set, cli, func(i int, c *Config) {
+			if i == 0 {
+				c.EngineConfig.Addrs = slices.Clone(c.EngineConfig.Addrs)
+				c.EngineConfig.Addrs[4] = rl.Addr()
+				c.EngineConfig.MasterTimeout = 8 * time.Second
+			}
+		})
 		forEach(t, ruleCleanup, func(t *testing.T, e ruleEntry, key string) {
 			x.t = t
 			hk := e.holdKeyOf(key)
@@ -1309,6 +1329,8 @@ func TestGrantRule(t *testing.T) {
 					t.Errorf("master %d: %q after the failed retry; want the client's lock %q kept", i, v, held)
 				}
 			}
+			xr.t = t
+			retryAfterRelease(t, xr, rl, e, key+":retry", holder, other)
 		})
 	})
 
@@ -1644,6 +1666,54 @@ func (x *ruleRun) keysOf(i int, e ruleEntry) []string {
 		}
 	}
 	return out
+}
+
+// retryAfterRelease is column d's retry check of a row whose client
+// chooses the token: attempt A takes key through xr's proxy 0 while
+// another holder has masters 2, 3 and 4 and master 4's requests wait in
+// rl; once A created the key on 0 and 1 and was refused on 2 and 3, the
+// holder leaves master 2, the client releases its value (compare-and-
+// delete) and takes the key again with it through proxy 1 (B, granted on
+// 0, 1 and 2). Then A fails, and B's grant must still stand on a quorum:
+// A's cleanup may delete only what A created and still marks.
+func retryAfterRelease(t *testing.T, xr *ruleRun, rl *relay.Relay, e ruleEntry, key, tok, other string) {
+	t.Helper()
+	ctx := context.Background()
+	ttl := xr.maxTTL // A's validity outlasts the check on a busy machine
+	xr.write(t, key, other, 3*ttl, 2, 3, 4)
+	var calls [5]int
+	for _, i := range []int{2, 3} {
+		calls[i] = lockCalls(t, xr.masters[i])
+	}
+	rl.Hold()
+	defer rl.Release()
+	first := make(chan outcome, 1)
+	go func() { first <- e.take(xr, 0, key, tok, ttl) }()
+	waitFor(t, "A under way: created on masters 0 and 1, refused on 2 and 3, waiting for 4", func() bool {
+		return xr.value(0, key) == tok && xr.value(1, key) == tok && lockCalls(t, xr.masters[2]) > calls[2] &&
+			lockCalls(t, xr.masters[3]) > calls[3] && rl.Holding([]byte(key))
+	})
+	if err := xr.masters[2].Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	xr.cmd(t, 1, "EVAL", scripts.Release.Source(), "1", key, tok) // the client's release
+	waitFor(t, "the client's release on masters 0 and 1", func() bool { return xr.value(0, key) == "" && xr.value(1, key) == "" })
+	if o := e.take(xr, 1, key, tok, ttl); !o.granted {
+		t.Fatalf("B, the client's retry with the same value through the other proxy: %q", o.text)
+	}
+	rl.Release()
+	if o := <-first; o.granted {
+		t.Fatalf("A granted: %q", o.text)
+	}
+	n := 0
+	for i := range xr.masters {
+		if xr.value(i, key) == tok {
+			n++
+		}
+	}
+	if n < 3 {
+		t.Errorf("after A failed, B's grant holds %d of 5 masters: A's cleanup deleted what B created", n)
+	}
 }
 
 // waitFor polls cond for up to 5 s.
