@@ -290,3 +290,49 @@ func TestRetryCleanupKeepsGrantNodeRedlock(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryCleanupKeepsGrantTouchWithSetNX: redsync's touch-with-setnx is
+// an extension that sets the key where it is missing, with the client's
+// value: a writer of that value, as an acquisition is. With A under way
+// (masters 0 and 1 created, 2 and 3 refused by X, 4 held), the client
+// releases its value, X leaves master 2, and the client extends with
+// touch-with-setnx through another proxy, which sets the key on 0, 1 and
+// 2 (":1", an extension valid 20 s). It wrote no mark, so A's mark was
+// still A's nonce on 0 and 1 and A's cleanup deleted the touch's keys
+// there: the client's lock stood on one master and another client was
+// granted (found by the review of the marks). Raw, and through redsync v4
+// itself (WithValue, WithSetNXOnExtend, Extend).
+func TestRetryCleanupKeepsGrantTouchWithSetNX(t *testing.T) {
+	for _, via := range []string{"raw", "redsync"} {
+		t.Run(via, func(t *testing.T) {
+			s := startRetryScene(t, "touch:{"+via+"}", "value-of-one-mutex-0123456789")
+			a := dialRaw(t, s.addr)
+			a.sendCmd("SET", s.key, s.val, "NX", "PX", "20000")
+			check.Eventually(t, 10*time.Second, "A under way", s.firstAttemptUnderWay)
+			if err := s.xLeftMaster2(); err != nil {
+				t.Fatal(err)
+			}
+			dialRaw(t, s.addr).sendCmd("EVAL", scripts.Release.Source(), "1", s.key, s.val)
+			check.Eventually(t, 10*time.Second, "the client's release on masters 0 and 1", s.released)
+			other := startEnvOn(t, s.set, nil)
+			var until time.Time
+			if via == "raw" {
+				if got := dialRaw(t, other.addr).cmd("EVAL", scripts.Lib("redsync-v4-touchWithSetNXScript"), "1", s.key, s.val, "20000"); got != ":1\r\n" {
+					t.Fatalf("touch-with-setnx through another proxy: %q; want :1", got)
+				}
+			} else {
+				rc := redis.NewClient(&redis.Options{Addr: other.addr, Protocol: 2})
+				t.Cleanup(func() { rc.Close() })
+				m := redsync.New(goredis.NewPool(rc)).NewMutex(s.key, redsync.WithValue(s.val), redsync.WithSetNXOnExtend(), redsync.WithExpiry(20*time.Second))
+				if ok, err := m.Extend(); !ok || err != nil {
+					t.Fatalf("redsync Extend: %v %v", ok, err)
+				}
+				until = m.Until()
+			}
+			s.checkRetryKept(func() bool { a.read(); return true })
+			if !until.IsZero() && time.Now().After(until) {
+				t.Fatal("the mutex expired during the test: the check proves nothing")
+			}
+		})
+	}
+}

@@ -262,6 +262,17 @@ var (
 	// when it set the keys, 0 when it wrote nothing (the proxy answers the
 	// client with node-redlock's #KEYS). Its cleanup is CleanupMarked.
 	NodeRedlockAcquire = load("proxy", "node_redlock_acquire")
+	// RedsyncTouchSetNXMarked is what the proxy sends for redsync's
+	// touch-with-setnx (an extension that sets the key where it is
+	// missing): the same writes — where KEYS[1] holds ARGV[1], PEXPIRE it
+	// to ARGV[2] ms and reply what PEXPIRE does; where it is missing, set
+	// it to ARGV[1] for ARGV[2] ms and reply 1; else 0 — that, where it
+	// sets the key, also sets the key's mark KEYS[2] to a nonce of the
+	// call, ARGV[3], for ARGV[2] ms: a writer of the caller's value, it
+	// takes the mark over from an earlier attempt of that value still
+	// under way, whose cleanup (CleanupMarked) then leaves the key alone
+	// (found by the review of the marks, issue #46).
+	RedsyncTouchSetNXMarked = load("proxy", "redsync_touch_setnx_marked")
 
 	// The Redisson scripts (proxy/internal/redisson/redisson.go). Each master holds a
 	// Redisson lock as a plain string whose value carries the hold:

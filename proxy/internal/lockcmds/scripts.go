@@ -60,7 +60,9 @@ type LibScript struct {
 	// the attempt's nonce, sent instead of Source: a failed acquisition's
 	// cleanup removes only what it created and still marks
 	// (scripts.CleanupMarked), not the client's own lock it overwrote
-	// (bsm/redislock's obtain) nor a retry's grant.
+	// (bsm/redislock's obtain) nor a retry's grant. An extension that
+	// creates a missing key (redsync's touch-with-setnx) has one too: it
+	// writes the caller's value, so it must take the mark over.
 	Tells  *conn.Script
 	script *conn.Script
 }
@@ -143,7 +145,7 @@ var LibTable = []LibScript{
 	// github.com/go-redsync/redsync/v4 (v4.13.0 mutex.go).
 	{Name: "redsync delete", Source: scripts.Lib("redsync-v4-deleteScript"), Op: OpRelease, Reply: replyRedsync, TTLArg: -1},
 	{Name: "redsync touch", Source: scripts.Lib("redsync-v4-touchScript"), Op: OpExtend, Reply: replyInt10, TTLArg: 1, Engine: true},
-	{Name: "redsync touch-with-setnx", Source: scripts.Lib("redsync-v4-touchWithSetNXScript"), Op: OpExtend, Reply: replyInt10, TTLArg: 1},
+	{Name: "redsync touch-with-setnx", Source: scripts.Lib("redsync-v4-touchWithSetNXScript"), Op: OpExtend, Reply: replyInt10, TTLArg: 1, Tells: scripts.RedsyncTouchSetNXMarked},
 
 	// npm redlock 5.0.0-beta.2 and 4.2.0 (several keys; reply #KEYS).
 	{Name: "node-redlock v5 acquire", Source: scripts.Lib("node-redlock5-acquire"), Op: OpAcquire, Reply: replyNKeys, MultiKey: true, TTLArg: 1, Tells: scripts.NodeRedlockAcquire},
