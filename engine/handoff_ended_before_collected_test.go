@@ -17,12 +17,7 @@ import (
 // back (found beside the review of issue #46): finish checked only that the
 // validity had not run out. It now refuses it, and Lock goes on waiting.
 func TestHandOffEndedNotReturned(t *testing.T) {
-	obs := &pauseOnRefusal{}
-	cfg := functional // MasterTimeout 1 s
-	cfg.Observer = obs
-	v := newEnv(t, 5, cfg)
-	obs.v.Store(v)
-	t.Cleanup(func() { v.set.Masters()[4].Resume() })
+	v, obs := collectedLateEnv(t)
 	ctx := context.Background()
 	key := keyName(t)
 

@@ -44,12 +44,7 @@ func (o *pauseOnRefusal) Acquire(ev engine.AcquireEvent) {
 // Found by the adversarial review of TryLockAsync (the acquisition as a
 // callback chain): it failed before its fix.
 func TestHandOffCollectedLate(t *testing.T) {
-	obs := &pauseOnRefusal{}
-	cfg := functional // MasterTimeout 1 s
-	cfg.Observer = obs
-	v := newEnv(t, 5, cfg)
-	obs.v.Store(v)
-	t.Cleanup(func() { v.set.Masters()[4].Resume() })
+	v, obs := collectedLateEnv(t)
 	ctx := context.Background()
 	key := keyName(t)
 
@@ -72,6 +67,21 @@ func TestHandOffCollectedLate(t *testing.T) {
 			l2.Unlock(ctx)
 		}
 	}
+}
+
+// collectedLateEnv starts five masters and an engine (per-master timeout
+// 1 s) whose observer, once armed, stops master 4 when an acquisition
+// attempt ends refused and then runs its after: a Lock call's refused
+// try sends the waiter to holdLeft's PTTL read, which waits a second for
+// master 4, while after hands the key over.
+func collectedLateEnv(t *testing.T) (*env, *pauseOnRefusal) {
+	obs := &pauseOnRefusal{}
+	cfg := functional // MasterTimeout 1 s
+	cfg.Observer = obs
+	v := newEnv(t, 5, cfg)
+	obs.v.Store(v)
+	t.Cleanup(func() { v.set.Masters()[4].Resume() })
+	return v, obs
 }
 
 // waitHeadIdle waits until the Lock call heading key's queue is between

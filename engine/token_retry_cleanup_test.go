@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,15 +57,7 @@ func TestCallerTokenRetryKeepsGrant(t *testing.T) {
 				v.mustExec(i, "SET", key, "holder-X", "PX", "30000")
 			}
 			calls := func(i int) int { // SET, EVAL, EVALSHA run by master i
-				info := v.mustExec(i, "INFO", "commandstats").Text()
-				n := 0
-				for _, c := range []string{"set", "eval", "evalsha"} {
-					if _, rest, ok := strings.Cut(info, "cmdstat_"+c+":calls="); ok {
-						k, _ := strconv.Atoi(rest[:max(strings.IndexByte(rest, ','), 0)])
-						n += k
-					}
-				}
-				return n
+				return check.CommandCalls(v.mustExec(i, "INFO", "commandstats").Text(), "set", "eval", "evalsha")
 			}
 			before2, before3 := calls(2), calls(3)
 			r.Hold()

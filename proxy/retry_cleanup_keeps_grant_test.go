@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,14 +84,7 @@ func lockCalls(t *testing.T, m *redis.Client) int {
 		t.Error(err)
 		return 0
 	}
-	n := 0
-	for _, c := range []string{"set", "eval", "evalsha"} {
-		if _, rest, ok := strings.Cut(info, "cmdstat_"+c+":calls="); ok {
-			k, _ := strconv.Atoi(rest[:max(strings.IndexByte(rest, ','), 0)])
-			n += k
-		}
-	}
-	return n
+	return check.CommandCalls(info, "set", "eval", "evalsha")
 }
 
 // firstAttemptUnderWay reports whether the first attempt created the key

@@ -78,3 +78,16 @@ func Scrape(t testing.TB, url string) map[string]float64 {
 	}
 	return out
 }
+
+// CommandCalls sums the calls of the named commands (lower case: "set",
+// "evalsha") in the text of a master's INFO commandstats.
+func CommandCalls(info string, cmds ...string) int {
+	n := 0
+	for _, c := range cmds {
+		if _, rest, ok := strings.Cut(info, "cmdstat_"+c+":calls="); ok {
+			k, _ := strconv.Atoi(rest[:max(strings.IndexByte(rest, ','), 0)])
+			n += k
+		}
+	}
+	return n
+}
