@@ -20,7 +20,7 @@ const (
 	msgBadExpire    = "ERR invalid expire time in 'set' command"
 	msgFenceKey     = "ERR redlock proxy: that key is the masters' fencing counter; clients may not touch it (REDLOCK.LOCK returns fencing tokens)"
 	msgReservedKey  = "ERR redlock proxy: keys beginning redlock:fair:, redlock:leader:, redlock:rlatch: or redlock:obtain: are kept beside locks (fair lock queues, leader records, unlock latches, obtain marks); clients may not touch them"
-	msgMarkSlot     = "ERR redlock proxy: a bsm/redislock or node-redlock lock whose hash tag contains a brace, or whose name is empty, cannot keep its attempt mark in its slot on Redis Cluster members; rename the lock"
+	msgMarkSlot     = "ERR redlock proxy: a bsm/redislock, node-redlock or redsync touch-with-setnx lock whose hash tag contains a brace, or whose name is empty, cannot keep its attempt mark in its slot on Redis Cluster members; rename the lock"
 	msgMemory       = respserver.MsgMemory
 	msgScriptsOff   = "other scripts are disabled (start the proxy with --allow-scripts to run them on every master)"
 )
