@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -193,6 +194,11 @@ func (e *Engine) prepare(ctx context.Context, key string, ttl time.Duration, co 
 	return a, script, nil
 }
 
+// collectHook, when set by a test, runs in collect once the result has
+// arrived, before it is looked at: the caller paused between the decision
+// and its collection (a process short of CPU).
+var collectHook atomic.Pointer[func()]
+
 // finish waits for the result of a begun acquisition (begin without
 // done). When ctx ends first the attempt is abandoned — unless its
 // decision came first — and its error is ctx's, once its cleanup is done.
@@ -219,6 +225,9 @@ func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock
 			<-a.ch
 		}
 	}
+	if h := collectHook.Load(); h != nil {
+		(*h)()
+	}
 	l, err := a.res, a.err
 	ttl, votes, t1 := a.ttl, a.votes, a.t1
 	if !cancelled {
@@ -244,7 +253,13 @@ func (e *Engine) collect(ctx context.Context, a *acquisition, count bool) (*Lock
 	}
 	if late != nil {
 		l.uncounted = true // its release is not one of a lock handed out
-		l.Unlock(context.WithoutCancel(ctx))
+		if !l.callerToken {
+			l.Unlock(context.WithoutCancel(ctx))
+		}
+		// With the caller's token the keys are left to their TTL, as a
+		// cleanup this late leaves them (acquisition.cleanup): the caller
+		// may have given up on this attempt, released its value and been
+		// granted again with it, which a release by value would delete.
 		err := &QuorumError{Op: "acquire", Granted: votes, Answered: votes, Total: e.n, Quorum: e.q, sentinel: ErrNotAcquired,
 			Masters: []error{late}}
 		if count {

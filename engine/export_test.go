@@ -12,3 +12,13 @@ func (e *Engine) HeadIdle(key string) bool {
 	kw := s.keys[key]
 	return kw != nil && len(kw.q) > 0 && !kw.q[0].trying && kw.q[0].pre == nil
 }
+
+// SetCollectHook makes f run in every acquisition's collect, between the
+// result's arrival and its check (nil: none).
+func SetCollectHook(f func()) {
+	if f == nil {
+		collectHook.Store(nil)
+		return
+	}
+	collectHook.Store(&f)
+}
