@@ -31,7 +31,8 @@ const (
 	// (sysexits EX_TEMPFAIL: try again later).
 	exitNotAcquired = 75
 	// exitLost: the lock was lost while the command ran (an extension
-	// failed or the validity ran out); the command was terminated.
+	// failed or the validity ran out); the command was terminated. Or it
+	// ended before the command started, which was then not run.
 	exitLost = 76
 	// exitConfig: the masters (or the proxy) refused the credentials, or
 	// a command, key or channel the lock needs (engine.ErrMisconfigured):
@@ -459,6 +460,17 @@ func runHolding(ctx context.Context, h heldLock, o lockOpts, log *slog.Logger, s
 	if ctx.Err() != nil { // SIGINT/SIGTERM between the acquisition and Notify
 		release()
 		return interrupted(ctx, "before the command started")
+	}
+	if err := h.Err(); err != nil || !time.Now().Before(h.Until()) {
+		// The lock ended between its grant and here (this process was
+		// paused, stopped, or blocked on a write to its stderr): the
+		// command is not started under a lock no longer held (the grant
+		// rule's (c), checked last; found by the review of issue #46).
+		release()
+		if err == nil {
+			err = engine.ErrExpired
+		}
+		return exitError{exitLost, fmt.Sprintf("lock on %s ended before the command started (%v); the command was not run", o.key, err)}
 	}
 	if err := cmd.Start(); err != nil {
 		release()
