@@ -15,8 +15,9 @@ import (
 // TestEmptyCommandRefused: a command of no words gets no reply from a
 // server, so queued it would take the next command's reply and every
 // later one would go to the wrong caller. Exec without arguments and Do
-// with an empty array are refused; the connection stays in step (found
-// by the review of issue #46: Exec() took ECHO's reply).
+// with an empty array, a negative count or an empty line are refused; the
+// connection stays in step (found by the review of issue #46: Exec() took
+// ECHO's reply).
 func TestEmptyCommandRefused(t *testing.T) {
 	c, _, _ := realConn(t, conn.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -24,8 +25,13 @@ func TestEmptyCommandRefused(t *testing.T) {
 	if _, err := c.Exec(ctx); !errors.Is(err, conn.ErrBadCommand) {
 		t.Fatalf("Exec(): %v, want ErrBadCommand", err)
 	}
-	if err := c.Do(conn.Request{Cmd: []byte("*0\r\n"), Callback: newRecorder(), Deadline: time.Now().Add(time.Second)}); !errors.Is(err, conn.ErrBadCommand) {
-		t.Fatalf("Do(*0): %v, want ErrBadCommand", err)
+	// Nor does a server reply to a negative count or an empty inline line
+	// (found by the review of the conn layer); an inline command is not
+	// the RESP the connection counts replies by.
+	for _, cmd := range []string{"*0\r\n", "*-1\r\n", "\r\n", " \r\n", "PING\r\n"} {
+		if err := c.Do(conn.Request{Cmd: []byte(cmd), Callback: newRecorder(), Deadline: time.Now().Add(time.Second)}); !errors.Is(err, conn.ErrBadCommand) {
+			t.Fatalf("Do(%q): %v, want ErrBadCommand", cmd, err)
+		}
 	}
 	if r, err := c.Exec(ctx, "ECHO", "mine"); err != nil || r.Text() != "mine" {
 		t.Fatalf("ECHO mine: %v %q (the replies are out of step)", err, r.Text())

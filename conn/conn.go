@@ -1,7 +1,6 @@
 package conn
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -275,16 +274,21 @@ func (c *Conn) Stats() Stats {
 	}
 }
 
-// emptyArray begins a command of no words, to which a server sends no
-// reply: queued, it would take the next command's.
-var emptyArray = []byte("*0\r\n")
+// framed reports whether cmd begins as a RESP array of one or more
+// words. A server sends no reply to an array of no words (*0), to a
+// negative count (*-1) or to an empty inline line: queued, such a command
+// would take the next command's reply, and every later request its
+// predecessor's (found by the review of the conn layer, issue #46).
+func framed(cmd []byte) bool {
+	return len(cmd) > 1 && cmd[0] == '*' && cmd[1] >= '1' && cmd[1] <= '9'
+}
 
 // Do queues req for the next write batch. On a nil return the callback
 // will be called exactly once; on an error ([ErrDown], [ErrClosed],
 // [ErrOverloaded], [ErrBadCommand]) it will not be called. Do never blocks
 // on the network.
 func (c *Conn) Do(req Request) error {
-	if len(req.Cmd) == 0 || req.Callback == nil || bytes.HasPrefix(req.Cmd, emptyArray) {
+	if !framed(req.Cmd) || req.Callback == nil {
 		return ErrBadCommand
 	}
 	var keyAt, argsAt int
