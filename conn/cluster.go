@@ -658,10 +658,20 @@ func (c *Conn) doAsking(req Request) error {
 		return err
 	}
 	c.nreq++
-	req.KeyHash = 0 // written after anything held for merging
+	// ASKING (no key) is written after anything held for merging, so
+	// nothing comes between it and req. req's pending entry keeps its
+	// KeyHash: a NOSCRIPT answer to it is re-sent only if no later request
+	// of its key is queued (resendReordersLocked). Queued as of unknown
+	// key, an extension's EVAL went out behind a later extension of the
+	// same key on the ASK target, which kept the shorter TTL while the
+	// engine counted the longer (found by the review of the cluster
+	// redirects, issue #46).
+	h := req.KeyHash
+	req.KeyHash = 0
 	wake := c.pushLocked(&Request{Cmd: askingCmd, Deadline: req.Deadline, Callback: discard{}})
 	c.pushLocked(&req)
-	c.q.at(c.q.end() - 1).asking = true
+	p := c.q.at(c.q.end() - 1)
+	p.asking, p.keyHash = true, h
 	c.mu.Unlock()
 	if wake {
 		c.wakeWriter()
