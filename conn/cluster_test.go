@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,36 +191,14 @@ func TestClusterAskTargetIsNewOwner(t *testing.T) {
 		}
 		s.reply("+OK\r\n")
 	})
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == bAddr {
-			return b.Dial(ctx, network, addr)
-		}
-		return a.Dial(ctx, network, addr)
-	}
-	var owners []string
-	var mu sync.Mutex
-	cl := conn.NewClusterWith(conn.ClusterConfig{Seeds: []string{aAddr}, Conn: conn.Config{Dialer: dial},
-		OnNewOwner: func(addr string) {
-			mu.Lock()
-			owners = append(owners, addr)
-			mu.Unlock()
-			told.Store(true)
-		}})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cl, owners := ownersCluster(t, a, b, bAddr, &told, aAddr)
 	if r, err := clusterDo(t, cl, "k", "SET", "k", "v", "NX", "PX", "1000"); err != nil || !r.IsOK() {
 		t.Fatalf("SET through the ASK: %v %v", r, err)
 	}
 	if st := cl.Stats(); st.Asked != 1 {
 		t.Fatalf("stats %+v: want one ASK followed", st)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(owners) != 1 || owners[0] != bAddr || toldFirst.Load() != 1 {
+	if owners := owners(); len(owners) != 1 || owners[0] != bAddr || toldFirst.Load() != 1 {
 		t.Fatalf("new owners %v, told before the request reached it: %v; want [%s], told first", owners, toldFirst.Load() == 1, bAddr)
 	}
 }
@@ -247,27 +226,7 @@ func TestClusterMovedToUnmappedSlotIsNewOwner(t *testing.T) {
 		toldAtB.Store(told.Load())
 		s.reply("+OK\r\n")
 	})
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if addr == bAddr {
-			return b.Dial(ctx, network, addr)
-		}
-		return a.Dial(ctx, network, addr)
-	}
-	var owners []string
-	var mu sync.Mutex
-	cl := conn.NewClusterWith(conn.ClusterConfig{Seeds: []string{aAddr, bAddr}, Conn: conn.Config{Dialer: dial},
-		OnNewOwner: func(addr string) {
-			mu.Lock()
-			owners = append(owners, addr)
-			mu.Unlock()
-			told.Store(true)
-		}})
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := cl.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
+	cl, owners := ownersCluster(t, a, b, bAddr, &told, aAddr, bAddr)
 	if cl.NodeFor(key) != nil {
 		t.Fatalf("slot %d mapped to %s, want unmapped", conn.Slot(key), cl.NodeFor(key).Addr())
 	}
@@ -278,9 +237,40 @@ func TestClusterMovedToUnmappedSlotIsNewOwner(t *testing.T) {
 			t.Fatalf("SET of an unmapped slot: %v %v", r, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(owners) != 1 || owners[0] != bAddr || !toldAtB.Load() {
+	if owners := owners(); len(owners) != 1 || owners[0] != bAddr || !toldAtB.Load() {
 		t.Fatalf("new owners %v, told before the MOVED request reached B: %v; want [%s], told first", owners, toldAtB.Load(), bAddr)
+	}
+}
+
+// ownersCluster starts a Cluster over the fake nodes a and b (b answers
+// for bAddr) from seeds, recording the new owners it reports (told is set
+// at each), and waits for its first map; owners returns them so far.
+func ownersCluster(t *testing.T, a, b *fake, bAddr string, told *atomic.Bool, seeds ...string) (cl *conn.Cluster, owners func() []string) {
+	t.Helper()
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == bAddr {
+			return b.Dial(ctx, network, addr)
+		}
+		return a.Dial(ctx, network, addr)
+	}
+	var mu sync.Mutex
+	var got []string
+	cl = conn.NewClusterWith(conn.ClusterConfig{Seeds: seeds, Conn: conn.Config{Dialer: dial},
+		OnNewOwner: func(addr string) {
+			mu.Lock()
+			got = append(got, addr)
+			mu.Unlock()
+			told.Store(true)
+		}})
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return cl, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
 	}
 }
