@@ -45,6 +45,10 @@ func TestReentrantNestedUnlockReportsLoss(t *testing.T) {
 	ctx := context.Background()
 	key := keyName(t)
 	r, other := reentrantLostWithFrames(t, v, key, 2)
+	// The other owner holds the key on a quorum (maybe not yet on a master
+	// where the lost hold's key had not expired when it tried).
+	tok := other.Held().Token()
+	before := countOf(v.values(key), tok)
 	if err := r.Unlock(ctx); !errors.Is(err, engine.ErrLockLost) {
 		t.Fatalf("the nested frame's Unlock after the loss: %v; want ErrLockLost", err)
 	}
@@ -57,8 +61,8 @@ func TestReentrantNestedUnlockReportsLoss(t *testing.T) {
 	if r.Count() != 0 {
 		t.Fatalf("count after the last Unlock: %d; want 0", r.Count())
 	}
-	if got := v.values(key); got[0] == "" || got[0] != got[1] {
-		t.Fatalf("the other owner's key after the lost hold's Unlocks: %q; want it kept", got)
+	if got := v.values(key); countOf(got, tok) != before || before < 2 {
+		t.Fatalf("the other owner's key after the lost hold's Unlocks: %q (held on %d masters before); want it kept", got, before)
 	}
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatalf("the other owner's Unlock: %v", err)
